@@ -1,0 +1,165 @@
+"""Partition plans: which bytes or row groups of which files make each partition.
+
+A plan is computed on the client from file sizes (and Parquet footers) alone, before any
+data is read, and is a pure function of the input listing: the same files give the same
+plan, so partition indices, and the ids derived from them, are stable across runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+from dask.utils import parse_bytes
+
+from curator_dask.io.files import InputFile
+
+__all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning"]
+
+DEFAULT_BLOCKSIZE = "256MiB"
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """Part of one file.
+
+    For JSONL, ``start``/``end`` are byte offsets of an uncompressed file (``end=None``:
+    to the end); the slice holds every line that begins after the first newline at or
+    after ``start`` (or at 0) up to and including the line that spans ``end``, so
+    adjacent slices read each line exactly once. For Parquet, ``row_groups`` lists the
+    row groups (``None``: all).
+    """
+
+    file: InputFile
+    start: int = 0
+    end: int | None = None
+    row_groups: tuple[int, ...] | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and self.end is None and self.row_groups is None
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """The slices that make one partition, and the partition's index in the plan."""
+
+    index: int
+    slices: tuple[FileSlice, ...]
+
+    @property
+    def nbytes(self) -> int:
+        total = 0
+        for s in self.slices:
+            end = s.file.size if s.end is None else s.end
+            total += end - s.start
+        return total
+
+
+def check_partitioning(files_per_partition: int | None, blocksize) -> int | None:
+    """Validate the two ways of partitioning; return the blocksize in bytes or None."""
+    if files_per_partition is not None and blocksize is not None:
+        raise ValueError(
+            "give either files_per_partition or blocksize, not both "
+            f"(got files_per_partition={files_per_partition!r}, blocksize={blocksize!r})"
+        )
+    if files_per_partition is not None:
+        if not isinstance(files_per_partition, int) or files_per_partition < 1:
+            raise ValueError(
+                f"files_per_partition must be a positive integer, got {files_per_partition!r}"
+            )
+        return None
+    size = parse_bytes(blocksize if blocksize is not None else DEFAULT_BLOCKSIZE)
+    if size < 1:
+        raise ValueError(f"blocksize must be positive, got {blocksize!r}")
+    return size
+
+
+def plan_partitions(
+    files: Sequence[InputFile],
+    *,
+    files_per_partition: int | None = None,
+    blocksize: int | str | None = None,
+    fmt: str = "jsonl",
+    fs=None,
+) -> list[PartitionSpec]:
+    """Plan partitions for ``files`` (already in their deterministic order).
+
+    ``files_per_partition=N`` groups whole files N at a time. ``blocksize`` groups
+    consecutive small files until a partition reaches the blocksize, and splits a large
+    file into several partitions: uncompressed JSONL at line boundaries (byte ranges),
+    Parquet by row groups (this needs ``fs`` to read the footers). Compressed JSONL cannot
+    be split and is always read whole.
+
+    Examples
+    --------
+    >>> from curator_dask.io.files import InputFile
+    >>> files = [InputFile(f"/d/{i}.jsonl", 40, None, f"{i}.jsonl") for i in range(3)]
+    >>> [len(p.slices) for p in plan_partitions(files, files_per_partition=2)]
+    [2, 1]
+    >>> big = [InputFile("/d/big.jsonl", 250, None, "big.jsonl")]
+    >>> [(s.start, s.end) for p in plan_partitions(big, blocksize=100) for s in p.slices]
+    [(0, 100), (100, 200), (200, None)]
+    """
+    block = check_partitioning(files_per_partition, blocksize)
+    if files_per_partition is not None:
+        groups = [
+            tuple(FileSlice(f) for f in files[i: i + files_per_partition])
+            for i in range(0, len(files), files_per_partition)
+        ]
+        return [PartitionSpec(i, g) for i, g in enumerate(groups)]
+
+    pieces: list[tuple[FileSlice, int]] = []
+    for f in files:
+        pieces.extend(_split_file(f, block, fmt, fs))
+
+    groups: list[tuple[FileSlice, ...]] = []
+    current: list[FileSlice] = []
+    current_bytes = 0
+    for piece, nbytes in pieces:
+        if current and current_bytes + nbytes > block:
+            groups.append(tuple(current))
+            current, current_bytes = [], 0
+        current.append(piece)
+        current_bytes += nbytes
+    if current:
+        groups.append(tuple(current))
+    return [PartitionSpec(i, g) for i, g in enumerate(groups)]
+
+
+def _split_file(f: InputFile, block: int, fmt: str, fs) -> list[tuple[FileSlice, int]]:
+    if fmt == "parquet":
+        return _split_parquet(f, block, fs)
+    if f.compression is not None or f.size <= block:
+        return [(FileSlice(f), f.size)]
+    out = []
+    for start in range(0, f.size, block):
+        end = start + block
+        out.append((FileSlice(f, start, None if end >= f.size else end), min(block, f.size - start)))
+    return out
+
+
+def _split_parquet(f: InputFile, block: int, fs) -> list[tuple[FileSlice, int]]:
+    if f.size <= block or fs is None:
+        return [(FileSlice(f), f.size)]
+    with fs.open(f.path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
+    if len(sizes) <= 1:
+        return [(FileSlice(f), f.size)]
+    # Row-group byte sizes are uncompressed; scale them to the file size so that
+    # ``blocksize`` means the same thing for Parquet as for JSONL (bytes on storage).
+    scale = f.size / max(sum(sizes), 1)
+    out: list[tuple[FileSlice, int]] = []
+    group: list[int] = []
+    group_bytes = 0
+    for i, size in enumerate(sizes):
+        scaled = int(size * scale)
+        if group and group_bytes + scaled > block:
+            out.append((FileSlice(f, row_groups=tuple(group)), group_bytes))
+            group, group_bytes = [], 0
+        group.append(i)
+        group_bytes += scaled
+    out.append((FileSlice(f, row_groups=tuple(group)), group_bytes))
+    return out

@@ -1,0 +1,326 @@
+"""The stage API: one partition in, one partition out, with its resources beside it.
+
+A :class:`ProcessingStage` is the unit users write and executors schedule. The same
+object works interactively (``stage(ds)`` builds a lazy ``map_partitions``) and in a
+:class:`~curator_dask.pipeline.Pipeline`.
+
+Worker-side lifecycle: a stage object travels to workers by pickle, once per task. The
+first task of a stage in a worker process calls ``setup()`` on its copy under a lock and
+keeps that copy (with its loaded model) in a per-process registry; every later task of
+the same stage in that process uses the registered copy. ``setup_on_node()`` runs once per
+host, guarded by a file lock, before the first ``setup()`` there.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import functools
+import inspect
+import logging
+import os
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from curator_dask.dropped import add_dropped, strip_dropped
+from curator_dask.resources import Resources
+
+if TYPE_CHECKING:
+    from curator_dask.dataset import DocumentDataset
+
+__all__ = ["ProcessingStage", "processing_stage", "Sequential", "run_stage", "teardown_stage"]
+
+logger = logging.getLogger(__name__)
+
+
+class ProcessingStage:
+    """Base class of partition-wise stages.
+
+    Subclasses implement :meth:`process` and declare the columns they add, replace or
+    remove, so Dask learns the output schema without running the stage on an empty frame
+    (which for a model stage would mean loading the model on the client).
+
+    Attributes
+    ----------
+    name : str
+        Shown in metrics, the dashboard and task keys. Defaults to the class name.
+    resources : Resources
+        What one task holds while it runs; see :class:`~curator_dask.resources.Resources`.
+    batch_size : int
+        How many partitions an executor hands to one ``process()`` call (concatenated).
+        Interactive use (``stage(ds)``) always processes one partition per call.
+    output_columns : Mapping[str, dtype]
+        Columns this stage adds or replaces, with their dtypes.
+    removed_columns : Sequence[str]
+        Columns this stage removes.
+    needs_partition_index : bool
+        When true, ``process`` is called as ``process(df, partition_index=i)`` with the
+        index of the input partition (stable for a given input; used by ``AddId``).
+    """
+
+    name: str | None = None
+    resources: Resources = Resources()
+    batch_size: int = 1
+    output_columns: Mapping[str, Any] = {}
+    removed_columns: Sequence[str] = ()
+    needs_partition_index: bool = False
+
+    # -- lifecycle hooks, overridden by stages that hold state -------------------------
+    def setup_on_node(self) -> None:
+        """Run once per host before any ``setup()`` there (download, unpack, warm a cache)."""
+
+    def setup(self) -> None:
+        """Run once per worker process before the first partition (load a model)."""
+
+    def process(self, df):
+        """Transform one partition. Must not mutate ``df`` in place."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process(df)")
+
+    def teardown(self) -> None:
+        """Run once per worker process at the end (release the model)."""
+
+    # -- description --------------------------------------------------------------------
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+    @property
+    def stage_id(self) -> str:
+        """Identity shared by every pickled copy of this stage object.
+
+        Assigned on first use on the client, so all tasks built from one stage object map
+        to one worker-side instance; copies made with :meth:`with_` get a new identity.
+        """
+        if "_stage_id" not in self.__dict__:
+            self.__dict__["_stage_id"] = uuid.uuid4().hex
+        return self.__dict__["_stage_id"]
+
+    def __dask_tokenize__(self):
+        return (type(self).__qualname__, self.stage_id)
+
+    def meta(self, input_meta):
+        """The empty output frame for an input with schema ``input_meta``.
+
+        The default drops :attr:`removed_columns` and sets :attr:`output_columns`;
+        override it when the output schema depends on the input in another way.
+        """
+        missing = [c for c in self.removed_columns if c not in input_meta.columns]
+        if missing:
+            raise KeyError(
+                f"stage {self.stage_name!r} removes column(s) {missing} that the input does "
+                f"not have; the input columns are {list(input_meta.columns)}"
+            )
+        out = input_meta.drop(columns=list(self.removed_columns))
+        for column, dtype in self.output_columns.items():
+            out[column] = pd.Series([], dtype=dtype, index=out.index)
+        return out
+
+    def with_(self, *, name: str | None = None, resources: Resources | None = None,
+              batch_size: int | None = None) -> ProcessingStage:
+        """A copy with a new name, resources or batch size; the original is unchanged.
+
+        Examples
+        --------
+        >>> from curator_dask import Resources
+        >>> @processing_stage(name="strip")
+        ... def strip(df):
+        ...     return df.assign(text=df["text"].str.strip())
+        >>> gpu_strip = strip.with_(name="strip-gpu", resources=Resources(gpus=0.25))
+        >>> (strip.name, str(strip.resources)), (gpu_strip.name, str(gpu_strip.resources))
+        (('strip', 'CPU=1'), ('strip-gpu', 'GPU=0.25'))
+        """
+        new = copy.copy(self)
+        new.__dict__.pop("_stage_id", None)
+        if name is not None:
+            new.name = name
+        if resources is not None:
+            if not isinstance(resources, Resources):
+                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+            new.resources = resources
+        if batch_size is not None:
+            new.batch_size = _check_batch_size(batch_size)
+        return new
+
+    def __call__(self, ds: DocumentDataset) -> DocumentDataset:
+        """Apply the stage lazily to every partition of ``ds``."""
+        from curator_dask.dataset import DocumentDataset
+
+        if not isinstance(ds, DocumentDataset):
+            raise TypeError(
+                f"stage {self.stage_name!r} takes a DocumentDataset, got {type(ds).__name__}; "
+                "wrap a Dask dataframe with DocumentDataset(df)"
+            )
+        meta = self.meta(ds.df._meta)
+        df = ds.df.map_partitions(
+            run_stage, self, meta=meta, token=_key_prefix(self.stage_name),
+            align_dataframes=False,
+        )
+        return ds._derive(df)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.stage_name!r} ({self.resources})>"
+
+
+def _check_batch_size(batch_size: int) -> int:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return batch_size
+
+
+def _key_prefix(name: str) -> str:
+    # Dask task keys are "<prefix>-<token>"; keep the prefix a plain word so
+    # ``dask.utils.key_split`` gives the stage name back (it drops hex-looking parts).
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "stage"
+
+
+# -- worker-side runtime ---------------------------------------------------------------
+
+_live_stages: dict[str, ProcessingStage] = {}
+_live_lock = threading.Lock()
+
+
+def _setup_on_node_once(stage: ProcessingStage) -> None:
+    """Call ``setup_on_node`` once per host: the first process to take the lock does it."""
+    marker = os.path.join(tempfile.gettempdir(), f"curator-dask-node-setup-{stage.stage_id}")
+    with open(marker + ".lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            if not os.path.exists(marker + ".done"):
+                stage.setup_on_node()
+                with open(marker + ".done", "w"):
+                    pass
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def live_stage(stage: ProcessingStage) -> ProcessingStage:
+    """This process's set-up copy of ``stage``, set up on first use."""
+    live = _live_stages.get(stage.stage_id)
+    if live is not None:
+        return live
+    with _live_lock:
+        live = _live_stages.get(stage.stage_id)
+        if live is None:
+            _setup_on_node_once(stage)
+            logger.debug("setting up stage %r in process %d", stage.stage_name, os.getpid())
+            stage.setup()
+            _live_stages[stage.stage_id] = live = stage
+    return live
+
+
+def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
+    """Task body: run ``stage`` on one partition with this process's live copy."""
+    live = live_stage(stage)
+    df, upstream_drops = strip_dropped(df)
+    if stage.needs_partition_index:
+        if partition_info is None:
+            raise RuntimeError(f"stage {stage.stage_name!r} needs the partition index")
+        out = live.process(df, partition_index=partition_info["number"])
+    else:
+        out = live.process(df)
+    return add_dropped(out, upstream_drops)
+
+
+def teardown_stage(stage_id: str) -> bool:
+    """Tear down and forget this process's copy of a stage; True if there was one."""
+    with _live_lock:
+        live = _live_stages.pop(stage_id, None)
+    if live is None:
+        return False
+    live.teardown()
+    return True
+
+
+# -- function stages and composition -----------------------------------------------------
+
+class FunctionStage(ProcessingStage):
+    """A stage made from a plain function of one partition (see :func:`processing_stage`)."""
+
+    def __init__(self, func: Callable, *, name: str | None = None,
+                 resources: Resources | None = None, batch_size: int = 1,
+                 output_columns: Mapping[str, Any] | None = None,
+                 removed_columns: Sequence[str] = ()):
+        params = inspect.signature(func).parameters
+        if not params:
+            raise TypeError(f"{func.__name__} must take the partition as its first argument")
+        self.func = func
+        self.name = name or func.__name__
+        self.resources = resources if resources is not None else Resources()
+        self.batch_size = _check_batch_size(batch_size)
+        self.output_columns = dict(output_columns or {})
+        self.removed_columns = tuple(removed_columns)
+        functools.update_wrapper(self, func, updated=())
+
+    def process(self, df):
+        return self.func(df)
+
+
+def processing_stage(func: Callable | None = None, *, name: str | None = None,
+                     resources: Resources | None = None, batch_size: int = 1,
+                     output_columns: Mapping[str, Any] | None = None,
+                     removed_columns: Sequence[str] = ()):
+    """Turn a function of one partition into a :class:`ProcessingStage`.
+
+    Parameters
+    ----------
+    name : str, optional
+        Stage name; defaults to the function's name.
+    resources : Resources, optional
+        Defaults to one CPU.
+    batch_size : int, default 1
+    output_columns : mapping of column name to dtype, optional
+        Columns the function adds or replaces. Needed for Dask's meta: the function is
+        never run on an empty frame to find out.
+    removed_columns : sequence of str, optional
+        Columns the function drops.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from curator_dask import DocumentDataset
+    >>> @processing_stage(name="length", output_columns={"length": "int64"})
+    ... def add_length(df):
+    ...     return df.assign(length=df["text"].str.len().astype("int64"))
+    >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "bcd"]}))
+    >>> add_length(ds).df.compute()["length"].tolist()
+    [1, 3]
+    """
+
+    def wrap(f: Callable) -> FunctionStage:
+        return FunctionStage(f, name=name, resources=resources, batch_size=batch_size,
+                             output_columns=output_columns, removed_columns=removed_columns)
+
+    return wrap(func) if func is not None else wrap
+
+
+class Sequential:
+    """Apply stages in order; ``Sequential([a, b])(ds)`` is ``b(a(ds))``.
+
+    Pipelines flatten a ``Sequential`` into its stages, so each keeps its own resources.
+    """
+
+    def __init__(self, stages: Sequence[ProcessingStage | Sequential]):
+        stages = list(stages)
+        for stage in stages:
+            if not callable(stage):
+                raise TypeError(f"Sequential takes stages, got {type(stage).__name__}")
+        self.stages = stages
+
+    def flatten(self) -> list[ProcessingStage]:
+        out: list[ProcessingStage] = []
+        for stage in self.stages:
+            out.extend(stage.flatten() if isinstance(stage, Sequential) else [stage])
+        return out
+
+    def __call__(self, ds: DocumentDataset) -> DocumentDataset:
+        for stage in self.stages:
+            ds = stage(ds)
+        return ds
+
+    def __repr__(self) -> str:
+        return f"Sequential({[s for s in self.stages]!r})"
