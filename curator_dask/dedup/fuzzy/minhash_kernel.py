@@ -1,0 +1,616 @@
+"""CPU MinHash kernel that reproduces cuDF's ``str.minhash`` / ``str.minhash64``.
+
+Fuzzy deduplication runs on mixed fleets: some workers have a GPU and call
+cuDF, others only have CPUs.  Signatures from the two must be *bit-identical*
+or LSH buckets computed on different workers will never agree.  This module is
+a from-scratch numba implementation of the scheme used by libcudf's
+``nvtext::minhash`` and ``nvtext::minhash64`` (``cpp/src/text/minhash.cu`` and
+``cpp/include/nvtext/minhash.hpp`` in rapidsai/cudf), checked against the
+expected values published in ``cpp/tests/text/minhash_tests.cpp`` and
+``python/cudf/cudf/tests/text/test_text_methods.py``.
+
+The scheme
+----------
+For each document (a UTF-8 string) and a character width ``w``:
+
+1. **Shingles.**  A shingle is ``w`` consecutive *characters* (Unicode code
+   points, not bytes); its UTF-8 bytes are what gets hashed.  There is one
+   shingle starting at each character position ``k`` with at least ``w``
+   characters remaining, i.e. ``n_chars - w + 1`` shingles.  A string with
+   ``1 <= n_chars <= w`` yields exactly one shingle: the whole string.
+2. **Hash.**  Each shingle is hashed once with the given ``seed``:
+   MurmurHash3_x86_32 for the 32-bit variant, and the *first* 64-bit word
+   (``h1``) of MurmurHash3_x64_128 for the 64-bit variant.  A hash value of
+   0 is replaced by 1, because libcudf uses 0 internally as a "no shingle
+   here" sentinel and clamps real hashes with ``max(hv, 1)``.
+3. **Permute.**  For each permutation ``i``::
+
+       32-bit: v_i = (a[i] * h + b[i])  mod 2**32
+       64-bit: v_i = ((a[i] * h + b[i]) mod 2**64) mod (2**61 - 1)
+
+   libcudf writes both as ``((hv * a + b) % mersenne_prime) & hash_max`` with
+   ``mersenne_prime = 2**61 - 1``, but evaluates ``hv * a + b`` in the hash's
+   own unsigned type first.  For 32-bit values that wrap-around result is
+   always below the prime, so the modulo is a no-op; for 64-bit values it is
+   not, which is why 64-bit signatures are always ``< 2**61 - 1``.
+4. **Min.**  ``signature[i] = min_k v_i(shingle_k)``.
+
+Edge cases, as libcudf implements them:
+
+* Empty string (0 bytes): every signature entry is **0** (the kernel
+  initialises the row with 0 instead of the type's max when the row has no
+  bytes).
+* Null rows: libcudf returns a null list.  This kernel has no null output
+  representation, so it raises :class:`ValueError` reporting how many null
+  rows there are; drop or fill them first.
+* ``width < 2`` is rejected (libcudf throws ``std::invalid_argument``).
+* Input must be valid UTF-8 (Arrow string arrays guarantee this).  Shingle
+  boundaries are found by skipping continuation bytes (``b & 0xC0 == 0x80``).
+
+Parameters ``a``/``b`` compatible with NVIDIA NeMo Curator's ``MinHash``
+class come from :func:`generate_permutations`.
+
+Performance notes
+-----------------
+Each shingle is hashed once and then all permutations are updated in a plain
+loop over contiguous ``a``, ``b`` and output arrays, which LLVM vectorises
+(32-bit multiply-add-min, or 64-bit multiply-add plus a branch-free Mersenne
+reduction).  Shingles are walked with two byte cursors so no per-document
+scratch memory is allocated.  All kernels release the GIL, so a threaded
+Dask worker can run several partitions concurrently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+__all__ = [
+    "generate_permutations",
+    "minhash32",
+    "minhash64",
+    "murmurhash3_32",
+    "murmurhash3_x64_128",
+]
+
+# Typed constants: numba turns mixed uint64/int64 arithmetic into float64, so
+# every literal that touches a uint64 value must itself be uint64.
+_U32_MAX = np.uint32(0xFFFFFFFF)
+_U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+_MERSENNE_61 = np.uint64((1 << 61) - 1)
+_SHIFT_61 = np.uint64(61)
+
+_C1_32 = np.uint32(0xCC9E2D51)
+_C2_32 = np.uint32(0x1B873593)
+_C1_64 = np.uint64(0x87C37B91114253D5)
+_C2_64 = np.uint64(0x4CF5AD432745937F)
+
+_NEMO_PRIME_32 = (1 << 31) - 1
+_NEMO_PRIME_64 = (1 << 61) - 1
+
+
+# --------------------------------------------------------------------------
+# MurmurHash3 (Austin Appleby's public-domain reference algorithm)
+# --------------------------------------------------------------------------
+
+
+@numba.njit(inline="always")
+def _rotl32(x, r):
+    return np.uint32((x << np.uint32(r)) | (x >> np.uint32(32 - r)))
+
+
+@numba.njit(inline="always")
+def _rotl64(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@numba.njit(inline="always")
+def _fmix64(k):
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+@numba.njit(nogil=True, cache=True)
+def _mmh3_x86_32(data, start, length, seed):
+    """MurmurHash3_x86_32 of ``data[start:start+length]`` (little-endian blocks)."""
+    h1 = np.uint32(seed)
+    nblocks = length // 4
+    for blk in range(nblocks):
+        p = start + blk * 4
+        # Byte-wise assembly keeps this independent of alignment and host
+        # endianness; LLVM folds it into a single 32-bit load on x86.
+        k1 = np.uint32(
+            np.uint32(data[p])
+            | (np.uint32(data[p + 1]) << np.uint32(8))
+            | (np.uint32(data[p + 2]) << np.uint32(16))
+            | (np.uint32(data[p + 3]) << np.uint32(24))
+        )
+        k1 = np.uint32(k1 * _C1_32)
+        k1 = _rotl32(k1, 15)
+        k1 = np.uint32(k1 * _C2_32)
+        h1 ^= k1
+        h1 = _rotl32(h1, 13)
+        h1 = np.uint32(h1 * np.uint32(5) + np.uint32(0xE6546B64))
+
+    tail = start + nblocks * 4
+    rem = length & 3
+    k1 = np.uint32(0)
+    if rem >= 3:
+        k1 ^= np.uint32(data[tail + 2]) << np.uint32(16)
+    if rem >= 2:
+        k1 ^= np.uint32(np.uint32(data[tail + 1]) << np.uint32(8))
+    if rem >= 1:
+        k1 ^= np.uint32(data[tail])
+        k1 = np.uint32(k1 * _C1_32)
+        k1 = _rotl32(k1, 15)
+        k1 = np.uint32(k1 * _C2_32)
+        h1 ^= k1
+
+    # The reference xors in the length as a 32-bit value (cuco truncates a
+    # 64-bit size the same way).
+    h1 ^= np.uint32(length & 0xFFFFFFFF)
+    h1 ^= h1 >> np.uint32(16)
+    h1 = np.uint32(h1 * np.uint32(0x85EBCA6B))
+    h1 ^= h1 >> np.uint32(13)
+    h1 = np.uint32(h1 * np.uint32(0xC2B2AE35))
+    h1 ^= h1 >> np.uint32(16)
+    return np.uint32(h1)
+
+
+@numba.njit(inline="always")
+def _load_u64_le(data, p):
+    v = np.uint64(0)
+    for j in range(8):
+        v |= np.uint64(data[p + j]) << np.uint64(8 * j)
+    return v
+
+
+@numba.njit(nogil=True, cache=True)
+def _mmh3_x64_128(data, start, length, seed):
+    """MurmurHash3_x64_128 of ``data[start:start+length]``; returns ``(h1, h2)``.
+
+    The seed is a full 64-bit value used for both lanes, as in cuco's
+    implementation that libcudf wraps (the original reference only takes a
+    32-bit seed; both agree for seeds below 2**32).
+    """
+    h1 = np.uint64(seed)
+    h2 = np.uint64(seed)
+    nblocks = length // 16
+    for blk in range(nblocks):
+        p = start + blk * 16
+        k1 = _load_u64_le(data, p)
+        k2 = _load_u64_le(data, p + 8)
+
+        k1 *= _C1_64
+        k1 = _rotl64(k1, 31)
+        k1 *= _C2_64
+        h1 ^= k1
+        h1 = _rotl64(h1, 27)
+        h1 += h2
+        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
+
+        k2 *= _C2_64
+        k2 = _rotl64(k2, 33)
+        k2 *= _C1_64
+        h2 ^= k2
+        h2 = _rotl64(h2, 31)
+        h2 += h1
+        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
+
+    tail = start + nblocks * 16
+    rem = length & 15
+    k1 = np.uint64(0)
+    k2 = np.uint64(0)
+    if rem > 8:
+        for j in range(rem - 1, 7, -1):
+            k2 ^= np.uint64(data[tail + j]) << np.uint64(8 * (j - 8))
+        k2 *= _C2_64
+        k2 = _rotl64(k2, 33)
+        k2 *= _C1_64
+        h2 ^= k2
+    if rem > 0:
+        for j in range(min(rem, 8) - 1, -1, -1):
+            k1 ^= np.uint64(data[tail + j]) << np.uint64(8 * j)
+        k1 *= _C1_64
+        k1 = _rotl64(k1, 31)
+        k1 *= _C2_64
+        h1 ^= k1
+
+    h1 ^= np.uint64(length)
+    h2 ^= np.uint64(length)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
+
+
+# --------------------------------------------------------------------------
+# MinHash kernels
+# --------------------------------------------------------------------------
+
+
+@numba.njit(inline="always")
+def _next_char(data, pos, end):
+    """Byte index of the character after the one starting at ``pos``."""
+    pos += 1
+    while pos < end and (data[pos] & 0xC0) == 0x80:
+        pos += 1
+    return pos
+
+
+@numba.njit(nogil=True, cache=True)
+def _minhash32_kernel(data, offsets, a, b, seed, width, out):
+    n_docs = offsets.shape[0] - 1
+    n_perm = a.shape[0]
+    for d in range(n_docs):
+        s = offsets[d]
+        e = offsets[d + 1]
+        row = out[d]
+        if e == s:
+            # libcudf initialises empty rows with 0, not with the max value.
+            for i in range(n_perm):
+                row[i] = 0
+            continue
+        for i in range(n_perm):
+            row[i] = _U32_MAX
+
+        # [lo, hi) always spans the current shingle.  When the string has
+        # fewer than ``width`` characters, hi stops at e and the one shingle
+        # is the whole string, matching libcudf's "first position is always
+        # hashed" rule.
+        lo = s
+        hi = s
+        k = 0
+        while k < width and hi < e:
+            hi = _next_char(data, hi, e)
+            k += 1
+        while True:
+            h = _mmh3_x86_32(data, lo, hi - lo, seed)
+            if h == 0:
+                h = np.uint32(1)  # libcudf reserves 0 as its skip sentinel
+            for i in range(n_perm):
+                v = np.uint32(a[i] * h + b[i])
+                row[i] = min(row[i], v)
+            if hi >= e:
+                break
+            lo = _next_char(data, lo, e)
+            hi = _next_char(data, hi, e)
+
+
+@numba.njit(nogil=True, cache=True)
+def _minhash64_kernel(data, offsets, a, b, seed, width, out):
+    n_docs = offsets.shape[0] - 1
+    n_perm = a.shape[0]
+    for d in range(n_docs):
+        s = offsets[d]
+        e = offsets[d + 1]
+        row = out[d]
+        if e == s:
+            for i in range(n_perm):
+                row[i] = np.uint64(0)
+            continue
+        for i in range(n_perm):
+            row[i] = _U64_MAX
+
+        lo = s
+        hi = s
+        k = 0
+        while k < width and hi < e:
+            hi = _next_char(data, hi, e)
+            k += 1
+        while True:
+            h, _ = _mmh3_x64_128(data, lo, hi - lo, seed)
+            if h == 0:
+                h = np.uint64(1)
+            for i in range(n_perm):
+                v = a[i] * h + b[i]
+                # x mod (2**61 - 1) without a division: since 2**61 == 1
+                # (mod p), x == (x >> 61) + (x & p), and that sum is at most
+                # p + 7, so one conditional subtraction finishes it.  This
+                # keeps the loop vectorisable.
+                r = (v >> _SHIFT_61) + (v & _MERSENNE_61)
+                r = r - _MERSENNE_61 if r >= _MERSENNE_61 else r
+                row[i] = min(row[i], r)
+            if hi >= e:
+                break
+            lo = _next_char(data, lo, e)
+            hi = _next_char(data, hi, e)
+
+
+# --------------------------------------------------------------------------
+# Python-facing helpers
+# --------------------------------------------------------------------------
+
+
+def _string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-copy ``(utf8_bytes, int64_offsets)`` views of a string column.
+
+    Raises
+    ------
+    TypeError
+        If ``texts`` is not a string-like column.
+    ValueError
+        If it contains nulls.
+    """
+    if isinstance(texts, pa.ChunkedArray):
+        arr = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+    elif isinstance(texts, pa.Array):
+        arr = texts
+    else:
+        # pandas Series (Arrow-backed or object), lists and numpy object arrays
+        # all go through pa.array, which is zero-copy for Arrow-backed series.
+        try:
+            arr = pa.array(texts)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise TypeError(f"cannot interpret {type(texts).__name__} as a string column") from exc
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_null(arr.type):
+        if len(arr):
+            raise ValueError(
+                f"minhash input has {arr.null_count} null rows (of {len(arr)}); "
+                "drop or fill nulls before computing signatures"
+            )
+        arr = pa.array([], pa.string())
+    if pa.types.is_string_view(arr.type):
+        arr = arr.cast(pa.large_string())
+    if pa.types.is_string(arr.type):
+        offset_dtype = np.int32
+    elif pa.types.is_large_string(arr.type):
+        offset_dtype = np.int64
+    else:
+        raise TypeError(f"minhash expects a string column, got Arrow type {arr.type}")
+
+    if arr.null_count:
+        raise ValueError(
+            f"minhash input has {arr.null_count} null rows (of {len(arr)}); "
+            "drop or fill nulls before computing signatures"
+        )
+
+    _, off_buf, data_buf = arr.buffers()
+    n = len(arr)
+    if off_buf is None:  # zero-length arrays may omit the offsets buffer
+        offsets = np.zeros(n + 1, dtype=offset_dtype)
+    else:
+        offsets = np.frombuffer(off_buf, dtype=offset_dtype)[arr.offset : arr.offset + n + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    # Offsets are absolute positions into the data buffer, so a sliced array
+    # needs no rebasing.  int32 -> int64 costs one small copy and avoids a
+    # second compiled specialisation.
+    return data, offsets.astype(np.int64, copy=False)
+
+
+def _param_array(name: str, p: Any, dtype: type) -> np.ndarray:
+    info = np.iinfo(dtype)
+    arr = np.asarray(p)
+    if arr.dtype.kind in "fO" and not isinstance(p, np.ndarray):
+        # numpy infers float64 for a list mixing ints >= 2**63 with small
+        # ones, which would silently lose bits; go through Python ints.
+        vals = list(p)
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+            raise TypeError(f"parameter {name} must contain integers")
+        if any(not 0 <= int(v) <= info.max for v in vals):
+            raise ValueError(f"parameter {name} has values outside the uint{info.bits} range")
+        return np.array([int(v) for v in vals], dtype=dtype)
+    if arr.ndim != 1:
+        raise ValueError(f"parameter {name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype != dtype and arr.size:
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"parameter {name} must be integers, got dtype {arr.dtype}")
+        if int(arr.min()) < 0 or int(arr.max()) > int(info.max):
+            raise ValueError(f"parameter {name} has values outside the uint{info.bits} range")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _check_params(a: Any, b: Any, dtype: type, width: int) -> tuple[np.ndarray, np.ndarray]:
+    out = [_param_array("a", a, dtype), _param_array("b", b, dtype)]
+    pa_, pb = out
+    if pa_.size == 0:
+        raise ValueError("parameters a and b cannot be empty")
+    if pa_.shape != pb.shape:
+        raise ValueError(f"parameters a and b must have the same length, got {pa_.size} and {pb.size}")
+    if int(width) < 2:
+        raise ValueError(f"char_ngrams (width) must be 2 or greater, got {width}")
+    return pa_, pb
+
+
+def _check_seed(seed: Any, bits: int) -> int:
+    seed = int(seed)
+    if not 0 <= seed < (1 << bits):
+        raise ValueError(f"seed must be in [0, 2**{bits}), got {seed}")
+    return seed
+
+
+def minhash32(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.ndarray:
+    """32-bit MinHash signatures, bit-identical to cuDF ``Series.str.minhash``.
+
+    Parameters
+    ----------
+    texts : pyarrow.Array, pyarrow.ChunkedArray, pandas.Series or sequence of str
+        Documents.  ``string``, ``large_string``, ``string_view`` and
+        dictionary-encoded strings are accepted; must not contain nulls.
+    a, b : array_like of uint32
+        Permutation parameters, one pair per signature entry (see
+        :func:`generate_permutations`).
+    seed : int
+        MurmurHash3_x86_32 seed, ``0 <= seed < 2**32``.
+    char_ngrams : int
+        Shingle width in characters (code points), ``>= 2``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint32`` array of shape ``(len(texts), len(a))``.  Row ``j`` entry
+        ``i`` is ``min over shingles of (a[i] * h + b[i]) mod 2**32`` where
+        ``h = max(murmurhash3_32(shingle_utf8, seed), 1)``.  Strings with at
+        most ``char_ngrams`` characters are hashed whole; empty strings give
+        an all-zero row.
+
+    Raises
+    ------
+    ValueError
+        On null rows, empty or mismatched ``a``/``b``, ``char_ngrams < 2``, or
+        out-of-range parameters.
+    TypeError
+        If ``texts`` is not a string column.
+
+    Examples
+    --------
+    >>> minhash32(["this is my", "favorite book"], [1, 2, 3], [4, 5, 6], 0, 5)
+    array([[1305480171,  462824409,   74608232],
+           [  32665388,   65330773,   97996158]], dtype=uint32)
+    """
+    pa_, pb = _check_params(a, b, np.uint32, char_ngrams)
+    seed = _check_seed(seed, 32)
+    data, offsets = _string_buffers(texts)
+    out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint32)
+    _minhash32_kernel(data, offsets, pa_, pb, np.uint32(seed), np.int64(char_ngrams), out)
+    return out
+
+
+def minhash64(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.ndarray:
+    """64-bit MinHash signatures, bit-identical to cuDF ``Series.str.minhash64``.
+
+    Parameters
+    ----------
+    texts : pyarrow.Array, pyarrow.ChunkedArray, pandas.Series or sequence of str
+        Documents; must not contain nulls.
+    a, b : array_like of uint64
+        Permutation parameters (see :func:`generate_permutations` with
+        ``use_64_bit_hash=True``).
+    seed : int
+        MurmurHash3_x64_128 seed, ``0 <= seed < 2**64`` (used for both
+        internal lanes, as libcudf/cuco do).
+    char_ngrams : int
+        Shingle width in characters (code points), ``>= 2``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint64`` array of shape ``(len(texts), len(a))``.  Entry ``i`` is
+        ``min over shingles of ((a[i] * h + b[i]) mod 2**64) mod (2**61 - 1)``
+        where ``h = max(h1, 1)`` and ``h1`` is the first 64-bit word of
+        MurmurHash3_x64_128 of the shingle.  Every value is therefore below
+        ``2**61 - 1``.  Empty strings give an all-zero row.
+
+    Raises
+    ------
+    ValueError
+        On null rows, empty or mismatched ``a``/``b``, ``char_ngrams < 2``, or
+        out-of-range parameters.
+    TypeError
+        If ``texts`` is not a string column.
+    """
+    pa_, pb = _check_params(a, b, np.uint64, char_ngrams)
+    seed = _check_seed(seed, 64)
+    data, offsets = _string_buffers(texts)
+    out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint64)
+    _minhash64_kernel(data, offsets, pa_, pb, np.uint64(seed), np.int64(char_ngrams), out)
+    return out
+
+
+def generate_permutations(
+    seed: int, num_hashes: int, use_64_bit_hash: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Permutation parameters ``(a, b)`` compatible with NeMo Curator's ``MinHash``.
+
+    Reproduces ``MinHash.generate_hash_permutation_seeds`` /
+    ``GPUMinHash.generate_seeds`` from NVIDIA NeMo Curator: a legacy
+    ``numpy.random.RandomState(seed)`` draws, for each permutation in turn,
+    ``a ~ randint(1, p)`` then ``b ~ randint(0, p)`` with ``p = 2**31 - 1``
+    (uint32) or ``p = 2**61 - 1`` (uint64).  The interleaved draw order
+    matters, so the calls are made one pair at a time exactly as NeMo does.
+
+    Parameters
+    ----------
+    seed : int
+        Seed for ``numpy.random.RandomState``.
+    num_hashes : int
+        Number of permutations (signature length).
+    use_64_bit_hash : bool, default False
+        Draw uint64 parameters for :func:`minhash64` instead of uint32 ones.
+
+    Returns
+    -------
+    a, b : numpy.ndarray
+        Two arrays of length ``num_hashes``, dtype uint32 or uint64.
+
+    Notes
+    -----
+    NeMo Curator passes ``seed=a[0]`` (not the user's seed) to cuDF as the
+    MurmurHash seed.  To reproduce its signatures exactly, call
+    ``minhash32(texts, a, b, seed=int(a[0]), char_ngrams=...)``.
+    """
+    if num_hashes < 0:
+        raise ValueError(f"num_hashes must be non-negative, got {num_hashes}")
+    if use_64_bit_hash:
+        dtype, prime = np.uint64, np.uint64(_NEMO_PRIME_64)
+    else:
+        dtype, prime = np.uint32, np.uint32(_NEMO_PRIME_32)
+    gen = np.random.RandomState(seed)
+    a = np.empty(num_hashes, dtype=dtype)
+    b = np.empty(num_hashes, dtype=dtype)
+    for i in range(num_hashes):
+        a[i] = gen.randint(1, prime, dtype=dtype)
+        b[i] = gen.randint(0, prime, dtype=dtype)
+    return a, b
+
+
+def _as_byte_array(data: bytes | bytearray | memoryview | str) -> np.ndarray:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return np.frombuffer(bytes(data), dtype=np.uint8)
+
+
+def murmurhash3_32(data: bytes | bytearray | memoryview | str, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 of ``data`` as an unsigned int (``str`` is UTF-8 encoded).
+
+    Parameters
+    ----------
+    data : bytes-like or str
+        Input bytes.
+    seed : int, default 0
+        ``0 <= seed < 2**32``.
+
+    Returns
+    -------
+    int
+        The unsigned 32-bit hash; equals ``mmh3.hash(data, seed, signed=False)``.
+    """
+    buf = _as_byte_array(data)
+    return int(_mmh3_x86_32(buf, 0, buf.shape[0], np.uint32(_check_seed(seed, 32))))
+
+
+def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str, seed: int = 0) -> tuple[int, int]:
+    """MurmurHash3_x64_128 of ``data`` as two unsigned 64-bit words ``(h1, h2)``.
+
+    Parameters
+    ----------
+    data : bytes-like or str
+        Input bytes (``str`` is UTF-8 encoded).
+    seed : int, default 0
+        ``0 <= seed < 2**64``; for seeds below ``2**32`` the result equals
+        ``mmh3.hash64(data, seed, signed=False)``.
+
+    Returns
+    -------
+    tuple of int
+        ``(h1, h2)``; ``h1`` is the word cuDF's ``minhash64`` uses, and
+        ``h1 | (h2 << 64)`` is ``mmh3.hash128(data, seed)``.
+    """
+    buf = _as_byte_array(data)
+    h1, h2 = _mmh3_x64_128(buf, 0, buf.shape[0], np.uint64(_check_seed(seed, 64)))
+    return int(h1), int(h2)
