@@ -104,18 +104,23 @@ def _output_name(source_name: str, suffix: str) -> str:
 def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     tmp = posixpath.join(posixpath.dirname(target),
                          f".{posixpath.basename(target)}.tmp-{uuid.uuid4().hex}")
-    if spec.fmt == "parquet":
-        with fs.open(tmp, "wb") as handle:
-            df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
-    else:
-        # cuDF frames are written through pandas: one JSON writer for both backends.
-        frame = df.to_pandas() if hasattr(df, "to_pandas") else df
-        with fs.open(tmp, "wb", compression=spec.compression) as handle:
-            if len(frame):
-                text = frame.to_json(orient="records", lines=True, force_ascii=False)
-                handle.write(text.encode("utf-8"))
-                if not text.endswith("\n"):
-                    handle.write(b"\n")
+    try:
+        if spec.fmt == "parquet":
+            with fs.open(tmp, "wb") as handle:
+                df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
+        else:
+            # cuDF frames are written through pandas: one JSON writer for both backends.
+            frame = df.to_pandas() if hasattr(df, "to_pandas") else df
+            with fs.open(tmp, "wb", compression=spec.compression) as handle:
+                if len(frame):
+                    text = frame.to_json(orient="records", lines=True, force_ascii=False)
+                    handle.write(text.encode("utf-8"))
+                    if not text.endswith("\n"):
+                        handle.write(b"\n")
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
     nbytes = fs.info(tmp).get("size") or 0
     if spec.filename_field and fs.exists(target):
         fs.rm(tmp)

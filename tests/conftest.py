@@ -1,0 +1,41 @@
+"""Shared fixtures: real files on disk and a real multi-process Dask cluster."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A LocalCluster of 2 worker processes on 127.0.0.1, advertising CPU=1 each."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, resources={"CPU": 1},
+                      silence_logs=logging.ERROR) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def client(cluster):
+    """A client on the shared cluster; it is the default scheduler inside the test."""
+    from distributed import Client
+
+    with Client(cluster) as client:
+        yield client
+
+
+def write_jsonl(path, rows) -> None:
+    """Write rows (dicts) as JSONL, creating parent directories."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def docs(n: int, start: int = 0, prefix: str = "doc") -> list[dict]:
+    """``n`` distinct documents with a text and a number."""
+    return [{"text": f"{prefix} {i} " + "word " * (i % 7), "n": i} for i in range(start, start + n)]

@@ -1,0 +1,115 @@
+"""Parquet reading, and writing both formats: round trips, names, atomicity, modes."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import docs, write_jsonl
+
+from curator_dask import DocumentDataset
+from curator_dask.io import MissingColumnError
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame(docs(n, start=start))
+
+
+def test_parquet_blocksize_splits_by_row_groups(tmp_path):
+    table = pa.Table.from_pandas(frame(1000), preserve_index=False)
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=100)
+    whole = DocumentDataset.read_parquet(str(tmp_path))
+    split = DocumentDataset.read_parquet(str(tmp_path), blocksize=os.path.getsize(tmp_path / "a.parquet") // 4)
+    assert whole.npartitions == 1
+    assert 3 <= split.npartitions <= 10
+    assert split.df.compute()["n"].tolist() == list(range(1000))
+
+
+def test_parquet_columns_and_filename(tmp_path):
+    pq.write_table(pa.Table.from_pandas(frame(3), preserve_index=False), tmp_path / "a.parquet")
+    ds = DocumentDataset.read_parquet(str(tmp_path), columns=["text"], add_filename="source")
+    out = ds.df.compute()
+    assert list(out.columns) == ["text", "source"] and set(out["source"]) == {"a.parquet"}
+
+
+def test_parquet_missing_text_column(tmp_path):
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "a.parquet")
+    with pytest.raises(MissingColumnError, match=r"'text' not found in .*a\.parquet; it has \['body'\]"):
+        DocumentDataset.read_parquet(str(tmp_path)).df.compute()
+
+
+@pytest.mark.parametrize("fmt,compression", [
+    ("parquet", "snappy"), ("parquet", "zstd"),
+    ("jsonl", None), ("jsonl", "gzip"), ("jsonl", "zstd"), ("jsonl", "bz2"),
+])
+def test_round_trip(tmp_path, fmt, compression):
+    source = frame(50)
+    write_jsonl(tmp_path / "in" / "a.jsonl", source.to_dict("records"))
+    ds = DocumentDataset.read_jsonl(str(tmp_path / "in"), blocksize="1KiB")
+    writer = ds.to_parquet if fmt == "parquet" else ds.to_jsonl
+    result = writer(str(tmp_path / "out"), compression=compression)
+    assert result.rows == 50 and len(result.files) == ds.npartitions
+    names = sorted(os.listdir(tmp_path / "out"))
+    suffix = {"parquet": ".parquet"}.get(fmt) or ".jsonl" + {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}[compression]
+    assert names == [f"part-{i:05d}{suffix}" for i in range(ds.npartitions)]
+    reader = DocumentDataset.read_parquet if fmt == "parquet" else DocumentDataset.read_jsonl
+    back = reader(str(tmp_path / "out")).df.compute().reset_index(drop=True)
+    pd.testing.assert_frame_equal(back, source, check_dtype=False)
+
+
+def test_non_empty_output_is_refused_unless_overwrite_or_append(tmp_path):
+    ds = DocumentDataset.from_pandas(frame(4), npartitions=2)
+    ds.to_parquet(str(tmp_path / "out"))
+    with pytest.raises(FileExistsError, match="not empty .*mode='overwrite'"):
+        ds.to_parquet(str(tmp_path / "out"))
+    ds.to_parquet(str(tmp_path / "out"), mode="append")
+    assert sorted(os.listdir(tmp_path / "out")) == [f"part-{i:05d}.parquet" for i in range(4)]
+    (tmp_path / "out" / "stray.txt").write_text("old")
+    ds.to_parquet(str(tmp_path / "out"), mode="overwrite")
+    assert sorted(os.listdir(tmp_path / "out")) == ["part-00000.parquet", "part-00001.parquet"]
+
+
+def test_a_failing_partition_leaves_no_part_that_looks_complete(tmp_path):
+    # Parquet has no complex type: the writer fails after opening its file.
+    bad = pd.DataFrame({"text": ["ok", "ok"], "z": [1 + 2j, 3j]})
+    ds = DocumentDataset.from_pandas(bad, npartitions=1)
+    with pytest.raises(pa.ArrowNotImplementedError):
+        ds.to_parquet(str(tmp_path / "out"))
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_write_to_filename_writes_each_source_file_back(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs(3, prefix="a"))
+    write_jsonl(tmp_path / "in" / "sub" / "b.jsonl", docs(2, prefix="b"))
+    ds = DocumentDataset.read_jsonl(str(tmp_path / "in"), add_filename=True, blocksize="1MiB")
+    result = ds.to_jsonl(str(tmp_path / "out"), write_to_filename=True)
+    assert result.rows == 5
+    a = pd.read_json(tmp_path / "out" / "a.jsonl", lines=True)
+    b = pd.read_json(tmp_path / "out" / "sub" / "b.jsonl", lines=True)
+    assert a["text"].str.startswith("a").all() and len(a) == 3
+    assert b["text"].str.startswith("b").all() and len(b) == 2
+    assert "file_name" not in a.columns
+
+
+@pytest.mark.parametrize("name", ["../escape.jsonl", "/etc/passwd", "a/../../x.jsonl"])
+def test_write_to_filename_rejects_names_outside_the_output(tmp_path, name):
+    ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["x"], "file_name": [name]}))
+    with pytest.raises(ValueError, match="outside the output directory"):
+        ds.to_jsonl(str(tmp_path / "out"), write_to_filename=True)
+    assert not (tmp_path / "escape.jsonl").exists()
+
+
+def test_write_to_filename_refuses_files_split_by_blocksize(tmp_path):
+    write_jsonl(tmp_path / "in" / "big.jsonl", docs(200))
+    ds = DocumentDataset.read_jsonl(str(tmp_path / "in"), add_filename=True, blocksize="1KiB")
+    with pytest.raises(ValueError, match="split across partitions"):
+        ds.to_parquet(str(tmp_path / "out"), write_to_filename=True)
+
+
+def test_write_to_filename_needs_the_filename_column(tmp_path):
+    ds = DocumentDataset.from_pandas(frame(2))
+    with pytest.raises(KeyError, match="add_filename=True"):
+        ds.to_parquet(str(tmp_path / "out"), write_to_filename=True)

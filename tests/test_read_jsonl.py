@@ -1,0 +1,192 @@
+"""Reading JSONL: inputs, partitioning, compression, options and every kind of bad input."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import logging
+
+import fsspec
+import pandas as pd
+import pytest
+import zstandard
+from conftest import docs, write_jsonl
+
+from curator_dask import DocumentDataset
+from curator_dask.io import InvalidEncodingError, MalformedLineError, MissingColumnError
+
+
+def texts(ds: DocumentDataset) -> list[str]:
+    return ds.df.compute()["text"].tolist()
+
+
+def test_directory_is_read_recursively_in_sorted_order(tmp_path):
+    write_jsonl(tmp_path / "b.jsonl", docs(2, start=10))
+    write_jsonl(tmp_path / "a.jsonl", docs(2, start=0))
+    write_jsonl(tmp_path / "sub" / "c.jsonl", docs(2, start=20))
+    (tmp_path / "notes.txt").write_text("not jsonl")
+    ds = DocumentDataset.read_jsonl(str(tmp_path), files_per_partition=1)
+    assert ds.npartitions == 3
+    assert [t.split()[1] for t in texts(ds)] == ["0", "1", "10", "11", "20", "21"]
+
+
+def test_glob_and_list_of_paths(tmp_path):
+    for i in range(3):
+        write_jsonl(tmp_path / f"part{i}.jsonl", docs(1, start=i))
+    by_glob = DocumentDataset.read_jsonl(str(tmp_path / "part[02].jsonl"))
+    assert [t.split()[1] for t in texts(by_glob)] == ["0", "2"]
+    by_list = DocumentDataset.read_jsonl([str(tmp_path / "part2.jsonl"), str(tmp_path / "part1.jsonl")])
+    assert [t.split()[1] for t in texts(by_list)] == ["1", "2"]
+
+
+def test_strings_are_arrow_backed_and_numbers_keep_their_type(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", docs(3))
+    df = DocumentDataset.read_jsonl(str(tmp_path)).df
+    assert isinstance(df.dtypes["text"], pd.StringDtype) and df.dtypes["text"].storage == "pyarrow"
+    assert df.dtypes["n"] == "int64"
+    assert df.compute()["n"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("suffix,compress", [
+    (".jsonl.gz", gzip.compress),
+    (".jsonl.bz2", bz2.compress),
+    (".jsonl.zst", lambda b: zstandard.ZstdCompressor().compress(b)),
+])
+def test_compressed_jsonl_by_extension(tmp_path, suffix, compress):
+    rows = docs(5)
+    payload = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    (tmp_path / f"data{suffix}").write_bytes(compress(payload))
+    ds = DocumentDataset.read_jsonl(str(tmp_path), blocksize="10B")
+    assert ds.npartitions == 1  # a compressed file cannot be split
+    assert texts(ds) == [r["text"] for r in rows]
+
+
+def test_blocksize_splits_a_large_file_and_reads_each_line_once(tmp_path):
+    rows = docs(500)
+    write_jsonl(tmp_path / "big.jsonl", rows)
+    ds = DocumentDataset.read_jsonl(str(tmp_path), blocksize="2KiB")
+    assert ds.npartitions > 5
+    assert texts(ds) == [r["text"] for r in rows]
+
+
+def test_blocksize_groups_small_files(tmp_path):
+    for i in range(10):
+        write_jsonl(tmp_path / f"f{i:02d}.jsonl", docs(2, start=2 * i))
+    ds = DocumentDataset.read_jsonl(str(tmp_path), blocksize="1MiB")
+    assert ds.npartitions == 1
+    assert len(ds.df.compute()) == 20
+
+
+def test_files_per_partition_and_blocksize_are_exclusive(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", docs(1))
+    with pytest.raises(ValueError, match="either files_per_partition or blocksize, not both"):
+        DocumentDataset.read_jsonl(str(tmp_path), files_per_partition=2, blocksize="1MiB")
+
+
+def test_columns_add_filename_and_input_meta(tmp_path):
+    write_jsonl(tmp_path / "x" / "one.jsonl", [{"text": "a", "n": 1, "extra": "e"}])
+    write_jsonl(tmp_path / "x" / "two.jsonl", [{"text": "b", "n": 2, "extra": "f"}])
+    ds = DocumentDataset.read_jsonl(str(tmp_path), columns=["text", "n"], add_filename=True,
+                                    input_meta={"n": "float64"})
+    out = ds.df.compute()
+    assert list(out.columns) == ["text", "n", "file_name"]
+    assert out["n"].dtype == "float64"
+    assert out["file_name"].tolist() == ["x/one.jsonl", "x/two.jsonl"]
+
+
+def test_memory_filesystem(tmp_path):
+    fs = fsspec.filesystem("memory")
+    with fs.open("/corpus/a.jsonl", "wb") as f:
+        f.write(b'{"text": "in memory"}\n')
+    assert texts(DocumentDataset.read_jsonl("memory://corpus")) == ["in memory"]
+
+
+def test_missing_path_raises_file_not_found_with_the_path(tmp_path):
+    missing = tmp_path / "nope"
+    with pytest.raises(FileNotFoundError, match="nope"):
+        DocumentDataset.read_jsonl(str(missing))
+
+
+def test_directory_without_matching_files(tmp_path):
+    (tmp_path / "a.csv").write_text("x")
+    with pytest.raises(FileNotFoundError, match=r"\.jsonl"):
+        DocumentDataset.read_jsonl(str(tmp_path))
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "ok"}\n{"text": "ok2"}\n{"text": broken}\n{"text": "ok3"}\n')
+    ds = DocumentDataset.read_jsonl(str(path))
+    with pytest.raises(MalformedLineError, match=r"bad\.jsonl, line 3: malformed JSON") as err:
+        ds.df.compute()
+    assert err.value.line == 3
+
+
+def test_malformed_line_number_is_right_inside_a_byte_range(tmp_path):
+    rows = [json.dumps({"text": f"document number {i}"}) for i in range(200)]
+    rows[150] = '{"text": oops}'
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    ds = DocumentDataset.read_jsonl(str(path), blocksize="1KiB")
+    assert ds.npartitions > 3
+    with pytest.raises(MalformedLineError, match="line 151"):
+        ds.df.compute()
+
+
+@pytest.mark.parametrize("mode", ["skip", "warn"])
+def test_bad_lines_skipped_and_counted(tmp_path, mode, caplog):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "a"}\n[1, 2]\n{"text": "b"}\nnot json\n{"text": "c"}\n')
+    ds = DocumentDataset.read_jsonl(str(path), on_bad_lines=mode)
+    with caplog.at_level(logging.WARNING):
+        assert texts(ds) == ["a", "b", "c"]
+        warned = [r.getMessage() for r in caplog.records if "skipping malformed JSON" in r.getMessage()]
+    assert ds.dropped_counts() == {"reader.bad_json_line": 2}
+    if mode == "warn":
+        assert [m.split(": skipping")[0][-6:] for m in warned] == ["line 2", "line 4"]
+    else:
+        assert warned == []
+
+
+def test_invalid_utf8_raises_naming_the_file(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(InvalidEncodingError, match=r"latin1\.jsonl, line 2: invalid UTF-8"):
+        DocumentDataset.read_jsonl(str(path)).df.compute()
+
+
+def test_invalid_utf8_replaced_when_asked(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')
+    ds = DocumentDataset.read_jsonl(str(path), encoding_errors="replace")
+    assert texts(ds) == ["fine", "caf\ufffd"]
+
+
+def test_missing_text_column_names_column_file_and_present_columns(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"content": "x", "url": "u"}])
+    with pytest.raises(MissingColumnError, match=r"'text' not found in .*a\.jsonl; it has \['content', 'url'\]"):
+        DocumentDataset.read_jsonl(str(tmp_path)).df.compute()
+
+
+def test_text_field_selects_another_column(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"content": "x"}])
+    ds = DocumentDataset.read_jsonl(str(tmp_path), text_field="content")
+    assert ds.df.compute()["content"].tolist() == ["x"]
+
+
+def test_empty_file_gives_an_empty_partition(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", docs(2))
+    (tmp_path / "b.jsonl").write_text("")
+    ds = DocumentDataset.read_jsonl(str(tmp_path), files_per_partition=1)
+    sizes = ds.df.map_partitions(len).compute().tolist()
+    assert sizes == [2, 0]
+    assert list(ds.df.get_partition(1).compute().columns) == ["text", "n"]
+
+
+def test_reads_on_a_cluster_of_worker_processes(tmp_path, client):
+    for i in range(4):
+        write_jsonl(tmp_path / f"f{i}.jsonl", docs(25, start=25 * i))
+    ds = DocumentDataset.read_jsonl(str(tmp_path), files_per_partition=1)
+    out = ds.df.compute()
+    assert sorted(out["n"].tolist()) == list(range(100))
