@@ -30,6 +30,7 @@ BAD_LINE_REASON = "reader.bad_json_line"
 ON_BAD_LINES = ("error", "skip", "warn")
 ENCODING_ERRORS = ("strict", "replace")
 _SAMPLE_BYTES = 1 << 20
+_STREAM_BLOCK = 4 << 20
 
 
 def read_slice_bytes(fs, piece: FileSlice) -> bytes:
@@ -79,6 +80,23 @@ def _parse_fast(data: bytes) -> pa.Table:
         io.BytesIO(data),
         read_options=pajson.ReadOptions(use_threads=False, block_size=block),
     )
+
+
+def _stream_whole_file(fs, piece: FileSlice) -> tuple[pa.Table | None, int | None]:
+    """Parse a whole file straight from its (decompressing) handle: the fast path.
+
+    Streaming in blocks avoids holding the file's bytes and the table at once. Returns
+    ``(None, None)`` when anything is off (a bad line, bad UTF-8, an empty file, a line
+    longer than a block), and the caller takes the byte path, which handles each case.
+    """
+    try:
+        with fs.open(piece.file.path, "rb", compression=piece.file.compression) as handle:
+            table = pajson.read_json(handle, read_options=pajson.ReadOptions(
+                use_threads=False, block_size=_STREAM_BLOCK))
+        _check_utf8(table)
+    except pa.ArrowInvalid:
+        return None, None
+    return table, 0
 
 
 def _check_utf8(table: pa.Table) -> None:
@@ -175,12 +193,14 @@ def read_jsonl_partition(
     tables = []
     skipped = 0
     for piece in spec.slices:
-        data = read_slice_bytes(fs, piece)
-        table, bad = parse_jsonl_bytes(
-            data, piece.file.path,
-            line_number=lambda f=piece.file, o=piece.start: _first_line_number(fs, f, o),
-            on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
-        )
+        table, bad = _stream_whole_file(fs, piece) if piece.whole else (None, None)
+        if bad is None:
+            data = read_slice_bytes(fs, piece)
+            table, bad = parse_jsonl_bytes(
+                data, piece.file.path,
+                line_number=lambda f=piece.file, o=piece.start: _first_line_number(fs, f, o),
+                on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
+            )
         skipped += bad
         if table is None:
             continue
