@@ -31,13 +31,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_distributed() -> None:
+    """distributed logs every worker start and stop at INFO; the CLI prints its own summary."""
+    import distributed  # noqa: F401  (configures its loggers, which we then turn down)
+
+    for name in list(logging.root.manager.loggerDict):
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
-        # distributed logs every worker start and stop at INFO; the CLI prints its own summary.
-        logging.getLogger("distributed").setLevel(logging.WARNING)
+        _quiet_distributed()
     try:
         if args.command == "demo":
             from curator_dask.cli.demo import format_summary, run_demo
