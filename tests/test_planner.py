@@ -73,3 +73,25 @@ def test_bad_partitioning_arguments(fpp, blocksize, message):
 
 def test_default_blocksize_is_256mib():
     assert check_partitioning(None, None) == 256 * 2**20
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lines=st.lists(st.binary(min_size=1, max_size=30).map(lambda b: b.replace(b"\n", b"_")),
+                   min_size=0, max_size=40),
+    blocksize=st.integers(min_value=1, max_value=300),
+)
+def test_local_memory_mapped_ranges_match_fsspec_read_block(lines, blocksize):
+    """The zero-copy fast path for local files cuts ranges exactly where read_block does."""
+    import tempfile
+
+    from curator_dask.io.jsonl import _mapped_range
+
+    with tempfile.TemporaryDirectory() as directory:
+        with open(f"{directory}/f.jsonl", "wb") as f:
+            f.write(b"\n".join(lines) + (b"\n" if lines else b""))
+        fs, listed = list_files(directory, [".jsonl"])
+        for spec in plan_partitions(listed, blocksize=blocksize, fs=fs):
+            for piece in spec.slices:
+                if not piece.whole:
+                    assert _mapped_range(piece.file.path, piece).to_pybytes() == read_slice_bytes(fs, piece)
