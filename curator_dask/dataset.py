@@ -85,6 +85,9 @@ class DocumentDataset:
         self.df = df
         # The partition plan the data was read with, kept while partitions map 1:1 to it.
         self.plan = list(plan) if plan is not None else None
+        # For a dataset read from files: the callable that reads one PartitionSpec of
+        # ``plan`` (executors stream partitions through stages with it). Not carried on.
+        self.partition_reader = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
@@ -201,7 +204,9 @@ class DocumentDataset:
                          enforce_metadata=False, divisions=[None] * (len(plan) + 1))
         logger.info("planned %d partitions over %d bytes", len(plan),
                     sum(p.nbytes for p in plan))
-        return cls(df, plan=plan)
+        ds = cls(df, plan=plan)
+        ds.partition_reader = reader
+        return ds
 
     @classmethod
     def from_pandas(cls, df: pd.DataFrame, npartitions: int = 1) -> DocumentDataset:

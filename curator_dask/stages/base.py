@@ -33,7 +33,8 @@ from curator_dask.resources import Resources
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
 
-__all__ = ["ProcessingStage", "processing_stage", "Sequential", "run_stage", "teardown_stage"]
+__all__ = ["ProcessingStage", "processing_stage", "Sequential", "WholeDatasetStage", "run_stage",
+           "teardown_stage"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,9 +157,12 @@ class ProcessingStage:
                 "wrap a Dask dataframe with DocumentDataset(df)"
             )
         meta = self.meta(ds.df._meta)
+        # enforce_metadata=False: the stage declares its meta, and Dask's enforcement
+        # replaces every empty output partition by the shared meta frame, losing the
+        # partition's attrs and with them the drop counts of whatever emptied it.
         df = ds.df.map_partitions(
             run_stage, self, meta=meta, token=_key_prefix(self.stage_name),
-            align_dataframes=False,
+            align_dataframes=False, enforce_metadata=False,
         )
         return ds._derive(df)
 
@@ -324,3 +328,46 @@ class Sequential:
 
     def __repr__(self) -> str:
         return f"Sequential({[s for s in self.stages]!r})"
+
+
+class WholeDatasetStage:
+    """A stage that needs the whole dataset at once (deduplication): a pipeline barrier.
+
+    Partition stages stream; a whole-dataset stage cannot, because its output for one
+    document depends on every other document. Executors run the partition stages before
+    it to the end, hand it the complete dataset, and go on from what it returns:
+    the streaming executor writes its input to ``cache_path`` first (memory stays
+    bounded) and streams on from its output.
+
+    Subclasses implement :meth:`run`. Work that should survive a restart, and any large
+    intermediate data, belongs under ``cache_path``, which is on storage every worker
+    can reach and is kept between runs of the same pipeline (so ``resume=True`` can
+    reuse it).
+
+    Attributes
+    ----------
+    name : str
+        Shown in metrics and logs. Defaults to the class name.
+    output_columns, removed_columns
+        As for :class:`ProcessingStage`: the schema change, so executors know the
+        output's columns without running the stage.
+    """
+
+    name: str | None = None
+    output_columns: Mapping[str, Any] = {}
+    removed_columns: Sequence[str] = ()
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
+        """Transform the whole dataset; intermediate data goes under ``cache_path``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement run(ds, cache_path)")
+
+    def __call__(self, ds: DocumentDataset) -> DocumentDataset:
+        """Interactive use: run with a fresh temporary cache directory."""
+        return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{_key_prefix(self.stage_name)}-"))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.stage_name!r} (whole dataset)>"

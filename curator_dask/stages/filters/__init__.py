@@ -1,0 +1,79 @@
+"""Document filters and the stages that apply them (NeMo Curator names and defaults).
+
+Usage::
+
+    from curator_dask.stages.filters import ScoreFilter, WordCountFilter
+    ds = ScoreFilter(WordCountFilter(min_words=50), score_field="word_count")(ds)
+    ds.dropped_counts()   # {"word_count": ...}
+
+Layout: :mod:`.base` (the filter model and the ``ScoreFilter``/``Score``/``Filter``
+stages), :mod:`.heuristic` (character, word and line ratios), :mod:`.repetition`
+(repeated lines, paragraphs, n-grams), :mod:`.gopher` and :mod:`.c4` (the published
+rule sets as single filters that name the rule dropping each document).
+"""
+
+from curator_dask.stages.filters.base import DocumentFilter, Filter, Score, ScoreFilter
+from curator_dask.stages.filters.c4 import C4QualityFilter
+from curator_dask.stages.filters.gopher import GopherQualityFilter, GopherRepetitionFilter
+from curator_dask.stages.filters.heuristic import (
+    BoilerPlateStringFilter,
+    BulletsFilter,
+    CommonEnglishWordsFilter,
+    EllipsisFilter,
+    LongWordFilter,
+    MeanWordLengthFilter,
+    NonAlphaNumericFilter,
+    NumbersFilter,
+    ParenthesesFilter,
+    PornographicUrlsFilter,
+    PunctuationFilter,
+    SubstringFilter,
+    SymbolsToWordsFilter,
+    TokenCountFilter,
+    UrlsFilter,
+    WhiteSpaceFilter,
+    WordCountFilter,
+    WordsWithoutAlphabetsFilter,
+)
+from curator_dask.stages.filters.repetition import (
+    RepeatedLinesByCharFilter,
+    RepeatedLinesFilter,
+    RepeatedParagraphsByCharFilter,
+    RepeatedParagraphsFilter,
+    RepeatingDuplicateNGramsFilter,
+    RepeatingTopNGramsFilter,
+)
+
+__all__ = [
+    "BoilerPlateStringFilter",
+    "BulletsFilter",
+    "C4QualityFilter",
+    "CommonEnglishWordsFilter",
+    "DocumentFilter",
+    "EllipsisFilter",
+    "Filter",
+    "GopherQualityFilter",
+    "GopherRepetitionFilter",
+    "LongWordFilter",
+    "MeanWordLengthFilter",
+    "NonAlphaNumericFilter",
+    "NumbersFilter",
+    "ParenthesesFilter",
+    "PornographicUrlsFilter",
+    "PunctuationFilter",
+    "RepeatedLinesByCharFilter",
+    "RepeatedLinesFilter",
+    "RepeatedParagraphsByCharFilter",
+    "RepeatedParagraphsFilter",
+    "RepeatingDuplicateNGramsFilter",
+    "RepeatingTopNGramsFilter",
+    "Score",
+    "ScoreFilter",
+    "SubstringFilter",
+    "SymbolsToWordsFilter",
+    "TokenCountFilter",
+    "UrlsFilter",
+    "WhiteSpaceFilter",
+    "WordCountFilter",
+    "WordsWithoutAlphabetsFilter",
+]
