@@ -1,0 +1,322 @@
+"""What every executor shares: the run's layout, placement checks, keys, spans, teardown.
+
+Facts from DESIGN.md that this module encodes:
+
+- Only resources given at submission restrict tasks, so every task is submitted (or
+  persisted) with its stage's resources, reader and writer included.
+- A task whose resources no worker offers waits forever: placement is checked against
+  the workers' advertised resources before anything is submitted.
+- Spans group tasks by key prefix, and the scheduler keeps the placement of keys it has
+  seen: each stage gets its own prefix and each run a fresh token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import dask
+
+from curator_dask.observe.run_result import RunResult, stage_metrics
+from curator_dask.resources import Resources
+from curator_dask.stages.base import (
+    ProcessingStage,
+    WholeDatasetStage,
+    _key_prefix,
+    teardown_stage,
+)
+from curator_dask.stages.io_stages import ReaderStage, WriterStage
+
+__all__ = ["Executor", "ResourceUnavailableError", "Layout", "check_placement"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResourceUnavailableError(RuntimeError):
+    """A stage asks for a resource that no worker of the cluster offers."""
+
+
+@dataclass
+class Layout:
+    """A pipeline cut for execution: reader, segments of partition stages, barriers, writer.
+
+    ``segments[i]`` runs before ``barriers[i]``; the last segment has no barrier after it.
+    """
+
+    name: str
+    reader: ReaderStage
+    segments: list[list[ProcessingStage]]
+    barriers: list[WholeDatasetStage]
+    writer: WriterStage | None
+    names: dict[int, str] = field(default_factory=dict)  # id(stage) -> unique display name
+
+    @classmethod
+    def of(cls, name: str, stages: Sequence) -> Layout:
+        if not stages or not isinstance(stages[0], ReaderStage):
+            raise ValueError(
+                f"pipeline {name!r} must start with a reader stage (JsonlReader or "
+                "ParquetReader); add one with add_stage() first"
+            )
+        writer = stages[-1] if isinstance(stages[-1], WriterStage) else None
+        middle = stages[1:-1] if writer is not None else stages[1:]
+        segments: list[list[ProcessingStage]] = [[]]
+        barriers: list[WholeDatasetStage] = []
+        for stage in middle:
+            if isinstance(stage, WholeDatasetStage):
+                barriers.append(stage)
+                segments.append([])
+            else:
+                segments[-1].append(stage)
+        layout = cls(name, stages[0], segments, barriers, writer)
+        seen: dict[str, int] = {}
+        for stage in stages:
+            base = stage.stage_name
+            seen[base] = seen.get(base, 0) + 1
+            layout.names[id(stage)] = base if seen[base] == 1 else f"{base}_{seen[base]}"
+        return layout
+
+    def name_of(self, stage) -> str:
+        return self.names[id(stage)]
+
+    @property
+    def stages(self) -> list:
+        out: list = [self.reader]
+        for i, segment in enumerate(self.segments):
+            out.extend(segment)
+            if i < len(self.barriers):
+                out.append(self.barriers[i])
+        if self.writer is not None:
+            out.append(self.writer)
+        return out
+
+    @property
+    def processing_stages(self) -> list[ProcessingStage]:
+        return [s for segment in self.segments for s in segment]
+
+    def order(self, resources: dict[int, dict] | None = None) -> list[tuple[str, str, str]]:
+        """(name, kind, resources) of every stage, for metrics."""
+        out = []
+        for stage in self.stages:
+            if isinstance(stage, ReaderStage):
+                kind = "read"
+            elif isinstance(stage, WriterStage):
+                kind = "write"
+            elif isinstance(stage, WholeDatasetStage):
+                kind = "barrier"
+            else:
+                kind = "process"
+            res = (resources or {}).get(id(stage))
+            shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
+                     else str(getattr(stage, "resources", "")))
+            out.append((self.name_of(stage), kind, shown))
+        return out
+
+
+def _offers(worker: dict, wanted: dict) -> bool:
+    return all(worker.get(name, 0) >= amount for name, amount in wanted.items())
+
+
+def check_placement(stages: Sequence, names: dict[int, str],
+                    workers: dict[str, dict]) -> dict[int, dict]:
+    """The Dask resources each stage's tasks will ask for, checked against the workers.
+
+    A stage whose resources no worker offers raises :class:`ResourceUnavailableError`
+    naming the stage and the resource, unless it has ``cpu_fallback = True`` and needs a
+    GPU: then it runs with one CPU, and a warning says so.
+    """
+    if not workers:
+        raise ResourceUnavailableError(
+            "no workers are connected to the scheduler; start workers (or wait for them "
+            "with client.wait_for_workers(n)) before running the pipeline"
+        )
+    offered = sorted({f"{k}={v:g}" for w in workers.values() for k, v in w.items()})
+    resolved: dict[int, dict] = {}
+    for stage in stages:
+        resources: Resources = stage.resources
+        wanted = resources.to_dask()
+        if not any(_offers(w, wanted) for w in workers.values()):
+            fallback = {"CPU": 1.0}
+            if (resources.requires_gpu and getattr(stage, "cpu_fallback", False)
+                    and any(_offers(w, fallback) for w in workers.values())):
+                logger.warning("stage %r asks for %s but no worker offers it; running it on "
+                               "CPU (cpu_fallback=True)", names[id(stage)], resources)
+                wanted = fallback
+            else:
+                missing = ", ".join(f"{k}={v:g}" for k, v in wanted.items())
+                hint = ("start GPU workers (get_client(cluster_type='gpu' or 'mixed')) or "
+                        "give the stage cpu_fallback=True" if resources.requires_gpu else
+                        "start workers with --resources CPU=<threads> (get_client() does)")
+                raise ResourceUnavailableError(
+                    f"stage {names[id(stage)]!r} asks for {missing} per task, but no worker "
+                    f"offers that (workers offer: {', '.join(offered) or 'no resources'}); "
+                    f"{hint}"
+                )
+        resolved[id(stage)] = wanted
+    return resolved
+
+
+def span_annotation(*tags: str) -> dict:
+    """The annotation of a new span, to re-enter it for every submission of a stage.
+
+    ``distributed.span`` makes a new span each time it is entered; a stage submits its
+    tasks over the whole run, so the executor enters the span once and reuses it.
+    """
+    from distributed import span
+
+    with span(*tags):
+        return dict(dask.get_annotations()["span"])
+
+
+class Executor:
+    """Base class: runs a pipeline's layout and returns a :class:`RunResult`.
+
+    Parameters
+    ----------
+    resume : bool, default False
+        Skip input partitions whose output part is already complete (see
+        :mod:`curator_dask.stages.io_stages`); a pipeline needs a writer for this.
+    cache_path : str, optional
+        Where whole-dataset stages (barriers) keep their input and intermediate data.
+        Default: beside the output, ``<output>.curator-cache``; without a writer a
+        temporary directory (single machine only).
+    progress : bool, default True
+        A progress bar over input partitions (when output is a terminal or notebook).
+    """
+
+    name = "executor"
+
+    def __init__(self, *, resume: bool = False, cache_path: str | None = None,
+                 progress: bool = True):
+        self.resume = resume
+        self.cache_path = cache_path
+        self.progress = progress
+
+    def run(self, layout: Layout, report: str | None = None):
+        raise NotImplementedError
+
+    # -- shared helpers ----------------------------------------------------------------
+    def _cache_root(self, layout: Layout) -> str:
+        if self.cache_path is not None:
+            return self.cache_path.rstrip("/")
+        if layout.writer is not None:
+            return layout.writer.path.rstrip("/") + ".curator-cache"
+        return tempfile.mkdtemp(prefix=f"curator-{_key_prefix(layout.name)}-")
+
+    def _check_resume(self, layout: Layout) -> None:
+        if self.resume and layout.writer is None:
+            raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
+                             "whose completed parts are what a resume skips")
+
+
+@dataclass
+class RunState:
+    """Bookkeeping of one run on a cluster: keys, resources, spans, timings, results."""
+
+    layout: Layout
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    resources: dict[int, dict] = field(default_factory=dict)
+    spans: dict[int, dict] = field(default_factory=dict)
+    prefixes: dict[int, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    first_output: float | None = None
+    records: list[dict] = field(default_factory=list)
+    write_stats: list[dict] = field(default_factory=list)
+    skipped_stats: list[dict] = field(default_factory=list)
+    partitions: int = 0
+    skipped: int = 0
+    #: Drop counts of partitions that went into a whole-dataset stage (which does not
+    #: carry partition attributes through).
+    barrier_dropped: list[dict] = field(default_factory=list)
+
+    def setup(self, client, workers: dict[str, dict]) -> None:
+        layout = self.layout
+        for stage in layout.processing_stages:
+            # Fix each stage's identity before it is pickled, so every task's copy maps to
+            # the same worker-side instance (set up once per process, torn down by id).
+            stage.stage_id  # noqa: B018
+        placed = [s for s in layout.stages if not isinstance(s, WholeDatasetStage)]
+        self.resources = check_placement(placed, layout.names, workers)
+        for stage in layout.stages:
+            name = layout.name_of(stage)
+            self.prefixes[id(stage)] = _key_prefix(name)
+            self.spans[id(stage)] = span_annotation(layout.name, name)
+
+    def name(self, stage) -> str:
+        """The stage's unique name in this run (executor-internal stages use their own)."""
+        return self.layout.names.get(id(stage)) or stage.stage_name
+
+    def fill_barrier_rows(self) -> None:
+        """A barrier's rows out are the rows read back from its output."""
+        for record in self.records:
+            source = record.pop("rows_out_from", None)
+            if source is not None:
+                record["rows_out"] = sum(r["rows_out"] for r in self.records
+                                         if r["stage"] == source)
+
+    def key(self, stage, index: int) -> str:
+        return f"{self.prefixes[id(stage)]}-{self.token}-{index}"
+
+    @contextlib.contextmanager
+    def in_span(self, stage, building: bool = False):
+        """Tag what is submitted inside with the stage's span.
+
+        ``building=True`` around code that also builds dataframes (a whole-dataset
+        stage): dask warns that annotations are ignored while building, which is
+        expected; the span still applies to what that code computes or persists.
+        """
+        with contextlib.ExitStack() as stack:
+            if building:
+                stack.enter_context(warnings.catch_warnings())
+                warnings.filterwarnings("ignore", message="Dask annotations",
+                                        category=UserWarning)
+            stack.enter_context(dask.annotate(span=self.spans[id(stage)]))
+            yield
+
+    def output_done(self, stats: dict) -> None:
+        if self.first_output is None:
+            self.first_output = time.perf_counter() - self.started
+        self.records.extend(stats.pop("records", []))
+        self.write_stats.append(stats)
+
+    def result(self, executor: str, output_path: str | None, dataset=None) -> RunResult:
+        from curator_dask.dropped import sum_dropped
+
+        all_stats = self.write_stats + self.skipped_stats
+        files = sorted(f for s in all_stats for f in s["files"])
+        return RunResult(
+            pipeline=self.layout.name, executor=executor,
+            stages=stage_metrics(self.records, self.layout.order(self.resources)),
+            output_path=output_path, files=files,
+            rows=sum(s["rows"] for s in all_stats), bytes=sum(s["bytes"] for s in all_stats),
+            dropped=sum_dropped([*(s["dropped"] for s in all_stats), *self.barrier_dropped]),
+            partitions=self.partitions, partitions_skipped=self.skipped,
+            wall_seconds=time.perf_counter() - self.started,
+            time_to_first_output=self.first_output, dataset=dataset, records=self.records,
+        )
+
+
+def teardown_everywhere(client, stages: Sequence) -> None:
+    """Call ``teardown()`` on every worker's live copy of each stage (ids the stages)."""
+    for stage in stages:
+        if not isinstance(stage, ProcessingStage):
+            continue
+        try:
+            client.run(teardown_stage, stage.stage_id)
+        except Exception:  # a failing teardown must not hide the run's own error
+            logger.warning("teardown of stage %r failed on some worker", stage.stage_name,
+                           exc_info=True)
+
+
+def teardown_local(stages: Sequence) -> None:
+    for stage in stages:
+        if isinstance(stage, ProcessingStage):
+            teardown_stage(stage.stage_id)
+
+
+__all__ += ["RunState", "span_annotation", "teardown_everywhere", "teardown_local"]

@@ -1,0 +1,136 @@
+"""Task bodies the executors run on workers (or in-process for the LocalExecutor).
+
+Every task returns its partition together with the records of the work done on it so
+far: ``(frame, records)``. A record is one task's rows in and out, bytes, seconds and
+worker; records ride with the data to the writer, whose stats carry them back to the
+client (see :mod:`curator_dask.observe.run_result`). Each task also adds its work to the
+worker's Prometheus counters.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+
+from dask.dataframe.dispatch import concat
+
+from curator_dask.dropped import add_dropped, strip_dropped, sum_dropped
+from curator_dask.observe.prometheus import count_stage_work
+from curator_dask.stages.base import ProcessingStage, run_stage
+from curator_dask.stages.io_stages import PreparedOutput, write_part
+
+__all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i"]
+
+
+def where_am_i() -> str:
+    """The address of the worker running this task, or ``local:<host>:<pid>``."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:  # not in a worker: the LocalExecutor
+        return f"local:{socket.gethostname()}:{os.getpid()}"
+
+
+def _nbytes(df) -> int:
+    try:
+        return int(df.memory_usage(deep=True, index=False).sum())
+    except Exception:  # a frame type without memory_usage: size unknown
+        return 0
+
+
+def _record(stage: str, indices: Sequence[int], rows_in: int, df, start: float,
+            stop: float) -> dict:
+    count_stage_work(stage, rows_in, stop - start, len(indices))
+    return {"stage": stage, "index": indices[0], "partitions": len(indices),
+            "rows_in": rows_in, "rows_out": len(df),
+            "bytes": _nbytes(df), "seconds": stop - start, "start": start, "stop": stop,
+            "worker": where_am_i()}
+
+
+def _note(err: BaseException, stage: str, indices: Sequence[int]) -> None:
+    err.add_note(f"curator-dask: stage {stage!r} failed on input partition(s) "
+                 f"{list(indices)}")
+
+
+def read_task(reader, spec, stage: str):
+    """Read one planned partition (``reader`` is a dataset's ``partition_reader``)."""
+    start = time.time()
+    try:
+        df = reader(spec)
+    except Exception as err:
+        _note(err, stage, [spec.index])
+        raise
+    stop = time.time()
+    return df, [_record(stage, [spec.index], len(df), df, start, stop)]
+
+
+def _merge(inputs: Sequence[tuple]):
+    """Concatenate carried partitions (a batch) into one, drop counts and records summed."""
+    if len(inputs) == 1:
+        return inputs[0]
+    frames, drops, records = [], [], []
+    for df, recs in inputs:
+        bare, counts = strip_dropped(df)
+        frames.append(bare)
+        drops.append(counts)
+        records.extend(recs)
+    merged = concat(frames, ignore_index=False)
+    return add_dropped(merged, sum_dropped(drops)), records
+
+
+def stage_task(stage: ProcessingStage, display_name: str, indices: Sequence[int], *inputs):
+    """Run a stage on one partition, or on a batch of them concatenated.
+
+    ``indices`` are the input partitions the data came from; a stage that needs the
+    partition index gets the first one.
+    """
+    df, records = _merge(inputs)
+    start = time.time()
+    try:
+        out = run_stage(df, stage, partition_info={"number": indices[0]})
+    except Exception as err:
+        _note(err, display_name, indices)
+        raise
+    stop = time.time()
+    return out, [*records, _record(display_name, indices, len(df), out, start, stop)]
+
+
+def write_task(output: PreparedOutput, stage: str, indices: Sequence[int], *inputs) -> dict:
+    """Write one part (a batch of partitions concatenated); returns its stats and records."""
+    df, records = _merge(inputs)
+    start = time.time()
+    try:
+        stats = write_part(df, output, list(indices))
+    except Exception as err:
+        _note(err, stage, indices)
+        raise
+    stop = time.time()
+    record = _record(stage, indices, len(df), df, start, stop)
+    record["bytes"] = stats["bytes"]
+    stats["records"] = [*records, record]
+    return stats
+
+
+def frame_of(carried):
+    """The partition of a ``(frame, records)`` pair."""
+    return carried[0]
+
+
+def records_of(carried) -> list[dict]:
+    """The records of a ``(frame, records)`` pair."""
+    return carried[1]
+
+
+def carry(df):
+    """Start a chain from a plain partition (the output of a whole-dataset stage)."""
+    return df, []
+
+
+def dropped_of(carried) -> dict[str, int]:
+    """The drop counts recorded on a ``(frame, records)`` pair's partition."""
+    from curator_dask.dropped import get_dropped
+
+    return get_dropped(carried[0])

@@ -1,0 +1,129 @@
+"""What a pipeline run did: per-stage metrics and the output, as plain data.
+
+Each task of a run returns, beside its partition, one record of its own work (rows in
+and out, bytes, seconds, the worker). Records travel with the partition to the writer,
+so a partition recomputed after a worker died is counted once: only the surviving copy
+reaches the end. :func:`stage_metrics` sums them per stage.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["StageMetrics", "RunResult", "stage_metrics", "format_stages"]
+
+
+@dataclass
+class StageMetrics:
+    """One stage's work in a run.
+
+    ``busy_seconds`` sums the time its tasks ran (over all workers); ``span_seconds``
+    is the wall time from its first task's start to its last task's end; throughput is
+    rows in per busy second.
+    """
+
+    name: str
+    kind: str = "process"
+    resources: str = ""
+    partitions: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes: int = 0
+    busy_seconds: float = 0.0
+    span_seconds: float = 0.0
+    workers: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def throughput(self) -> float:
+        """Rows in per busy second (0 when the stage did no timed work)."""
+        return self.rows_in / self.busy_seconds if self.busy_seconds > 0 else 0.0
+
+    def __repr__(self) -> str:
+        return (f"StageMetrics({self.name!r}, partitions={self.partitions}, "
+                f"rows_in={self.rows_in}, rows_out={self.rows_out}, bytes={self.bytes}, "
+                f"busy_seconds={self.busy_seconds:.3f}, throughput={self.throughput:,.0f} rows/s)")
+
+
+@dataclass
+class RunResult:
+    """The outcome of :meth:`Pipeline.run`.
+
+    Attributes
+    ----------
+    stages : list of StageMetrics
+        In pipeline order, reader and writer included.
+    output_path, files, rows, bytes
+        What the writer produced (files of parts skipped by a resume included).
+    dropped : dict
+        Documents dropped upstream of the writer, by reason.
+    partitions, partitions_skipped : int
+        Input partitions of the run, and those a resume found already written.
+    wall_seconds, time_to_first_output : float
+        The run's wall time, and the time until the first output part was complete.
+    dataset : DocumentDataset or None
+        For a pipeline without a writer: the result, held in cluster memory.
+    """
+
+    pipeline: str
+    executor: str
+    stages: list[StageMetrics]
+    output_path: str | None = None
+    files: list[str] = field(default_factory=list, repr=False)
+    rows: int = 0
+    bytes: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    partitions: int = 0
+    partitions_skipped: int = 0
+    wall_seconds: float = 0.0
+    time_to_first_output: float | None = None
+    report: str | None = None
+    dataset: object = field(default=None, repr=False)
+    #: One record per task (stage, rows, seconds, start/stop, worker), for analysis.
+    records: list[dict] = field(default_factory=list, repr=False)
+
+    def stage(self, name: str) -> StageMetrics:
+        """The metrics of the stage called ``name``."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
+
+    def summary(self) -> str:
+        """A table of the stages, for logs and terminals."""
+        return format_stages(self.stages)
+
+
+def stage_metrics(records: Iterable[Mapping], order: list[tuple[str, str, str]]) -> list[StageMetrics]:
+    """Sum task records per stage, in ``order`` (name, kind, resources)."""
+    by_stage: dict[str, list[Mapping]] = defaultdict(list)
+    for record in records:
+        by_stage[record["stage"]].append(record)
+    out = []
+    for name, kind, resources in order:
+        recs = by_stage.get(name, [])
+        metrics = StageMetrics(name=name, kind=kind, resources=resources)
+        if recs:
+            metrics.partitions = sum(r["partitions"] for r in recs)
+            metrics.rows_in = sum(r["rows_in"] for r in recs)
+            metrics.rows_out = sum(r["rows_out"] for r in recs)
+            metrics.bytes = sum(r["bytes"] for r in recs)
+            metrics.busy_seconds = sum(r["seconds"] for r in recs)
+            metrics.span_seconds = max(r["stop"] for r in recs) - min(r["start"] for r in recs)
+            metrics.workers = sorted({r["worker"] for r in recs})
+        out.append(metrics)
+    return out
+
+
+def format_stages(stages: list[StageMetrics]) -> str:
+    header = ("stage", "resources", "partitions", "rows in", "rows out", "MB", "busy s",
+              "rows/s")
+    rows = [(s.name, s.resources, str(s.partitions), f"{s.rows_in:,}", f"{s.rows_out:,}",
+             f"{s.bytes / 1e6:,.1f}", f"{s.busy_seconds:.2f}", f"{s.throughput:,.0f}")
+            for s in stages]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)

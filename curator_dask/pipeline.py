@@ -1,0 +1,147 @@
+"""Pipeline: a reader, stages and a writer, run by an executor on a Dask cluster.
+
+Examples
+--------
+>>> from curator_dask import Resources, processing_stage
+>>> from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+>>> @processing_stage(name="strip")
+... def strip(df):
+...     return df.assign(text=df["text"].str.strip())
+>>> p = (Pipeline("clean", description="strip then write")
+...      .add_stage(JsonlReader("in/"))
+...      .add_stage(strip)
+...      .add_stage(ParquetWriter("out/")))
+>>> print(p.describe())
+Pipeline 'clean': strip then write
+  1. read_jsonl     CPU=1  reader
+  2. strip          CPU=1  partition stage
+  3. write_parquet  CPU=1  writer
+"""
+
+from __future__ import annotations
+
+import logging
+
+from curator_dask.executors.base import Layout
+from curator_dask.observe.run_result import RunResult, StageMetrics
+from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage
+from curator_dask.stages.io_stages import ReaderStage, WriterStage
+
+__all__ = ["Pipeline", "RunResult", "StageMetrics"]
+
+logger = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """An ordered list of stages: one reader, partition and whole-dataset stages, a writer.
+
+    Parameters
+    ----------
+    name : str
+        Shown in logs, progress bars and the dashboard (each stage's tasks are grouped
+        in a span ``(name, stage name)``).
+    description : str, optional
+    """
+
+    def __init__(self, name: str, description: str = ""):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a pipeline needs a non-empty name, got {name!r}")
+        self.name = name
+        self.description = description
+        self.stages: list = []
+        #: The :class:`RunResult` of the latest :meth:`run` (also when it returned a dataset).
+        self.last_result: RunResult | None = None
+
+    def add_stage(self, stage) -> Pipeline:
+        """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable."""
+        if isinstance(stage, Sequential):
+            for inner in stage.flatten():
+                self.add_stage(inner)
+            return self
+        if not isinstance(stage, (ReaderStage, WriterStage, ProcessingStage, WholeDatasetStage)):
+            raise TypeError(
+                f"add_stage takes a reader, a ProcessingStage, a WholeDatasetStage, a writer "
+                f"or a Sequential, got {type(stage).__name__}; wrap a function of one "
+                "partition with @processing_stage"
+            )
+        if isinstance(stage, ReaderStage) and self.stages:
+            raise ValueError(f"pipeline {self.name!r}: a reader must be the first stage")
+        if not isinstance(stage, ReaderStage) and not self.stages:
+            raise ValueError(f"pipeline {self.name!r}: add a reader (JsonlReader or "
+                             f"ParquetReader) before {stage!r}")
+        if self.stages and isinstance(self.stages[-1], WriterStage):
+            raise ValueError(f"pipeline {self.name!r}: nothing can follow the writer "
+                             f"{self.stages[-1]!r}")
+        self.stages.append(stage)
+        return self
+
+    def describe(self) -> str:
+        """The stages in order, each with its resources."""
+        layout = Layout.of(self.name, self.stages) if self.stages else None
+        head = f"Pipeline {self.name!r}" + (f": {self.description}" if self.description else "")
+        if layout is None:
+            return head + "\n  (no stages)"
+        rows = []
+        for stage in self.stages:
+            if isinstance(stage, ReaderStage):
+                kind = "reader"
+            elif isinstance(stage, WriterStage):
+                kind = "writer"
+            elif isinstance(stage, WholeDatasetStage):
+                kind = "whole dataset (barrier)"
+            else:
+                kind = "partition stage"
+                if stage.batch_size > 1:
+                    kind += f", batch_size={stage.batch_size}"
+            resources = str(getattr(stage, "resources", "")) or "-"
+            rows.append((layout.name_of(stage), resources, kind))
+        widths = [max(len(r[i]) for r in rows) for i in range(2)]
+        lines = [head]
+        for i, (name, resources, kind) in enumerate(rows, start=1):
+            lines.append(f"  {i}. {name.ljust(widths[0])}  {resources.ljust(widths[1])}  {kind}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Pipeline {self.name!r}: {len(self.stages)} stages>"
+
+    def run(self, executor=None, report: str | None = None):
+        """Run the pipeline.
+
+        Parameters
+        ----------
+        executor : Executor, optional
+            Default: a :class:`~curator_dask.executors.StreamingExecutor` on the current
+            Dask client, or a :class:`~curator_dask.executors.LocalExecutor` (in-process)
+            when there is none.
+        report : str, optional
+            Save distributed's performance report (task stream, profiles) to this HTML
+            file. Cluster executors only.
+
+        Returns
+        -------
+        RunResult
+            Per-stage metrics, the output files and drop counts. A pipeline without a
+            writer returns its result as a :class:`~curator_dask.DocumentDataset`
+            instead (held in cluster memory); its metrics are in :attr:`last_result`.
+        """
+        executor = executor if executor is not None else _default_executor()
+        layout = Layout.of(self.name, self.stages)
+        logger.info("running %s with %r", self.describe(), executor)
+        result = executor.run(layout, report=report)
+        self.last_result = result
+        if layout.writer is None:
+            return result.dataset
+        return result
+
+
+def _default_executor():
+    from curator_dask.executors import LocalExecutor, StreamingExecutor
+
+    try:
+        from distributed import default_client
+
+        default_client()
+    except (ImportError, ValueError):
+        logger.info("no Dask client: running in-process with LocalExecutor")
+        return LocalExecutor()
+    return StreamingExecutor()

@@ -1,0 +1,64 @@
+"""get_client: local clusters whose workers advertise resources, and connecting to others."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+
+import pytest
+from distributed import LocalCluster
+
+from curator_dask.cluster import _lifetime_kwargs, get_client, worker_resources
+
+
+def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):
+    with caplog.at_level(logging.INFO, logger="curator_dask.cluster"):
+        client = get_client(n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:0",
+                            silence_logs=logging.ERROR)
+    cluster = client.cluster
+    try:
+        assert list(worker_resources(client).values()) == [{"CPU": 2}]
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        assert all(addr.startswith("tcp://127.0.0.1:") for addr in info)
+        # A task whose resources no worker offers fails after the timeout, never hangs.
+        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.no_workers_timeout) == 300
+        assert f"Dask dashboard: {client.dashboard_link}" in caplog.text
+    finally:
+        client.close()
+    assert cluster.status.name == "closed"
+
+
+def test_connecting_to_an_existing_cluster_changes_nothing_on_it(tmp_path):
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None, resources={"CPU": 1}) as cluster:
+        scheduler_file = tmp_path / "scheduler.json"
+        scheduler_file.write_text(json.dumps({"address": cluster.scheduler_address}))
+        for kwargs in ({"scheduler_address": cluster.scheduler_address},
+                       {"scheduler_file": str(scheduler_file)}):
+            client = get_client(n_workers=4, worker_lifetime="1s", **kwargs)
+            assert list(worker_resources(client).values()) == [{"CPU": 1}]
+            assert cluster.scheduler.no_workers_timeout is None
+            client.close()
+            assert cluster.status.name == "running"
+
+
+def test_argument_errors_say_what_to_do():
+    with pytest.raises(ValueError, match="cluster_type must be one of"):
+        get_client(cluster_type="tpu")
+    with pytest.raises(ValueError, match="not both"):
+        get_client(scheduler_address="tcp://127.0.0.1:1", scheduler_file="x.json")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dask_cuda") is not None,
+                    reason="dask-cuda is installed")
+@pytest.mark.parametrize("cluster_type", ["gpu", "mixed"])
+def test_gpu_clusters_need_the_gpu_extra(cluster_type):
+    with pytest.raises(ImportError, match=r"pip install 'curator-dask\[gpu\]'"):
+        get_client(cluster_type=cluster_type)
+
+
+def test_worker_lifetime_is_staggered_and_restarts_by_default():
+    assert _lifetime_kwargs("10s", None, True) == {
+        "lifetime": 10, "lifetime_stagger": 1, "lifetime_restart": True}
+    assert _lifetime_kwargs(None, None, True) == {}
