@@ -1,0 +1,254 @@
+"""Remove documents by id: a partition-wise anti-join, counted, without a memory ceiling.
+
+Deduplication ends with a list of ids to drop. Two ways to take them out of a dataset:
+
+``broadcast``
+    Gather the ids into one sorted array, ship it once to every worker and filter each
+    partition against it. One pass over the data and no shuffle, but every worker holds
+    the whole list (8 bytes an id for int64 ids), so it is only safe while the list is
+    small. This is the only strategy NeMo Curator's Dask-era removal had, and it fails
+    once the duplicate list outgrows host memory (NeMo Curator issue 529).
+``shuffle``
+    Route each id to drop to the partition that holds it, then filter each partition
+    against its own share. Only ids travel: the ``(id, partition)`` pairs of the dataset
+    and the ids to drop are joined on id with a shuffle, and the matches are sent to
+    their partition with a second, smaller one. The text never crosses the network, a
+    worker never holds more than a partition's worth of ids, and the dataset keeps its
+    partitions, their order and its partition plan (so ``write_to_filename`` still
+    works). The price is one more read of the dataset's id column.
+
+Both give the same partitions, row for row, with the same drop counts: every output
+partition records how many of its own rows it lost (``record_dropped``), so
+:meth:`~curator_dask.DocumentDataset.dropped_counts` stays truthful. ``strategy="auto"``
+counts the ids first and picks ``broadcast`` up to ``broadcast_threshold`` ids.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from curator_dask.dataset import DocumentDataset
+from curator_dask.dropped import record_dropped, strip_dropped
+
+__all__ = ["remove_ids", "default_shuffle_method", "STRATEGIES",
+           "DEFAULT_BROADCAST_THRESHOLD"]
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "broadcast", "shuffle")
+
+#: Up to this many ids, ``strategy="auto"`` broadcasts: 10 million int64 ids are an
+#: 80 MB array in each worker, small beside a 256 MiB partition of text.
+DEFAULT_BROADCAST_THRESHOLD = 10_000_000
+
+_PARTITION_FIELD = "_partition"
+
+
+def default_shuffle_method() -> str:
+    """The shuffle to use: dask's configured one, else P2P on a cluster, else tasks.
+
+    P2P streams shuffle data through worker disk, so its memory is bounded by the
+    partition size; it needs a ``distributed`` client. Without one (the local
+    schedulers) the task-based shuffle is the one that works.
+    """
+    configured = dask.config.get("dataframe.shuffle.method", None)
+    if configured:
+        return configured
+    try:
+        from distributed import default_client
+
+        default_client()
+    except (ImportError, ValueError):
+        return "tasks"
+    return "p2p"
+
+
+def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
+               strategy: str = "auto",
+               broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+               reason: str = "duplicate") -> DocumentDataset:
+    """Drop the documents whose id is in ``ids_to_remove``, counting them on each partition.
+
+    Parameters
+    ----------
+    ds : DocumentDataset
+        The documents; ``id_field`` must hold unique ids.
+    ids_to_remove : DocumentDataset, dask DataFrame or dask Series
+        The ids to drop, in a column named ``id_field`` (a Series may have any name).
+        Ids that are not in ``ds`` are ignored, and an id may appear more than once.
+    id_field : str, default "id"
+    strategy : {"auto", "broadcast", "shuffle"}
+        ``broadcast`` sends the whole id list to every worker; ``shuffle`` sends each
+        partition only its own ids (see the module docstring). ``auto`` persists the ids,
+        counts them, and broadcasts when there are at most ``broadcast_threshold``.
+        All three give identical output.
+    broadcast_threshold : int, default 10_000_000
+        The most ids ``auto`` broadcasts.
+    reason : str, default "duplicate"
+        The drop reason recorded for :meth:`DocumentDataset.dropped_counts`.
+
+    Returns
+    -------
+    DocumentDataset
+        The same partitions, in the same order, less the removed rows.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> ds = DocumentDataset.from_pandas(
+    ...     pd.DataFrame({"id": [1, 2, 3, 4], "text": list("abcd")}), npartitions=2)
+    >>> drop = DocumentDataset.from_pandas(pd.DataFrame({"id": [2, 4, 9]}))
+    >>> for strategy in ("broadcast", "shuffle"):
+    ...     out = remove_ids(ds, drop, strategy=strategy, reason="exact_duplicate")
+    ...     print(out.df.compute()["id"].tolist(), out.dropped_counts())
+    [1, 3] {'exact_duplicate': 2}
+    [1, 3] {'exact_duplicate': 2}
+    """
+    if not isinstance(ds, DocumentDataset):
+        raise TypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if (not isinstance(broadcast_threshold, int) or isinstance(broadcast_threshold, bool)
+            or broadcast_threshold < 0):
+        raise ValueError(
+            f"broadcast_threshold must be a non-negative number of ids, got {broadcast_threshold!r}"
+        )
+    if id_field not in ds.df.columns:
+        raise KeyError(
+            f"remove_ids: the dataset has no id column {id_field!r} (columns: "
+            f"{list(ds.df.columns)}); assign ids with AddId(id_field={id_field!r}) first"
+        )
+    ids = _id_frame(ids_to_remove, id_field)
+    _check_id_types(ds.df._meta[id_field], ids._meta[id_field], id_field)
+
+    if strategy == "auto":
+        # Counting computes the ids; persisting them keeps the removal from computing
+        # them a second time (8 bytes an id, spread over the cluster).
+        ids = ids.persist()
+        count = len(ids)
+        strategy = "broadcast" if count <= broadcast_threshold else "shuffle"
+        logger.info("remove_ids: %d ids to remove, broadcast_threshold=%d: %s strategy",
+                    count, broadcast_threshold, strategy)
+    if strategy == "broadcast":
+        df = _broadcast_anti_join(ds.df, ids, id_field, reason)
+    else:
+        df = _shuffle_anti_join(ds.df, ids, id_field, reason)
+    return ds._derive(df)
+
+
+def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
+    if isinstance(ids_to_remove, DocumentDataset):
+        ids_to_remove = ids_to_remove.df
+    if isinstance(ids_to_remove, dd.Series):
+        return ids_to_remove.rename(id_field).to_frame()
+    if not isinstance(ids_to_remove, dd.DataFrame):
+        raise TypeError(
+            "ids_to_remove must be a DocumentDataset, a dask DataFrame or a dask Series, got "
+            f"{type(ids_to_remove).__name__}; wrap a pandas frame with dd.from_pandas"
+        )
+    if id_field not in ids_to_remove.columns:
+        raise KeyError(
+            f"ids_to_remove has no column {id_field!r} (columns: "
+            f"{list(ids_to_remove.columns)}); pass id_field= naming the id column"
+        )
+    return ids_to_remove[[id_field]]
+
+
+def _check_id_types(doc_ids, drop_ids, id_field: str) -> None:
+    numeric = (pd.api.types.is_numeric_dtype(doc_ids.dtype),
+               pd.api.types.is_numeric_dtype(drop_ids.dtype))
+    if numeric[0] != numeric[1]:
+        raise TypeError(
+            f"id column {id_field!r} is {doc_ids.dtype} in the dataset but {drop_ids.dtype} "
+            "in ids_to_remove; both must be integers or both strings"
+        )
+
+
+# -- broadcast ---------------------------------------------------------------------------
+
+def _sorted_unique(df, id_field: str):
+    """The ids to drop, once each, sorted (so partitions can binary-search them)."""
+    return df[[id_field]].drop_duplicates().sort_values(id_field, ignore_index=True)
+
+
+def _broadcast_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
+                         reason: str) -> dd.DataFrame:
+    # One partition holding every id; map_partitions hands a one-partition frame to each
+    # task whole, and distributed sends it once to each worker.
+    meta = ids._meta[[id_field]]
+    drop_set = (ids.map_partitions(_sorted_unique, id_field, meta=meta)
+                .repartition(npartitions=1)
+                .map_partitions(_sorted_unique, id_field, meta=meta))
+    return df.map_partitions(_anti_join_sorted, drop_set, id_field, reason,
+                             meta=df._meta, align_dataframes=False, enforce_metadata=False)
+
+
+def _anti_join_sorted(df, drop_set, id_field: str, reason: str):
+    return _drop_rows(df, _isin_sorted(df[id_field], drop_set[id_field]), reason)
+
+
+def _isin_sorted(ids, sorted_ids):
+    """Which of ``ids`` are in the sorted Series ``sorted_ids``.
+
+    For numeric pandas ids a binary search (no hash table rebuilt per partition, no
+    memory beyond the array); otherwise the backend's ``isin``.
+    """
+    if (isinstance(ids, pd.Series) and isinstance(sorted_ids, pd.Series)
+            and pd.api.types.is_numeric_dtype(ids.dtype)
+            and pd.api.types.is_numeric_dtype(sorted_ids.dtype)):
+        values = ids.to_numpy()
+        sorted_ids = sorted_ids.to_numpy()
+        if len(sorted_ids) == 0:
+            return np.zeros(len(values), dtype=bool)
+        position = np.searchsorted(sorted_ids, values)
+        np.minimum(position, len(sorted_ids) - 1, out=position)
+        return sorted_ids[position] == values
+    return ids.isin(sorted_ids)
+
+
+# -- shuffle ------------------------------------------------------------------------------
+
+def _with_partition(df, id_field: str, partition_info=None):
+    """The ``(id, partition number)`` pairs of one partition of the dataset."""
+    out = df[[id_field]]
+    out, _ = strip_dropped(out)
+    number = partition_info["number"] if partition_info is not None else 0
+    return out.assign(**{_PARTITION_FIELD: np.full(len(out), number, dtype=np.int64)})
+
+
+def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
+                       reason: str) -> dd.DataFrame:
+    method = default_shuffle_method()
+    npartitions = df.npartitions
+    meta = df._meta[[id_field]].assign(**{_PARTITION_FIELD: np.array([], dtype=np.int64)})
+    locations = df.map_partitions(_with_partition, id_field, meta=meta,
+                                  align_dataframes=False, enforce_metadata=False)
+    # Shuffle join on id: (id, partition) of every document meets the ids to drop.
+    hits = locations.merge(ids, on=id_field, how="inner", shuffle_method=method,
+                           npartitions=max(npartitions, ids.npartitions))
+    # Send each hit to the partition that holds it: partition i gets [i, i+1).
+    if npartitions == 1:
+        routed = hits.repartition(npartitions=1)
+    else:
+        routed = hits.set_index(_PARTITION_FIELD, divisions=[*range(npartitions), npartitions - 1],
+                                shuffle_method=method)
+    return df.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta,
+                             align_dataframes=False, enforce_metadata=False)
+
+
+def _anti_join_routed(df, routed, id_field: str, reason: str):
+    if len(routed) == 0:
+        return df
+    return _drop_rows(df, df[id_field].isin(routed[id_field]), reason)
+
+
+def _drop_rows(df, hit, reason: str):
+    removed = int(hit.sum())
+    if not removed:
+        return df
+    return record_dropped(df[~hit], reason, removed)

@@ -1,0 +1,206 @@
+"""Exact deduplication of a corpus on disk, end to end, resumable after a crash.
+
+read -> assign ids (if missing) -> identify (cached) -> remove -> write Parquet.
+
+The duplicate list is the one result worth keeping across a crash: it costs a full pass
+of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
+completion marker; a rerun with the same input and parameters reads it back instead of
+hashing again, then removes and writes. Ids must be the same on every run, which
+``AddId`` guarantees for the same files read with the same blocksize.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import time
+from dataclasses import dataclass
+
+from fsspec.core import url_to_fs
+
+from curator_dask.dataset import DocumentDataset, WriteResult
+from curator_dask.dedup.cache import read_duplicates, write_duplicates
+from curator_dask.dedup.exact import (
+    DUPLICATE_REASON,
+    NULL_TEXT_REASON,
+    ExactDuplicates,
+)
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.stages.ids import AddId
+
+__all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
+
+logger = logging.getLogger(__name__)
+
+FILETYPES = ("jsonl", "parquet")
+_OUTPUT_PART = re.compile(r"^(part-\d+\.parquet|\..*)$")
+
+
+@dataclass
+class ExactDedupResult:
+    """What a run did. ``input_documents == kept_documents + duplicate_documents +
+    null_text_documents``."""
+
+    input_documents: int
+    #: Documents removed as copies of a kept one.
+    duplicate_documents: int
+    kept_documents: int
+    #: Groups of identical texts (one document of each is kept).
+    duplicate_groups: int
+    #: Documents with null text dropped (``on_null="skip"``).
+    null_text_documents: int
+    #: True when the duplicate list came from ``cache_path`` instead of being computed.
+    identify_from_cache: bool
+    output: WriteResult
+    #: Seconds spent finding duplicates (or reading them from the cache), and removing
+    #: and writing.
+    identify_seconds: float = 0.0
+    remove_seconds: float = 0.0
+
+
+class ExactDeduplicationWorkflow:
+    """Read a corpus, remove exact duplicates, write the rest as Parquet.
+
+    Runs on the current Dask scheduler: a ``distributed.Client`` if one is active (then
+    the shuffles are P2P), otherwise the local threads.
+
+    Parameters
+    ----------
+    input_path : str or list of str
+        Files or directories (any fsspec URL).
+    output_path : str
+        Directory for ``part-*.parquet``. It must be empty, unless ``output_mode`` says
+        otherwise or a rerun finds only the parts of an interrupted run there.
+    cache_path : str
+        Directory for the duplicate list (``exact_duplicates/``), kept for reruns.
+    input_filetype : {"jsonl", "parquet"}
+    input_blocksize : int or str, optional
+        Bytes per partition (the reader's default is 256 MiB). Peak worker memory follows
+        it. Reruns must use the same value, or ids change and the cache is not reused.
+    id_field, text_field, hash_method, on_null, removal_strategy, broadcast_threshold,
+    hash_partitions
+        As for :class:`~curator_dask.dedup.exact.ExactDuplicates`.
+    assign_id : bool, default True
+        Add ids with :class:`~curator_dask.AddId` when the input has no ``id_field``;
+        when False, a missing id column is an error.
+    output_mode : {"error", "overwrite"}
+    storage_options : dict, optional
+        For fsspec, used for input, output and cache.
+    """
+
+    def __init__(self, input_path, output_path: str, cache_path: str, *,
+                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
+                 id_field: str = "id", text_field: str = "text", hash_method: str = "md5",
+                 assign_id: bool = True, on_null: str = "error",
+                 removal_strategy: str = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 hash_partitions: int | None = None,
+                 output_mode: str = "error", storage_options: dict | None = None):
+        if input_filetype not in FILETYPES:
+            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+        if output_mode not in ("error", "overwrite"):
+            raise ValueError(f"output_mode must be 'error' or 'overwrite', got {output_mode!r}")
+        self.input_path = input_path
+        self.output_path = output_path
+        self.cache_path = cache_path
+        self.input_filetype = input_filetype
+        self.input_blocksize = input_blocksize
+        self.assign_id = assign_id
+        self.output_mode = output_mode
+        self.storage_options = storage_options
+        self.dedup = ExactDuplicates(
+            id_field=id_field, text_field=text_field, hash_method=hash_method,
+            on_null=on_null, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions,
+            storage_options=storage_options,
+        )
+
+    def read(self) -> DocumentDataset:
+        """The input with ids, as the run sees it."""
+        reader = (DocumentDataset.read_jsonl if self.input_filetype == "jsonl"
+                  else DocumentDataset.read_parquet)
+        ds = reader(self.input_path, blocksize=self.input_blocksize,
+                    text_field=self.dedup.text_field, storage_options=self.storage_options)
+        id_field = self.dedup.id_field
+        if id_field not in ds.df.columns:
+            if not self.assign_id:
+                raise KeyError(
+                    f"the input has no id column {id_field!r} (columns: "
+                    f"{list(ds.df.columns)}); pass assign_id=True to add ids with AddId"
+                )
+            ds = AddId(id_field=id_field)(ds)
+        return ds
+
+    def fingerprint(self) -> dict:
+        """What the duplicate list depends on: the input files and the parameters."""
+        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
+        _, files = list_files(self.input_path, extensions, self.storage_options)
+        d = self.dedup
+        return {
+            "files": [[f.path, f.size] for f in files],
+            "input_filetype": self.input_filetype,
+            "input_blocksize": str(self.input_blocksize),
+            "id_field": d.id_field, "text_field": d.text_field,
+            "hash_method": d.hash_method, "on_null": d.on_null,
+        }
+
+    def run(self) -> ExactDedupResult:
+        """Deduplicate; resumes from a complete duplicate list in ``cache_path``."""
+        start = time.perf_counter()
+        ds = self.read()
+        fingerprint = self.fingerprint()
+        cached = read_duplicates(self.cache_path, fingerprint=fingerprint,
+                                 storage_options=self.storage_options)
+        output_mode = self._output_mode(resuming=cached is not None)  # fail before hashing
+        if cached is None:
+            cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
+                                      fingerprint=fingerprint,
+                                      storage_options=self.storage_options)
+        identified = time.perf_counter()
+        # Fewer ids to remove than duplicate rows: a short list needs no count to decide.
+        strategy = None
+        if (self.dedup.removal_strategy == "auto"
+                and cached.rows <= self.dedup.broadcast_threshold):
+            strategy = "broadcast"
+        clean = self.dedup.remove(ds, cached.duplicates, strategy=strategy)
+        written = clean.to_parquet(self.output_path, mode=output_mode,
+                                   storage_options=self.storage_options)
+        removed = written.dropped.get(DUPLICATE_REASON, 0)
+        nulls = written.dropped.get(NULL_TEXT_REASON, 0)
+        result = ExactDedupResult(
+            input_documents=written.rows + removed + nulls,
+            duplicate_documents=removed,
+            kept_documents=written.rows,
+            duplicate_groups=cached.rows - removed,
+            null_text_documents=nulls,
+            identify_from_cache=cached.from_cache,
+            output=written,
+            identify_seconds=identified - start,
+            remove_seconds=time.perf_counter() - identified,
+        )
+        logger.info("exact dedup: %d documents in, %d duplicates removed in %d groups, "
+                    "%d kept", result.input_documents, removed, result.duplicate_groups,
+                    written.rows)
+        return result
+
+    def _output_mode(self, resuming: bool) -> str:
+        """The write mode; raises now if the output holds what this run must not replace."""
+        if self.output_mode == "overwrite":
+            return "overwrite"
+        fs, root = url_to_fs(self.output_path, **(self.storage_options or {}))
+        names = ([posixpath.basename(p) for p in fs.ls(root, detail=False)]
+                 if fs.exists(root) and fs.isdir(root) else [])
+        if not names:
+            return "error"
+        # A rerun that found a complete duplicate list may find the parts an interrupted
+        # removal wrote; those, and only those, it replaces.
+        if resuming and all(_OUTPUT_PART.match(n) for n in names):
+            logger.info("replacing %d parts of an interrupted run in %s", len(names),
+                        self.output_path)
+            return "overwrite"
+        raise FileExistsError(
+            f"output directory {self.output_path!r} is not empty ({len(names)} entries); "
+            "pass output_mode='overwrite' to replace its contents, or choose another path"
+        )
