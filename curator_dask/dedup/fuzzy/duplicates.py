@@ -1,0 +1,183 @@
+"""Fuzzy duplicates of a dataset in memory: MinHash -> LSH -> [Jaccard check] -> components.
+
+:class:`FuzzyDuplicates` chains the phases for interactive use (a notebook, a test). The
+:class:`~curator_dask.dedup.fuzzy.workflow.FuzzyDeduplicationWorkflow` runs the same
+phases on files with each phase's result written to a cache, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask.dataframe as dd
+
+from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.fuzzy.components import (
+    DEFAULT_MAX_LOCAL_EDGES,
+    GROUP_FIELD,
+    connected_components,
+)
+from curator_dask.dedup.fuzzy.jaccard import check_false_positives, pair_similarities
+from curator_dask.dedup.fuzzy.lsh import LSH
+from curator_dask.dedup.fuzzy.minhash import MinHash
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, remove_ids
+
+__all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
+
+logger = logging.getLogger(__name__)
+
+#: The drop reason removal records (see ``DocumentDataset.dropped_counts``).
+FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
+
+
+def _ids_to_remove(df, id_field: str):
+    return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
+
+
+class FuzzyDuplicates:
+    """Find groups of near-duplicate documents, and remove all but the lowest id of each.
+
+    Parameters
+    ----------
+    seed, char_ngrams, use_64_bit_hash
+        As for :class:`~curator_dask.dedup.fuzzy.MinHash`.
+    num_bands : int, default 20
+    minhashes_per_band : int, default 13
+        The signature has ``num_bands * minhashes_per_band`` hashes. Pairs of similarity
+        ``s`` become candidates with probability ``1 - (1 - s**13)**20``: 0.997 at 0.9,
+        0.68 at 0.8, 0.002 at 0.5 (see :func:`~curator_dask.dedup.fuzzy.optimal_bands`).
+    bands_per_iteration : int, default 5
+        Bands shuffled at once (see :class:`~curator_dask.dedup.fuzzy.LSH`).
+    false_positive_check : bool, default False
+        Check every candidate pair's true Jaccard similarity before connecting it.
+    jaccard_threshold : float, default 0.8
+        The least similarity a checked pair needs.
+    id_field, text_field : str
+        Ids must be integers (``AddId``).
+    max_local_edges : int
+        See :func:`~curator_dask.dedup.fuzzy.connected_components`.
+    removal_strategy, broadcast_threshold
+        See :func:`~curator_dask.dedup.removal.remove_ids`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> base = "the quick brown fox jumps over the lazy dog " * 4
+    >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"id": [1, 2, 3],
+    ...     "text": [base, base.replace("lazy", "LAZY", 1), "something else entirely"]}))
+    >>> dedup = FuzzyDuplicates(char_ngrams=5, num_bands=10, minhashes_per_band=4)
+    >>> groups = dedup.identify(ds)
+    >>> groups.df.compute().values.tolist()
+    [[1, 1], [2, 1]]
+    >>> sorted(dedup.remove(ds, groups).df.compute()["id"])
+    [1, 3]
+    """
+
+    def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
+                 minhashes_per_band: int = 13, *, bands_per_iteration: int = 5,
+                 use_64_bit_hash: bool = False, false_positive_check: bool = False,
+                 jaccard_threshold: float = 0.8, id_field: str = "id",
+                 text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
+                 removal_strategy: str = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD):
+        if not 0.0 <= jaccard_threshold <= 1.0:
+            raise ValueError(f"jaccard_threshold must be in [0, 1], got {jaccard_threshold!r}")
+        if removal_strategy not in STRATEGIES:
+            raise ValueError(
+                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
+        self.minhash = MinHash(seed=seed, char_ngrams=char_ngrams,
+                               num_hashes=num_bands * minhashes_per_band,
+                               use_64_bit_hash=use_64_bit_hash, text_field=text_field,
+                               id_field=id_field)
+        self.lsh = LSH(num_bands=num_bands, minhashes_per_band=minhashes_per_band,
+                       bands_per_iteration=bands_per_iteration, id_field=id_field)
+        self.false_positive_check = false_positive_check
+        self.jaccard_threshold = jaccard_threshold
+        self.id_field = id_field
+        self.text_field = text_field
+        self.max_local_edges = max_local_edges
+        self.removal_strategy = removal_strategy
+        self.broadcast_threshold = broadcast_threshold
+
+    def __repr__(self) -> str:
+        return (f"FuzzyDuplicates(seed={self.minhash.seed}, "
+                f"char_ngrams={self.minhash.char_ngrams}, num_bands={self.lsh.num_bands}, "
+                f"minhashes_per_band={self.lsh.minhashes_per_band}, "
+                f"false_positive_check={self.false_positive_check})")
+
+    def parameters(self) -> dict:
+        """What each phase's result depends on, by phase (for cache fingerprints)."""
+        m, lsh = self.minhash, self.lsh
+        return {
+            "minhash": {"seed": m.seed, "char_ngrams": m.char_ngrams,
+                        "num_hashes": m.num_hashes, "use_64_bit_hash": m.use_64_bit_hash,
+                        "id_field": self.id_field, "text_field": self.text_field},
+            "lsh": {"num_bands": lsh.num_bands, "minhashes_per_band": lsh.minhashes_per_band},
+            "components": {"false_positive_check": self.false_positive_check,
+                           "jaccard_threshold": (self.jaccard_threshold
+                                                 if self.false_positive_check else None)},
+        }
+
+    # -- the phases, each lazy ---------------------------------------------------------------
+    def signatures(self, ds: DocumentDataset) -> DocumentDataset:
+        """``(id, _minhash_signature)`` of every document."""
+        return self.minhash(ds)
+
+    def candidate_edges(self, signatures: DocumentDataset) -> DocumentDataset:
+        """``(id_x, id_y)`` pairs that share an LSH bucket (a pair may repeat)."""
+        return self.lsh.edges(signatures)
+
+    def checked_edges(self, edges, ds: DocumentDataset, num_edges: int | None = None):
+        """The candidate edges whose true Jaccard similarity reaches the threshold."""
+        return check_false_positives(edges, ds, char_ngrams=self.minhash.char_ngrams,
+                                     jaccard_threshold=self.jaccard_threshold,
+                                     id_field=self.id_field, text_field=self.text_field,
+                                     num_edges=num_edges,
+                                     broadcast_threshold=self.broadcast_threshold)
+
+    def pair_similarities(self, edges, ds: DocumentDataset, num_edges: int | None = None):
+        """Every candidate pair once, with its true Jaccard similarity (unfiltered)."""
+        return pair_similarities(edges, ds, char_ngrams=self.minhash.char_ngrams,
+                                 id_field=self.id_field, text_field=self.text_field,
+                                 num_edges=num_edges,
+                                 broadcast_threshold=self.broadcast_threshold)
+
+    def groups(self, edges, num_edges: int | None = None) -> dd.DataFrame:
+        """``(id, group)`` of every document in an edge (group = lowest id)."""
+        return connected_components(edges, id_field=self.id_field,
+                                    max_local_edges=self.max_local_edges, num_edges=num_edges)
+
+    # -- all together ------------------------------------------------------------------------
+    def identify(self, ds: DocumentDataset) -> DocumentDataset:
+        """``(id, group)`` of every document in a group of two or more.
+
+        Computes the edges (persisted, and counted for the choice of connected-components
+        algorithm); the groups themselves are lazy.
+        """
+        # Persisting each step also keeps the expressions dask optimises small.
+        edges = self.candidate_edges(self.signatures(ds)).df.persist()
+        if self.false_positive_check:
+            edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
+        return DocumentDataset(self.groups(edges, num_edges=len(edges)))
+
+    def ids_to_remove(self, groups) -> dd.DataFrame:
+        """Every id in ``groups`` but the lowest of its group."""
+        df = groups.df if isinstance(groups, DocumentDataset) else groups
+        return df.map_partitions(_ids_to_remove, self.id_field,
+                                 meta=df._meta[[self.id_field]], align_dataframes=False,
+                                 enforce_metadata=False)
+
+    def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
+        """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
+        ids = self.ids_to_remove(groups)
+        if type(ds.df._meta).__module__.split(".")[0] == "cudf":
+            ids = ids.to_backend("cudf")  # the anti-join runs where the documents are
+        return remove_ids(ds, ids, id_field=self.id_field,
+                          strategy=self.removal_strategy,
+                          broadcast_threshold=self.broadcast_threshold,
+                          reason=FUZZY_DUPLICATE_REASON)
+
+    def __call__(self, ds: DocumentDataset) -> DocumentDataset:
+        """The deduplicated dataset."""
+        return self.remove(ds, self.identify(ds))
+

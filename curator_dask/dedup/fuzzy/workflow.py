@@ -1,0 +1,377 @@
+"""Fuzzy deduplication of a corpus on disk, end to end, resumable phase by phase.
+
+read -> assign ids (if missing) -> MinHash -> LSH (bands_per_iteration bands a shuffle)
+-> [false-positive check] -> connected components -> removal -> write Parquet.
+
+Every phase writes its result under ``cache_path/fuzzy/`` and marks it complete last
+(``_COMPLETE.json``, the protocol of exact dedup's cache); a rerun reads back each phase
+whose marker matches the input files and the parameters, and computes only what
+follows. LSH marks each iteration of bands on its own, so a crash in the middle of LSH
+redoes only the unfinished bands.
+
+==============  ==========================================  ===============================
+phase           result under ``cache_path/fuzzy/``           bytes a document (defaults)
+==============  ==========================================  ===============================
+minhash         ``minhash/``: ``(id, _minhash_signature)``   ~1,050
+lsh             ``lsh/bands-000-005/`` ...: ``(id_x, id_y)``  16 an edge
+jaccard         ``jaccard/``: ``(id_x, id_y, jaccard)``       20 a distinct pair (optional)
+components      ``components/``: ``(id, group)``              16 a duplicate
+removal         ``removal/_COMPLETE.json`` (counts); output    the kept documents
+==============  ==========================================  ===============================
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from fsspec.core import url_to_fs
+
+from curator_dask.dataset import DocumentDataset, WriteResult
+from curator_dask.dedup.fuzzy._cache import (
+    PhaseResult,
+    mark_complete,
+    read_parquet_parts,
+    read_phase,
+    write_phase,
+)
+from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
+from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
+from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
+from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
+from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.stages.ids import AddId
+
+__all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
+
+logger = logging.getLogger(__name__)
+
+FILETYPES = ("jsonl", "parquet")
+PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
+_OUTPUT_PART = re.compile(r"^(part-\d+\.parquet|\..*)$")
+
+
+@dataclass
+class FuzzyDedupResult:
+    """What a run did. ``input_documents == kept_documents + duplicate_documents``."""
+
+    input_documents: int
+    #: Documents removed (or, without removal, to remove): all but one of each group.
+    duplicate_documents: int
+    #: Groups of two or more near-duplicates; one document of each is kept.
+    duplicate_groups: int
+    kept_documents: int
+    #: Candidate edges from LSH (a pair found in several bands counts each time).
+    candidate_pairs: int
+    #: Distinct candidate pairs whose true similarity is under ``jaccard_threshold``
+    #: (None without ``false_positive_check``).
+    false_positive_pairs: int | None
+    #: The phases read back from ``cache_path`` instead of computed, in order.
+    phases_from_cache: list[str] = field(default_factory=list)
+    #: Wall-clock seconds of each phase this run computed or read.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    #: Where ``(id, group)`` of every duplicate document is (Parquet).
+    groups_path: str = ""
+    #: The written output (None when ``perform_removal=False``).
+    output: WriteResult | None = None
+
+
+class FuzzyDeduplicationWorkflow:
+    """Read a corpus, find near-duplicate groups, and (optionally) keep one of each.
+
+    Runs on the current Dask scheduler: a ``distributed.Client`` if one is active (then
+    shuffles are P2P and spill to disk), otherwise local threads.
+
+    Parameters
+    ----------
+    input_path : str or list of str
+        Files or directories (any fsspec URL).
+    cache_path : str
+        Directory for each phase's result (``fuzzy/...``), kept for reruns.
+    output_path : str, optional
+        Directory for ``part-*.parquet`` of the kept documents; needed with
+        ``perform_removal=True``. It must be empty, unless a rerun finds only the parts
+        of an interrupted removal there, or ``output_mode="overwrite"``.
+    perform_removal : bool, default False
+        Remove all but the lowest id of each group and write the rest. Without it, the
+        run ends with the groups in ``cache_path/fuzzy/components``.
+    seed, char_ngrams, num_bands, minhashes_per_band, bands_per_iteration,
+    use_64_bit_hash, false_positive_check, jaccard_threshold, max_local_edges,
+    removal_strategy, broadcast_threshold
+        As for :class:`~curator_dask.dedup.fuzzy.FuzzyDuplicates`.
+    input_filetype : {"jsonl", "parquet"}
+    input_blocksize : int or str, optional
+        Bytes per partition (the reader's default is 256 MiB). Peak worker memory
+        follows it. Reruns must use the same value, or ids change and nothing is reused.
+    id_field, text_field : str
+        Ids are added with :class:`~curator_dask.AddId` when the input has none.
+    backend : {"pandas", "cudf"}
+        Partitions for reading and MinHash: ``"cudf"`` computes signatures on GPUs.
+    output_mode : {"error", "overwrite"}
+    storage_options : dict, optional
+        For fsspec, used for input, cache and output.
+
+    Examples
+    --------
+    >>> import json, pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "raw").mkdir()
+    >>> base = "near duplicates share most of their character shingles " * 3
+    >>> rows = [base, base + "!", "a different document altogether, nothing alike"]
+    >>> _ = (root / "raw" / "a.jsonl").write_text(
+    ...     "".join(json.dumps({"text": t}) + "\\n" for t in rows))
+    >>> result = FuzzyDeduplicationWorkflow(
+    ...     input_path=str(root / "raw"), cache_path=str(root / "cache"),
+    ...     output_path=str(root / "dedup"), char_ngrams=5, perform_removal=True).run()
+    >>> result.input_documents, result.duplicate_documents, result.kept_documents
+    (3, 1, 2)
+    """
+
+    def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
+                 perform_removal: bool = False, seed: int = 42, char_ngrams: int = 24,
+                 num_bands: int = 20, minhashes_per_band: int = 13,
+                 bands_per_iteration: int = 5, use_64_bit_hash: bool = False,
+                 false_positive_check: bool = False, jaccard_threshold: float = 0.8,
+                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
+                 id_field: str = "id", text_field: str = "text", backend: str = "pandas",
+                 max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
+                 removal_strategy: str = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 output_mode: str = "error", storage_options: dict | None = None):
+        if input_filetype not in FILETYPES:
+            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+        if output_mode not in ("error", "overwrite"):
+            raise ValueError(f"output_mode must be 'error' or 'overwrite', got {output_mode!r}")
+        if perform_removal and not output_path:
+            raise ValueError("perform_removal=True needs an output_path for the kept documents")
+        self.input_path = input_path
+        self.cache_path = cache_path
+        self.output_path = output_path
+        self.perform_removal = perform_removal
+        self.input_filetype = input_filetype
+        self.input_blocksize = input_blocksize
+        self.backend = backend
+        self.output_mode = output_mode
+        self.storage_options = storage_options
+        self.dedup = FuzzyDuplicates(
+            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
+            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
+            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
+            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
+            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold)
+
+    def __repr__(self) -> str:
+        return (f"FuzzyDeduplicationWorkflow(input_path={self.input_path!r}, "
+                f"cache_path={self.cache_path!r}, {self.dedup!r})")
+
+    # -- inputs -------------------------------------------------------------------------------
+    def read(self) -> DocumentDataset:
+        """The input with ids, as the run sees it."""
+        reader = (DocumentDataset.read_jsonl if self.input_filetype == "jsonl"
+                  else DocumentDataset.read_parquet)
+        ds = reader(self.input_path, blocksize=self.input_blocksize,
+                    text_field=self.dedup.text_field, backend=self.backend,
+                    storage_options=self.storage_options)
+        if self.dedup.id_field not in ds.df.columns:
+            ds = AddId(id_field=self.dedup.id_field)(ds)
+        return ds
+
+    def fingerprints(self) -> dict[str, dict]:
+        """What each phase depends on: the input files, how they are read, the parameters
+        of that phase and of every phase before it. Changing the Jaccard threshold redoes
+        components and what follows, not MinHash, LSH or the scores of the pairs."""
+        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
+        _, files = list_files(self.input_path, extensions, self.storage_options)
+        params = self.dedup.parameters()
+        minhash = {"files": [[f.path, f.size] for f in files],
+                   "input_filetype": self.input_filetype,
+                   "input_blocksize": str(self.input_blocksize),
+                   "minhash": params["minhash"]}
+        lsh = {**minhash, "lsh": params["lsh"]}
+        components = {**lsh, "components": params["components"]}
+        # The Jaccard phase scores every candidate pair; the threshold applies after it.
+        return {"minhash": minhash, "lsh": lsh, "jaccard": lsh, "components": components,
+                "removal": {**components, "output_path": self.output_path}}
+
+    def _path(self, *parts: str) -> str:
+        return posixpath.join(self.cache_path.rstrip("/"), "fuzzy", *parts)
+
+    # -- the run --------------------------------------------------------------------------------
+    def run(self) -> FuzzyDedupResult:
+        """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
+        ds = self.read()
+        fingerprints = self.fingerprints()
+        from_cache: list[str] = []
+        seconds: dict[str, float] = {}
+
+        def phase(name: str, compute) -> PhaseResult:
+            start = time.perf_counter()
+            done = read_phase(self._path(name), fingerprint=fingerprints[name],
+                              storage_options=self.storage_options)
+            if done is not None and name == "removal" and not self._output_intact(done):
+                done = None
+            if done is None:
+                logger.info("fuzzy dedup: computing %s", name)
+                done = compute()
+            else:
+                from_cache.append(name)
+            seconds[name] = round(time.perf_counter() - start, 3)
+            return done
+
+        signatures = phase("minhash", lambda: self._minhash(ds, fingerprints["minhash"]))
+        lsh = phase("lsh", lambda: self._lsh(fingerprints["lsh"]))
+        scored = None
+        if self.dedup.false_positive_check:
+            scored = phase("jaccard", lambda: self._jaccard(ds, lsh, fingerprints["jaccard"]))
+        components = phase("components",
+                           lambda: self._components(lsh, scored, fingerprints["components"]))
+        duplicates = components.rows - components.stats["groups"]
+        result = FuzzyDedupResult(
+            input_documents=signatures.rows, duplicate_documents=duplicates,
+            duplicate_groups=components.stats["groups"],
+            kept_documents=signatures.rows - duplicates, candidate_pairs=lsh.rows,
+            false_positive_pairs=components.stats.get("false_positive_pairs"),
+            phases_from_cache=from_cache,
+            phase_seconds=seconds, groups_path=components.path)
+        if self.perform_removal:
+            removal = phase("removal", lambda: self._removal(ds, fingerprints["removal"],
+                                                             resuming=bool(from_cache)))
+            stats = removal.stats
+            result.output = WriteResult(path=stats["path"], files=stats["files"],
+                                        rows=stats["rows"], bytes=stats["bytes"],
+                                        dropped=stats["dropped"])
+            removed = stats["dropped"].get(FUZZY_DUPLICATE_REASON, 0)
+            if removed != duplicates:
+                logger.warning("removal dropped %d documents but the groups have %d "
+                               "duplicates: were ids missing from the input?", removed,
+                               duplicates)
+            result.duplicate_documents = removed
+            result.kept_documents = stats["rows"]
+        logger.info("fuzzy dedup: %d documents in, %d near-duplicates in %d groups, %d kept "
+                    "(phases from cache: %s)", result.input_documents,
+                    result.duplicate_documents, result.duplicate_groups,
+                    result.kept_documents, from_cache or "none")
+        return result
+
+    # -- phases ---------------------------------------------------------------------------------
+    def _edges_schema(self, with_jaccard: bool = False) -> pa.Schema:
+        fields = [pa.field(EDGE_FIELDS[0], pa.int64()), pa.field(EDGE_FIELDS[1], pa.int64())]
+        if with_jaccard:
+            fields.append(pa.field(JACCARD_FIELD, pa.float32()))
+        return pa.schema(fields)
+
+    def signatures(self):
+        """The cached signatures, one partition per file (after the minhash phase)."""
+        schema = pa.schema([pa.field(self.dedup.id_field, pa.int64()),
+                            pa.field(SIGNATURE_FIELD,
+                                     signature_type(self.dedup.minhash.use_64_bit_hash))])
+        return read_parquet_parts(self._path("minhash"), schema,
+                                  storage_options=self.storage_options)
+
+    def groups(self):
+        """The cached ``(id, group)`` of every duplicate document (after components)."""
+        schema = pa.schema([pa.field(self.dedup.id_field, pa.int64()),
+                            pa.field(GROUP_FIELD, pa.int64())])
+        return read_parquet_parts(self._path("components"), schema,
+                                  storage_options=self.storage_options)
+
+    def _minhash(self, ds: DocumentDataset, fingerprint: dict) -> PhaseResult:
+        return write_phase(self.dedup.signatures(ds).df, self._path("minhash"),
+                           fingerprint=fingerprint, storage_options=self.storage_options)
+
+    def _lsh(self, fingerprint: dict) -> PhaseResult:
+        signatures = self.signatures()
+        lsh = self.dedup.lsh
+        rows, parts = 0, []
+        for bands in lsh.iterations():
+            name = f"bands-{bands.start:03d}-{bands.stop:03d}"
+            path = self._path("lsh", name)
+            done = read_phase(path, fingerprint=fingerprint, storage_options=self.storage_options)
+            if done is None:
+                logger.info("fuzzy dedup: LSH bands %d-%d of %d", bands.start, bands.stop - 1,
+                            lsh.num_bands)
+                done = write_phase(lsh.band_edges(signatures, bands), path,
+                                   fingerprint=fingerprint, storage_options=self.storage_options)
+            rows += done.rows
+            parts.append(name)
+        mark_complete(self._path("lsh"), fingerprint=fingerprint, rows=rows, files=0,
+                      stats={"iterations": parts}, storage_options=self.storage_options)
+        return PhaseResult(self._path("lsh"), rows, 0, False, {"iterations": parts})
+
+    def _candidate_edges(self, lsh: PhaseResult):
+        import dask.dataframe as dd
+
+        # The iterations the finished phase recorded (bands_per_iteration may differ now).
+        iterations = [read_parquet_parts(self._path("lsh", name), self._edges_schema(),
+                                         storage_options=self.storage_options)
+                      for name in lsh.stats["iterations"]]
+        return iterations[0] if len(iterations) == 1 else dd.concat(iterations)
+
+    def _scored_pairs(self):
+        return read_parquet_parts(self._path("jaccard"), self._edges_schema(True),
+                                  storage_options=self.storage_options)
+
+    def _jaccard(self, ds: DocumentDataset, lsh: PhaseResult, fingerprint: dict) -> PhaseResult:
+        scored = self.dedup.pair_similarities(self._candidate_edges(lsh), ds, num_edges=lsh.rows)
+        return write_phase(scored, self._path("jaccard"), fingerprint=fingerprint,
+                           storage_options=self.storage_options)
+
+    def _components(self, lsh: PhaseResult, scored: PhaseResult | None,
+                    fingerprint: dict) -> PhaseResult:
+        stats: dict = {}
+        if scored is None:
+            edges, num_edges = self._candidate_edges(lsh), lsh.rows
+        else:
+            pairs = self._scored_pairs()
+            similar = pairs[JACCARD_FIELD] >= np.float32(self.dedup.jaccard_threshold)
+            passed = int(similar.sum().compute())
+            stats["false_positive_pairs"] = scored.rows - passed
+            edges, num_edges = pairs[similar], passed
+        groups = self.dedup.groups(edges[list(EDGE_FIELDS)], num_edges=num_edges)
+
+        def count_groups(_: PhaseResult) -> dict:
+            return {**stats, "groups": int(self.groups()[GROUP_FIELD].nunique().compute())}
+
+        return write_phase(groups, self._path("components"), fingerprint=fingerprint,
+                           stats=count_groups, storage_options=self.storage_options)
+
+    def _removal(self, ds: DocumentDataset, fingerprint: dict, resuming: bool) -> PhaseResult:
+        clean = self.dedup.remove(ds, self.groups())
+        written = clean.to_parquet(self.output_path, mode=self._output_mode(resuming),
+                                   storage_options=self.storage_options)
+        stats = {"path": written.path, "files": written.files, "rows": written.rows,
+                 "bytes": written.bytes, "dropped": written.dropped}
+        mark_complete(self._path("removal"), fingerprint=fingerprint, rows=written.rows,
+                      files=0, stats=stats, storage_options=self.storage_options)
+        return PhaseResult(self._path("removal"), written.rows, 0, False, stats)
+
+    def _output_intact(self, removal: PhaseResult) -> bool:
+        fs, _ = url_to_fs(self.output_path, **(self.storage_options or {}))
+        if all(fs.exists(f) for f in removal.stats.get("files", [])):
+            return True
+        logger.warning("the output of the finished removal is gone from %s: removing again",
+                       self.output_path)
+        return False
+
+    def _output_mode(self, resuming: bool) -> str:
+        if self.output_mode == "overwrite" or not resuming:
+            return self.output_mode
+        # A rerun may find the parts an interrupted removal wrote; those, and only
+        # those, it replaces.
+        fs, root = url_to_fs(self.output_path, **(self.storage_options or {}))
+        if not fs.exists(root):
+            return "error"
+        names = [posixpath.basename(p) for p in fs.ls(root, detail=False)]
+        if names and all(_OUTPUT_PART.match(n) for n in names):
+            logger.info("replacing %d parts of an interrupted run in %s", len(names),
+                        self.output_path)
+            return "overwrite"
+        return "error"

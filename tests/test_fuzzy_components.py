@@ -1,0 +1,110 @@
+"""Connected components: union-find and the distributed algorithm agree on random graphs."""
+
+from __future__ import annotations
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from curator_dask.dedup.fuzzy import (
+    connected_components,
+    distributed_components,
+    union_find_components,
+)
+
+
+def random_graph(seed: int, nodes: int, edges: int):
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(10**12, size=nodes, replace=False).astype(np.int64)
+    return ids[rng.integers(0, nodes, edges)], ids[rng.integers(0, nodes, edges)]
+
+
+def edge_frame(x, y, npartitions: int) -> dd.DataFrame:
+    return dd.from_pandas(pd.DataFrame({"id_x": x, "id_y": y}), npartitions=npartitions)
+
+
+def labels(df: pd.DataFrame) -> pd.Series:
+    return df.set_index("id")["group"].sort_index()
+
+
+def reference(x, y) -> pd.Series:
+    """Components by breadth-first search, each labelled with its lowest id."""
+    neighbours: dict[int, set[int]] = {}
+    for a, b in zip(x.tolist(), y.tolist()):
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    label: dict[int, int] = {}
+    for start in sorted(neighbours):
+        if start in label:
+            continue
+        frontier = [start]
+        label[start] = start
+        while frontier:
+            node = frontier.pop()
+            for other in neighbours[node]:
+                if other not in label:
+                    label[other] = start
+                    frontier.append(other)
+    return pd.Series(label).sort_index()
+
+
+GRAPHS = [  # (seed, nodes, edges): sparse forests, a giant component, isolated pairs
+    (0, 2000, 600), (1, 1500, 1400), (2, 300, 900), (3, 5000, 2500), (4, 40, 20)]
+
+
+@pytest.mark.parametrize("seed, nodes, edges", GRAPHS)
+def test_union_find_matches_breadth_first_search_and_scipy(seed, nodes, edges):
+    x, y = random_graph(seed, nodes, edges)
+    ids, groups = union_find_components(x, y)
+    expected = reference(x, y)
+    assert pd.Series(groups, index=ids).sort_index().equals(expected)
+    scipy_graph = pytest.importorskip("scipy.sparse.csgraph")
+    from scipy.sparse import coo_matrix
+
+    nodes = np.unique(np.concatenate([x, y]))
+    index = np.searchsorted(nodes, np.concatenate([x, y]))
+    matrix = coo_matrix((np.ones(len(x)), (index[:len(x)], index[len(x):])),
+                        shape=(len(nodes), len(nodes)))
+    _, component = scipy_graph.connected_components(matrix, directed=False)
+    lowest = pd.Series(nodes).groupby(component).transform("min").to_numpy()
+    assert (pd.Series(groups, index=ids).sort_index().to_numpy() == lowest).all()
+
+
+@pytest.mark.parametrize("seed, nodes, edges", GRAPHS)
+def test_distributed_components_equal_union_find(seed, nodes, edges):
+    x, y = random_graph(seed, nodes, edges)
+    ids, groups = union_find_components(x, y)
+    out = labels(distributed_components(edge_frame(x, y, 1 + seed * 2)).compute())
+    assert out.equals(pd.Series(groups, index=ids).sort_index().rename("group")
+                      .rename_axis("id"))
+
+
+def test_distributed_components_on_a_long_path_in_shuffled_order():
+    # The worst case for label propagation: diameter n - 1.
+    order = np.random.default_rng(7).permutation(3000).astype(np.int64)
+    out = labels(distributed_components(edge_frame(order[:-1], order[1:], 6)).compute())
+    assert len(out) == 3000 and (out == 0).all()
+
+
+def test_self_loops_and_repeated_edges_change_nothing():
+    x = np.array([5, 5, 9, 9, 2, 2], dtype=np.int64)
+    y = np.array([9, 9, 5, 9, 3, 2], dtype=np.int64)
+    expected = {2: 2, 3: 2, 5: 5, 9: 5}
+    assert dict(zip(*[a.tolist() for a in union_find_components(x, y)])) == expected
+    assert labels(distributed_components(edge_frame(x, y, 2)).compute()).to_dict() == expected
+
+
+@pytest.mark.parametrize("max_local_edges", [0, 10**9])
+def test_the_size_threshold_picks_an_algorithm_with_the_same_result(max_local_edges):
+    x, y = random_graph(11, 800, 500)
+    out = connected_components(edge_frame(x, y, 4), max_local_edges=max_local_edges)
+    ids, groups = union_find_components(x, y)
+    assert labels(out.compute()).tolist() == pd.Series(groups, index=ids).sort_index().tolist()
+    assert out.npartitions == (1 if max_local_edges else 4)
+
+
+def test_no_edges_no_groups():
+    empty = np.array([], dtype=np.int64)
+    assert len(connected_components(edge_frame(empty, empty, 1)).compute()) == 0
+    assert len(distributed_components(edge_frame(empty, empty, 1)).compute()) == 0

@@ -1,0 +1,105 @@
+"""LSH: band choice, bucket ids, and edges from buckets to their lowest id."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from curator_dask import DocumentDataset
+from curator_dask.dedup.fuzzy import LSH, band_buckets, lsh_probability, optimal_bands
+from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_series
+
+
+def signatures(matrix, ids, npartitions=1) -> DocumentDataset:
+    matrix = np.asarray(matrix, dtype=np.uint32)
+    df = pd.DataFrame({"id": np.asarray(ids, dtype=np.int64),
+                       SIGNATURE_FIELD: signature_series(matrix)})
+    return DocumentDataset.from_pandas(df, npartitions=npartitions)
+
+
+def edge_set(ds_or_df) -> set[tuple[int, int]]:
+    df = ds_or_df.df if isinstance(ds_or_df, DocumentDataset) else ds_or_df
+    return set(map(tuple, df.compute().values.tolist()))
+
+
+@pytest.mark.parametrize("threshold, num_hashes", [(0.8, 260), (0.5, 128), (0.9, 260),
+                                                   (0.7, 200), (0.3, 64), (0.95, 100)])
+def test_optimal_bands_agrees_with_datasketch(threshold, num_hashes):
+    lsh = pytest.importorskip("datasketch.lsh")
+    assert optimal_bands(threshold, num_hashes) == lsh._optimal_param(threshold, num_hashes,
+                                                                      0.5, 0.5)
+
+
+def test_optimal_bands_puts_the_steepest_point_near_the_threshold():
+    for threshold in (0.5, 0.7, 0.85):
+        b, r = optimal_bands(threshold, 256)
+        assert b * r <= 256
+        below, above = lsh_probability([threshold - 0.15, threshold + 0.15], b, r)
+        assert below < 0.5 < above
+
+
+def test_optimal_bands_rejects_thresholds_outside_0_1():
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        optimal_bands(1.0, 128)
+
+
+def test_band_buckets_are_equal_exactly_when_the_band_values_are():
+    rng = np.random.default_rng(0)
+    matrix = rng.integers(0, 2**32, size=(1000, 12), dtype=np.uint32)
+    matrix[500:, 4:8] = matrix[:500, 4:8]  # rows i and i+500 share band 1 only
+    ids = band_buckets(matrix, [0, 1, 2], 4)
+    assert ids.dtype == np.uint64 and ids.shape == (1000, 3)
+    assert (ids[:500, 1] == ids[500:, 1]).all()
+    assert not (ids[:500, 0] == ids[500:, 0]).any()
+    assert len(np.unique(ids[:500])) == 1500  # no collisions otherwise
+
+
+def test_the_same_values_in_different_bands_get_different_buckets():
+    matrix = np.tile(np.arange(4, dtype=np.uint32), (3, 2))  # band 0 == band 1 values
+    ids = band_buckets(matrix, [0, 1], 4)
+    assert (ids[:, 0] != ids[:, 1]).all()
+
+
+def test_band_buckets_need_enough_signature_columns():
+    with pytest.raises(ValueError, match="num_hashes >= num_bands"):
+        band_buckets(np.zeros((2, 10), np.uint32), [0, 1, 2], 4)
+
+
+def test_bucket_members_are_linked_to_the_lowest_id_not_to_each_other():
+    base = np.arange(8, dtype=np.uint32)
+    matrix = [base, base, base + 100, base, base + 200]  # ids 9, 3, 4, 7, 1
+    lsh = LSH(num_bands=2, minhashes_per_band=4)
+    assert edge_set(lsh.edges(signatures(matrix, [9, 3, 4, 7, 1])).df.drop_duplicates()) == {
+        (3, 9), (3, 7)}
+
+
+def test_a_pair_sharing_only_one_band_is_found():
+    rng = np.random.default_rng(1)
+    matrix = rng.integers(0, 2**32, size=(2, 20), dtype=np.uint32)
+    matrix[1, 15:20] = matrix[0, 15:20]
+    lsh = LSH(num_bands=4, minhashes_per_band=5, bands_per_iteration=1)
+    assert edge_set(lsh.edges(signatures(matrix, [10, 20])).df) == {(10, 20)}
+    assert edge_set(lsh.band_edges(signatures(matrix, [10, 20]), range(0, 3))) == set()
+
+
+def test_edges_do_not_depend_on_partitions_or_bands_per_iteration():
+    rng = np.random.default_rng(2)
+    bases = rng.integers(0, 50, size=(40, 12), dtype=np.uint32)
+    matrix = bases[rng.integers(0, 40, size=300)]
+    noise = rng.random(matrix.shape) < 0.3
+    matrix = np.where(noise, rng.integers(0, 2**32, size=matrix.shape), matrix).astype(np.uint32)
+    ids = rng.permutation(10**6)[:300]
+    results = []
+    for npartitions, per_iteration in ((1, 6), (7, 1), (13, 4)):
+        lsh = LSH(num_bands=6, minhashes_per_band=2, bands_per_iteration=per_iteration)
+        edges = lsh.edges(signatures(matrix, ids, npartitions)).df.drop_duplicates()
+        results.append(edge_set(edges))
+    assert results[0] and results[0] == results[1] == results[2]
+    assert all(x < y for x, y in results[0])
+
+
+def test_lsh_needs_integer_ids():
+    df = pd.DataFrame({"id": ["a"], SIGNATURE_FIELD: signature_series(np.zeros((1, 4), np.uint32))})
+    with pytest.raises(TypeError, match="AddId"):
+        LSH(num_bands=2, minhashes_per_band=2).edges(DocumentDataset.from_pandas(df))
