@@ -14,7 +14,12 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# torch is pinned first: a bare "torch" requirement would pull a multi-GB CUDA build, and
+# 2.13.0 is the CPU build these machines install from local disk.
+TORCH ?= torch==2.13.0
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
