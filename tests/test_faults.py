@@ -217,18 +217,17 @@ def test_a_killed_driver_is_resumed_without_redoing_finished_parts(corpus, clien
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=False, reason=(
-    "intermittent on a 2-core machine: sometimes the run stalls after a recycle (as if no "
-    "worker came back; the nanny logs 'Worker process died unexpectedly' while restarting); "
-    "passes in ~25 s otherwise. Under investigation."))
 def test_streaming_run_survives_workers_recycled_by_worker_lifetime(corpus):
     # Streaming only: a batch layer lives in worker memory, and a worker that reaches its
     # lifetime while no other worker is up to take its data loses it (distributed
     # recomputes it from lineage). With lifetimes shorter than a layer, as here, a batch
     # run never finishes; see docs/executors.md.
+    # 30 partitions x 0.5 s on 2 workers keep the run going for at least 7.5 s, past
+    # the latest first lifetime (5 s + 1 s stagger from the workers' start), so every
+    # run sees recycles whatever the machine's speed.
     @processing_stage(name="slower_upper")
     def slower_upper(df):
-        time.sleep(0.25)
+        time.sleep(0.5)
         return df.assign(text=df["text"].str.upper())
 
     client = get_client(n_workers=2, worker_lifetime="5s", worker_lifetime_stagger="1s",
