@@ -1,11 +1,16 @@
-"""The on-disk duplicate list: written whole, then marked complete, so a rerun can resume.
+"""Whole-dataset results under ``cache_path``, each marked complete when written whole.
 
-A duplicate list lives in its own directory, one Parquet file per hash partition
-(``part-00000.parquet`` ...), and a completion marker ``_COMPLETE.json`` written last and
-atomically. Without the marker the directory is an interrupted write and is computed
-again; with it, the list is read back one file per partition, which keeps every hash
-group whole in one partition. The marker records a fingerprint of what the list was
-computed from (input files and parameters): a list made from other input is not reused.
+One protocol for every dedup phase (exact dedup's duplicate list, fuzzy dedup's
+signatures, edges and groups): a directory of ``part-*.parquet`` files (one per
+partition), then ``_COMPLETE.json`` written last and atomically (temporary name, then a
+move) with the row and file counts and a fingerprint of what the result was computed
+from (input files and parameters). A directory without the marker is an interrupted
+write and is computed again; a marker with another fingerprint (other input or
+parameters) is ignored, and so is a directory missing some of the files its marker lists.
+
+Reading back is per kind: the exact duplicate list as a dataset whose partitions are the
+hash partitions (:func:`read_duplicates`), a fuzzy phase with its Arrow types as they are
+(:func:`read_parquet_parts`: ``list<uint32>`` signatures stay one Arrow column).
 """
 
 from __future__ import annotations
@@ -14,14 +19,21 @@ import json
 import logging
 import posixpath
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.exact import HASH_FIELD, mark_hash_partitioned
 
-__all__ = ["CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
+__all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
+           "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
            "DUPLICATES_DIR"]
 
 logger = logging.getLogger(__name__)
@@ -29,8 +41,124 @@ logger = logging.getLogger(__name__)
 MARKER = "_COMPLETE.json"
 #: The subdirectory of a ``cache_path`` that holds the exact duplicate list.
 DUPLICATES_DIR = "exact_duplicates"
+
 _FORMAT = 1
 
+
+@dataclass
+class PhaseResult:
+    """A finished phase on disk: where, how many rows and files, what it counted."""
+
+    path: str
+    rows: int
+    files: int
+    from_cache: bool
+    stats: dict = field(default_factory=dict)
+
+
+def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: dict | None,
+                stats: Callable[[PhaseResult], dict] | None = None,
+                storage_options: dict | None = None) -> PhaseResult:
+    """Compute ``df`` into ``path`` (one Parquet file per partition), then mark it complete.
+
+    ``stats``, if given, is called with the written (not yet marked) result and returns
+    what the marker records beside the counts (read from the files just written).
+    """
+    dataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
+    written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options)
+    result = PhaseResult(path, written.rows, len(written.files), False)
+    if stats is not None:
+        result.stats = dict(stats(result))
+    mark_complete(path, fingerprint=fingerprint, rows=result.rows, files=result.files,
+                  stats=result.stats, storage_options=storage_options)
+    return result
+
+
+def mark_complete(path: str, *, fingerprint: dict | None, rows: int, files: int,
+                  stats: dict | None = None, storage_options: dict | None = None) -> None:
+    """Write ``path/_COMPLETE.json`` atomically (temporary name, then a move)."""
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    fs.makedirs(root, exist_ok=True)
+    marker = {"format": _FORMAT, "rows": int(rows), "files": int(files),
+              "fingerprint": fingerprint, "stats": stats or {}}
+    tmp = posixpath.join(root, f".{MARKER}.tmp-{uuid.uuid4().hex}")
+    fs.pipe_file(tmp, json.dumps(marker, sort_keys=True, default=_json_default).encode())
+    fs.mv(tmp, posixpath.join(root, MARKER))
+    logger.info("phase complete: %d rows in %d files at %s", rows, files, path)
+
+
+def read_phase(path: str, *, fingerprint: dict | None,
+               storage_options: dict | None = None) -> PhaseResult | None:
+    """The finished phase at ``path``, or None when it must be computed (again)."""
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    target = posixpath.join(root, MARKER)
+    if not fs.exists(target):
+        if fs.exists(root):
+            logger.info("%s has no completion marker: computing it again", path)
+        return None
+    marker = json.loads(fs.cat_file(target))
+    # Compare through JSON so tuples and lists, ints and numpy ints compare equal.
+    wanted = json.loads(json.dumps(fingerprint, sort_keys=True, default=_json_default))
+    if marker.get("format") != _FORMAT or marker.get("fingerprint") != wanted:
+        logger.warning("%s was made from other input or parameters: computing it again", path)
+        return None
+    if len(_parts(fs, root)) != marker["files"]:
+        logger.warning("%s holds fewer files than its marker lists: computing it again", path)
+        return None
+    logger.info("reusing %d rows from %s", marker["rows"], path)
+    return PhaseResult(path, marker["rows"], marker["files"], True, marker.get("stats", {}))
+
+
+def read_parquet_parts(path: str, schema: pa.Schema, *,
+                       storage_options: dict | None = None) -> dd.DataFrame:
+    """The ``part-*.parquet`` files of ``path``, one partition each, cast to ``schema``."""
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    files = _parts(fs, root)
+    meta = _to_pandas(schema.empty_table())
+    if not files:
+        return dd.from_pandas(meta, npartitions=1)
+    return dd.from_map(_ReadPart(fs, schema), files, meta=meta, enforce_metadata=False,
+                       label="read_cache", divisions=[None] * (len(files) + 1))
+
+
+class _ReadPart:
+    def __init__(self, fs, schema: pa.Schema):
+        self.fs, self.schema = fs, schema
+
+    def __call__(self, file: str) -> pd.DataFrame:
+        with self.fs.open(file, "rb") as handle:
+            table = pq.read_table(handle, columns=self.schema.names, use_threads=False)
+        return _to_pandas(table.replace_schema_metadata(None).cast(self.schema))
+
+
+def _parts(fs, root: str) -> list[str]:
+    if not fs.exists(root):
+        return []
+    return sorted(p for p in fs.ls(root, detail=False)
+                  if posixpath.basename(p).startswith("part-") and p.endswith(".parquet"))
+
+
+def _types(arrow_type: pa.DataType):
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return pd.ArrowDtype(arrow_type)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return pd.StringDtype("pyarrow", na_value=np.nan)
+    return None
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=_types)
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"cannot put {type(value).__name__} in a cache fingerprint")
+
+
+# -- exact dedup's duplicate list ---------------------------------------------------------
 
 @dataclass
 class CachedDuplicates:
@@ -54,46 +182,19 @@ def write_duplicates(duplicates: DocumentDataset, cache_path: str, *,
     Anything already in that directory (an earlier or interrupted list) is replaced.
     """
     path = _directory(cache_path)
-    written = duplicates.to_parquet(path, mode="overwrite", storage_options=storage_options)
-    fs, root = url_to_fs(path, **(storage_options or {}))
-    marker = {"format": _FORMAT, "rows": written.rows, "files": len(written.files),
-              "fingerprint": fingerprint}
-    target = posixpath.join(root, MARKER)
-    tmp = posixpath.join(root, f".{MARKER}.tmp-{uuid.uuid4().hex}")
-    fs.pipe_file(tmp, json.dumps(marker, sort_keys=True).encode("utf-8"))
-    fs.mv(tmp, target)
-    logger.info("wrote %d duplicate rows in %d files to %s", written.rows,
-                len(written.files), path)
+    written = write_phase(duplicates, path, fingerprint=fingerprint,
+                          storage_options=storage_options)
     return CachedDuplicates(_read_back(path, storage_options), path, written.rows, False)
 
 
 def read_duplicates(cache_path: str, *, fingerprint: dict | None = None,
                     storage_options: dict | None = None) -> CachedDuplicates | None:
-    """The complete duplicate list in ``cache_path``, or None when there is none to reuse.
-
-    None when the marker is missing (never written, or interrupted), when it was made from
-    another fingerprint, or when its files are not all there.
-    """
+    """The complete duplicate list in ``cache_path``, or None when there is none to reuse."""
     path = _directory(cache_path)
-    fs, root = url_to_fs(path, **(storage_options or {}))
-    target = posixpath.join(root, MARKER)
-    if not fs.exists(target):
-        if fs.exists(root):
-            logger.info("%s has no completion marker: computing the duplicates again", path)
+    found = read_phase(path, fingerprint=fingerprint, storage_options=storage_options)
+    if found is None:
         return None
-    marker = json.loads(fs.cat_file(target))
-    if marker.get("format") != _FORMAT or marker.get("fingerprint") != fingerprint:
-        logger.warning("the duplicate list in %s was made from other input or parameters: "
-                       "computing it again", path)
-        return None
-    parts = [p for p in fs.ls(root, detail=False)
-             if posixpath.basename(p).startswith("part-") and p.endswith(".parquet")]
-    if len(parts) != marker["files"]:
-        logger.warning("%s holds %d of the %d files its marker lists: computing again",
-                       path, len(parts), marker["files"])
-        return None
-    logger.info("reusing %d duplicate rows from %s", marker["rows"], path)
-    return CachedDuplicates(_read_back(path, storage_options), path, marker["rows"], True)
+    return CachedDuplicates(_read_back(path, storage_options), path, found.rows, True)
 
 
 def _read_back(path: str, storage_options: dict | None) -> DocumentDataset:

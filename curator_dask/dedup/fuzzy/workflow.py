@@ -33,7 +33,7 @@ import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset, WriteResult
-from curator_dask.dedup.fuzzy._cache import (
+from curator_dask.dedup.cache import (
     PhaseResult,
     mark_complete,
     read_parquet_parts,
