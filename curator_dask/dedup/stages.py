@@ -1,0 +1,195 @@
+"""Deduplication as pipeline stages: whole-dataset barriers for a :class:`~curator_dask.Pipeline`.
+
+:class:`ExactDedup` and :class:`FuzzyDedup` wrap :class:`~curator_dask.dedup.ExactDuplicates`
+and :class:`~curator_dask.dedup.FuzzyDuplicates`. An executor streams the partition stages
+before one into its cache directory, hands it the whole dataset, and streams on from the
+documents it keeps: the lowest id of each group of duplicates. Removed documents are counted
+as ``exact_duplicate`` / ``fuzzy_duplicate``.
+
+After a run each stage holds what it found in :attr:`last_run` (a :class:`DedupStats`): the
+duplicates removed, the groups, and how many groups there were of each size, which the
+curation report (:mod:`curator_dask.observe.report`) plots.
+
+Usage::
+
+    from curator_dask import AddId, JsonlReader, ParquetWriter, Pipeline
+    from curator_dask.dedup.stages import ExactDedup, FuzzyDedup
+
+    p = (Pipeline("dedup")
+         .add_stage(JsonlReader("raw/"))
+         .add_stage(AddId())                    # both stages need integer ids
+         .add_stage(ExactDedup())
+         .add_stage(FuzzyDedup(char_ngrams=24))
+         .add_stage(ParquetWriter("clean/")))
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from dataclasses import dataclass, field
+
+from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.exact import DUPLICATE_REASON, HASH_FIELD, ExactDuplicates
+from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
+from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.stages.base import WholeDatasetStage
+
+__all__ = ["DedupStats", "ExactDedup", "FuzzyDedup"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DedupStats:
+    """What one run of a dedup stage found.
+
+    Attributes
+    ----------
+    reason : str
+        The drop reason removed documents are counted under.
+    duplicate_documents : int
+        Documents removed: every member of a group but the one kept.
+    duplicate_groups : int
+        Groups of two or more documents.
+    cluster_sizes : dict of int to int
+        Number of groups of each size (documents in the group, the kept one included).
+    """
+
+    reason: str
+    duplicate_documents: int = 0
+    duplicate_groups: int = 0
+    cluster_sizes: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_group_sizes(cls, reason: str, sizes) -> DedupStats:
+        """From a Series of group sizes (one value per group)."""
+        counts = sizes.value_counts().sort_index()
+        cluster_sizes = {int(size): int(n) for size, n in counts.items()}
+        return cls(reason=reason,
+                   duplicate_documents=sum((size - 1) * n for size, n in cluster_sizes.items()),
+                   duplicate_groups=sum(cluster_sizes.values()), cluster_sizes=cluster_sizes)
+
+
+class ExactDedup(WholeDatasetStage):
+    """Remove documents whose text is identical to a kept one (a pipeline barrier).
+
+    Parameters
+    ----------
+    id_field : str, default "id"
+        Integer or string ids, unique (``AddId``); the lowest id of each group is kept.
+    text_field : str, default "text"
+    hash_method : {"md5", "xxh3_128"}, default "md5"
+    on_null : {"error", "skip"}, default "error"
+    removal_strategy : {"auto", "broadcast", "shuffle"}, default "auto"
+    broadcast_threshold : int
+    hash_partitions : int, optional
+        See :class:`~curator_dask.dedup.ExactDuplicates`.
+    name : str, default "exact_dedup"
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from curator_dask import DocumentDataset
+    >>> ds = DocumentDataset.from_pandas(pd.DataFrame(
+    ...     {"id": [1, 2, 3, 4], "text": ["a", "b", "a", "a"]}), npartitions=2)
+    >>> stage = ExactDedup()
+    >>> sorted(stage(ds).df.compute()["id"])
+    [1, 2]
+    >>> stats = stage.last_run
+    >>> stats.reason, stats.duplicate_documents, stats.duplicate_groups, stats.cluster_sizes
+    ('exact_duplicate', 2, 1, {3: 1})
+    """
+
+    def __init__(self, id_field: str = "id", text_field: str = "text",
+                 hash_method: str = "md5", on_null: str = "error",
+                 removal_strategy: str = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 hash_partitions: int | None = None, name: str = "exact_dedup"):
+        self.dedup = ExactDuplicates(
+            id_field=id_field, text_field=text_field, hash_method=hash_method,
+            on_null=on_null, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions)
+        self.name = name
+        self.last_run: DedupStats | None = None
+
+    def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
+        """Identify the duplicates (written under ``cache_path``), then remove them."""
+        self.dedup.cache_path = posixpath.join(cache_path, "exact")
+        duplicates = self.dedup.identify(ds)  # written to the cache and read back
+        sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
+        self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
+        logger.info("%s: %d duplicates in %d groups", self.stage_name,
+                    self.last_run.duplicate_documents, self.last_run.duplicate_groups)
+        return self.dedup.remove(ds, duplicates)
+
+    def __repr__(self) -> str:
+        return f"<ExactDedup {self.stage_name!r} (whole dataset, {self.dedup.hash_method})>"
+
+
+class FuzzyDedup(WholeDatasetStage):
+    """Remove near-duplicate documents: MinHash, LSH, connected components (a barrier).
+
+    Parameters
+    ----------
+    seed : int, default 42
+    char_ngrams : int, default 24
+    num_bands : int, default 20
+    minhashes_per_band : int, default 13
+    bands_per_iteration : int, default 5
+    use_64_bit_hash : bool, default False
+    false_positive_check : bool, default False
+    jaccard_threshold : float, default 0.8
+    id_field, text_field : str
+        Ids must be integers (``AddId``).
+    max_local_edges, removal_strategy, broadcast_threshold
+        See :class:`~curator_dask.dedup.FuzzyDuplicates`.
+    name : str, default "fuzzy_dedup"
+
+    Notes
+    -----
+    The groups ``(id, group)`` (16 bytes a duplicate document) are held in cluster
+    memory between finding and removing them.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from curator_dask import DocumentDataset
+    >>> base = "the quick brown fox jumps over the lazy dog " * 4
+    >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"id": [1, 2, 3],
+    ...     "text": [base, base.replace("lazy", "LAZY", 1), "something else entirely"]}))
+    >>> stage = FuzzyDedup(char_ngrams=5, num_bands=10, minhashes_per_band=4)
+    >>> sorted(stage(ds).df.compute()["id"]), stage.last_run.cluster_sizes
+    ([1, 3], {2: 1})
+    """
+
+    def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
+                 minhashes_per_band: int = 13, bands_per_iteration: int = 5,
+                 use_64_bit_hash: bool = False, false_positive_check: bool = False,
+                 jaccard_threshold: float = 0.8, id_field: str = "id",
+                 text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
+                 removal_strategy: str = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 name: str = "fuzzy_dedup"):
+        self.dedup = FuzzyDuplicates(
+            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
+            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
+            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
+            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
+            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold)
+        self.name = name
+        self.last_run: DedupStats | None = None
+
+    def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
+        """Find the groups of near duplicates and keep one document of each."""
+        groups = DocumentDataset(self.dedup.identify(ds).df.persist())
+        sizes = groups.df.groupby(GROUP_FIELD).size().compute()
+        self.last_run = DedupStats.from_group_sizes(FUZZY_DUPLICATE_REASON, sizes)
+        logger.info("%s: %d near duplicates in %d groups", self.stage_name,
+                    self.last_run.duplicate_documents, self.last_run.duplicate_groups)
+        return self.dedup.remove(ds, groups)
+
+    def __repr__(self) -> str:
+        return f"<FuzzyDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"

@@ -1,0 +1,276 @@
+"""The curation report: what each stage of a run kept and dropped, as a table and charts.
+
+:func:`stage_rows` turns a :class:`~curator_dask.observe.run_result.RunResult` into one row
+per stage (documents in, out, dropped by reason, seconds); :func:`format_stage_table`
+lays them out for a terminal; :func:`write_report` writes a standalone HTML page with
+Bokeh charts (documents kept per stage, drop reasons, duplicate cluster sizes, time per
+stage) that opens offline: Bokeh's JavaScript is inlined.
+
+This is separate from distributed's performance report (``Pipeline.run(report=...)``),
+which shows the task stream and profiles of the cluster rather than the data.
+
+Drop reasons are attributed to stages by name: a reason belongs to the stage it is named
+after (``word_count`` to the ``word_count`` filter, ``language_id.low_score`` to
+``language_id``), reader reasons (``reader.*``) to the reader, and a dedup stage's reason
+(``exact_duplicate``) to that stage, counted from its rows in and out (a whole-dataset
+stage's output may be re-read from disk without the counts on its partitions). What any
+other stage removed beyond its named reasons is counted the same way, under its name.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from curator_dask.observe.run_result import RunResult
+
+__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+_READER_PREFIX = "reader."
+
+
+@dataclass
+class StageRow:
+    """One stage's line in the report.
+
+    ``seconds`` is the time spent in the stage's tasks, summed over workers (for a
+    whole-dataset stage, its wall time).
+    """
+
+    stage: str
+    kind: str
+    docs_in: int
+    docs_out: int
+    seconds: float
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+def _dedup_reason(stage) -> str | None:
+    last_run = getattr(stage, "last_run", None)
+    return getattr(last_run, "reason", None)
+
+
+def _matched_stages(result: RunResult, stages: Sequence | None) -> list:
+    """The stage objects beside ``result.stages``, in order (None where unknown)."""
+    if stages is not None and len(stages) == len(result.stages):
+        return list(stages)
+    return [None] * len(result.stages)
+
+
+def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageRow]:
+    """One :class:`StageRow` per stage of ``result``, in pipeline order.
+
+    Parameters
+    ----------
+    result : RunResult
+    stages : sequence, optional
+        The pipeline's stages (``pipeline.stages``), to find what whole-dataset stages
+        recorded about their run (their drop reason).
+
+    Examples
+    --------
+    >>> from curator_dask.observe.run_result import RunResult, StageMetrics
+    >>> result = RunResult("p", "local", [
+    ...     StageMetrics("read_jsonl", "read", rows_in=10, rows_out=10, busy_seconds=0.5),
+    ...     StageMetrics("word_count", "process", rows_in=10, rows_out=7, busy_seconds=0.2),
+    ...     StageMetrics("dedup", "barrier", rows_in=7, rows_out=6, busy_seconds=1.0),
+    ... ], dropped={"word_count": 3})
+    >>> for row in stage_rows(result):
+    ...     print(row.stage, row.docs_in, row.docs_out, row.dropped)
+    read_jsonl 10 10 {}
+    word_count 10 7 {'word_count': 3}
+    dedup 7 6 {'dedup': 1}
+    """
+    objects = _matched_stages(result, stages)
+    rows = [StageRow(m.name, m.kind, m.rows_in, m.rows_out, m.busy_seconds)
+            for m in result.stages]
+    # A dedup stage's drops are its rows in less its rows out, whatever reached the
+    # writer's counts (executors differ in whether its partitions carry them on).
+    dedup_reasons = {_dedup_reason(obj) for obj in objects} - {None}
+    reader = next((row for row in rows if row.kind == "read"), None)
+    unattributed: dict[str, int] = {}
+    for reason, count in result.dropped.items():
+        if reason in dedup_reasons:
+            continue
+        owner = next((row for row in rows
+                      if reason == row.stage or reason.startswith(row.stage + ".")), None)
+        if owner is None and reader is not None and reason.startswith(_READER_PREFIX):
+            owner = reader
+        if owner is None:
+            unattributed[reason] = count
+            continue
+        owner.dropped[reason] = owner.dropped.get(reason, 0) + count
+    for obj, row in zip(objects, rows):
+        if row.kind == "read":
+            continue
+        rest = row.docs_in - row.docs_out - sum(row.dropped.values())
+        if rest > 0:
+            reason = _dedup_reason(obj) or row.stage
+            row.dropped[reason] = row.dropped.get(reason, 0) + rest
+    if unattributed:
+        logger.debug("drop reasons not named after any stage: %s", unattributed)
+        rows.append(StageRow("(other)", "other", 0, 0, 0.0, unattributed))
+    return rows
+
+
+def format_stage_table(rows: Sequence[StageRow]) -> str:
+    """The rows as a text table: stage, docs in, docs out, dropped by reason, seconds.
+
+    Examples
+    --------
+    >>> print(format_stage_table([StageRow("word_count", "process", 10, 7, 0.25,
+    ...                                    {"word_count": 3})]))
+    stage       docs in  docs out  dropped         seconds
+    ----------  -------  --------  --------------  -------
+    word_count  10       7         word_count = 3  0.25
+    """
+    header = ("stage", "docs in", "docs out", "dropped", "seconds")
+    lines_per_row = []
+    for row in rows:
+        reasons = [f"{reason} = {count:,}" for reason, count in
+                   sorted(row.dropped.items(), key=lambda item: (-item[1], item[0]))] or ["-"]
+        first = (row.stage, f"{row.docs_in:,}", f"{row.docs_out:,}", reasons[0],
+                 f"{row.seconds:.2f}")
+        lines_per_row.append([first, *(("", "", "", r, "") for r in reasons[1:])])
+    cells = [header, *(line for lines in lines_per_row for line in lines)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+
+    def fmt(cols) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
+
+    out = [fmt(header), fmt("-" * w for w in widths)]
+    out += [fmt(line) for lines in lines_per_row for line in lines]
+    return "\n".join(out)
+
+
+def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
+                  ) -> dict[str, dict[int, int]]:
+    """Groups of each size found by the dedup stages among ``stages`` (by stage name).
+
+    A dedup stage (:mod:`curator_dask.dedup.stages`) records them in ``last_run``
+    when it runs; stages that have not run, or are not dedup stages, are left out.
+    """
+    out: dict[str, dict[int, int]] = {}
+    for i, stage in enumerate(stages):
+        sizes = getattr(getattr(stage, "last_run", None), "cluster_sizes", None)
+        if sizes is not None:
+            out[names[i] if names else stage.stage_name] = dict(sizes)
+    return out
+
+
+# -- the HTML page ------------------------------------------------------------------------
+
+def _table_html(rows: Sequence[StageRow]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("stage", "docs in", "docs out",
+                                              "dropped (by reason)", "seconds"))
+    body = []
+    for row in rows:
+        dropped = "<br>".join(f"{html.escape(r)}: {n:,}" for r, n in
+                              sorted(row.dropped.items(), key=lambda i: -i[1])) or "-"
+        body.append(f"<tr><td>{html.escape(row.stage)}</td><td>{row.docs_in:,}</td>"
+                    f"<td>{row.docs_out:,}</td><td>{dropped}</td>"
+                    f"<td>{row.seconds:.2f}</td></tr>")
+    style = ("<style>table.curation{border-collapse:collapse;font-family:sans-serif;"
+             "font-size:13px}table.curation td,table.curation th{border:1px solid #ccc;"
+             "padding:4px 8px;text-align:left;vertical-align:top}</style>")
+    return f'{style}<table class="curation"><tr>{head}</tr>{"".join(body)}</table>'
+
+
+def _bar(title: str, labels: list[str], values: list[float], *, horizontal: bool,
+         value_label: str, color: str, width: int = 760):
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    source = ColumnDataSource({"label": labels, "value": values})
+    if horizontal:
+        fig = figure(title=title, y_range=list(reversed(labels)), width=width,
+                     height=max(160, 28 * len(labels) + 70), toolbar_location=None)
+        fig.hbar(y="label", right="value", height=0.7, source=source, color=color)
+        fig.xaxis.axis_label = value_label
+        fig.x_range.start = 0
+    else:
+        fig = figure(title=title, x_range=labels, width=width, height=320,
+                     toolbar_location=None)
+        fig.vbar(x="label", top="value", width=0.7, source=source, color=color)
+        fig.yaxis.axis_label = value_label
+        fig.y_range.start = 0
+        fig.xaxis.major_label_orientation = 0.8
+    fig.add_tools(HoverTool(tooltips=[("", "@label"), (value_label, "@value{0,0.[00]}")]))
+    return fig
+
+
+def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence | None = None,
+                 title: str | None = None) -> str:
+    """Write the curation report of ``result`` as one standalone HTML file.
+
+    Parameters
+    ----------
+    result : RunResult
+        What :meth:`Pipeline.run` returned (or ``pipeline.last_result``).
+    path : str or path-like
+        The HTML file to write; its directory is created.
+    stages : sequence, optional
+        The pipeline's stages (``pipeline.stages``): dedup stages among them add their
+        duplicate cluster sizes to the report.
+    title : str, optional
+        Default: ``"curator-dask: <pipeline name>"``.
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    from bokeh.embed import file_html
+    from bokeh.layouts import column
+    from bokeh.models import Div
+    from bokeh.resources import INLINE
+
+    title = title or f"curator-dask: {result.pipeline}"
+    rows = stage_rows(result, stages)
+    metrics = [r for r in rows if r.kind != "other"]
+    read = next((r.docs_out for r in metrics if r.kind == "read"), 0)
+    summary = (f"<h1>{html.escape(title)}</h1><p>{read:,} documents read, "
+               f"{result.rows:,} written to <code>{html.escape(str(result.output_path))}"
+               f"</code> in {len(result.files):,} files; {result.executor} executor, "
+               f"{result.wall_seconds:.1f} s wall time.</p>")
+    parts = [Div(text=summary, width=900), Div(text=_table_html(rows), width=900)]
+    parts.append(_bar("Documents after each stage", [r.stage for r in metrics],
+                      [r.docs_out for r in metrics], horizontal=False,
+                      value_label="documents", color="#4c78a8"))
+    reasons: dict[str, int] = {}
+    for row in rows:
+        for reason, count in row.dropped.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    if reasons:
+        ordered = sorted(reasons.items(), key=lambda item: -item[1])
+        parts.append(_bar("Documents dropped, by reason", [r for r, _ in ordered],
+                          [n for _, n in ordered], horizontal=True, value_label="documents",
+                          color="#e45756"))
+    else:
+        parts.append(Div(text="<p>No document was dropped.</p>"))
+    matched = stages is not None and len(stages) == len(result.stages)
+    sizes = cluster_sizes(stages if matched else [], [m.name for m in result.stages])
+    for stage, counts in sizes.items():
+        if counts:
+            ordered_sizes = sorted(counts)
+            parts.append(_bar(f"Duplicate cluster sizes: {stage} (groups of each size)",
+                              [str(s) for s in ordered_sizes],
+                              [counts[s] for s in ordered_sizes], horizontal=False,
+                              value_label="groups", color="#72b7b2", width=480))
+        else:
+            parts.append(Div(text=f"<p>{html.escape(stage)}: no duplicates found.</p>"))
+    parts.append(_bar("Time per stage (seconds in its tasks, summed over workers)",
+                      [r.stage for r in metrics], [round(r.seconds, 3) for r in metrics],
+                      horizontal=True, value_label="seconds", color="#f58518"))
+    page = file_html(column(*parts), resources=INLINE, title=title)
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(page)
+    logger.info("curation report written to %s", path)
+    return path
