@@ -8,24 +8,53 @@ restrict each stage's tasks (see :mod:`curator_dask.resources`):
 
 A ``"mixed"`` cluster runs both kinds under one scheduler, so CPU stages (tokenising,
 heuristic filters) and GPU stages (classifiers) of one pipeline overlap.
+
+``adaptive={...}`` grows and shrinks the cluster with the work (``cluster.adapt``), also
+for a dask-jobqueue or Dask Kubernetes cluster passed as ``cluster=``. Autoscalers ask
+the scheduler how many workers it wants (``Scheduler.adaptive_target``), and the
+scheduler sees only the partitions a streaming run has in flight, never the backlog the
+executor holds back (restricted tasks are never queued at the scheduler). So
+:class:`AdaptiveDemand`, a scheduler plugin, adds what streaming runs report they still
+have to do, and keeps workers that offer a GPU while a stage that needs one has work
+waiting.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
+import time
+import types
 from collections.abc import Mapping
 
 import dask
 from dask.utils import parse_timedelta
 from distributed import Client, LocalCluster, Nanny
+from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["get_client", "dashboard_link", "worker_resources", "CLUSTER_TYPES"]
+__all__ = [
+    "ADAPTIVE_OPTIONS",
+    "CLUSTER_TYPES",
+    "AdaptiveDemand",
+    "dashboard_link",
+    "get_client",
+    "worker_resources",
+]
 
 logger = logging.getLogger(__name__)
 
 CLUSTER_TYPES = ("cpu", "gpu", "mixed")
 NO_WORKERS_TIMEOUT = "5 minutes"
 RECYCLING_ALLOWED_FAILURES = 20
+#: What ``get_client(adaptive=...)`` takes: distributed's ``Adaptive`` arguments.
+ADAPTIVE_OPTIONS = ("minimum", "maximum", "interval", "wait_count", "target_duration")
+#: Scheduler metadata: streaming runs' remaining work, by run token (see AdaptiveDemand).
+DEMAND_KEY = "curator-dask-demand"
+#: Scheduler metadata: set while an AdaptiveDemand plugin runs on the scheduler.
+ADAPTIVE_KEY = "curator-dask-adaptive"
+#: A run's demand older than this is ignored (its driver died without clearing it).
+DEMAND_STALE_SECONDS = 60.0
 
 
 def get_client(
@@ -45,14 +74,18 @@ def get_client(
     rmm_pool_size: str | int | None = None,
     enable_cudf_spill: bool = False,
     no_workers_timeout: str | float | None = NO_WORKERS_TIMEOUT,
+    cluster=None,
+    adaptive: Mapping | None = None,
     **cluster_kwargs,
 ) -> Client:
     """A Dask client: to an existing cluster, or to a new local one.
 
     With ``scheduler_address`` or ``scheduler_file`` the client connects to a running
     cluster and changes nothing on it (its workers must advertise ``CPU``/``GPU``
-    resources themselves, e.g. ``dask worker ... --resources CPU=4``). Otherwise it
-    starts a local cluster of worker processes bound to 127.0.0.1.
+    resources themselves, e.g. ``dask worker ... --resources CPU=4``). With ``cluster``
+    it connects to that cluster object (dask-jobqueue, Dask Kubernetes, any
+    ``distributed`` cluster). Otherwise it starts a local cluster of worker processes
+    bound to 127.0.0.1.
 
     Parameters
     ----------
@@ -94,6 +127,22 @@ def get_client(
         On a cluster started here: a task whose resources no worker offers for this long
         fails with ``NoValidWorkerError`` instead of waiting forever (a lost GPU worker).
         ``None`` waits forever.
+    cluster : distributed cluster object, optional
+        A cluster you made (``SLURMCluster(...)``, ``KubeCluster(...)``): the client
+        connects to it and does not close it. Its workers must advertise resources
+        themselves (dask-jobqueue: ``worker_extra_args=["--resources", "CPU=4"]``).
+    adaptive : dict, optional
+        Grow and shrink the cluster with the work: ``{"minimum": 1, "maximum": 16,
+        "interval": "2s"}``, also ``"wait_count"`` (checks a worker must be idle before it
+        is retired) and ``"target_duration"`` (how long the remaining work should take;
+        more workers are asked for when it would take longer). ``minimum`` defaults to
+        1 and counts every worker, GPU workers included. Calls the cluster's ``adapt``
+        and installs :class:`AdaptiveDemand` on the scheduler, so that the backlog of
+        streaming runs counts and GPU workers are kept while a GPU stage has work
+        waiting. Workers that adapt starts advertise the same resources as the first
+        ones (on a ``"mixed"`` cluster adapt starts CPU workers and keeps the GPU
+        workers, one per GPU). Not with ``scheduler_address``/``scheduler_file``: a
+        client cannot start workers there.
     **cluster_kwargs
         Passed to the cluster class (LocalCluster or LocalCUDACluster), e.g.
         ``silence_logs``, ``local_directory``.
@@ -108,8 +157,18 @@ def get_client(
         raise ValueError(f"cluster_type must be one of {CLUSTER_TYPES}, got {cluster_type!r}")
     if scheduler_address is not None and scheduler_file is not None:
         raise ValueError("give scheduler_address or scheduler_file, not both")
-    if scheduler_address is not None or scheduler_file is not None:
+    connect = scheduler_address is not None or scheduler_file is not None
+    if cluster is not None and connect:
+        raise ValueError("give cluster, or scheduler_address/scheduler_file, not both")
+    adaptive = _adaptive_options(adaptive, connect)
+    if connect:
         client = Client(scheduler_address, scheduler_file=scheduler_file)
+        _log_dashboard(client)
+        return client
+    if cluster is not None:
+        client = Client(cluster)
+        if adaptive is not None:
+            _adapt(client, cluster, adaptive, grows=_grows(cluster), keep=())
         _log_dashboard(client)
         return client
 
@@ -137,13 +196,194 @@ def get_client(
                 add_cpu_workers(cluster, 1 if n_workers is None else n_workers,
                                 threads_per_worker=threads_per_worker,
                                 memory_limit=memory_limit, **worker_kwargs)
+                if adaptive is not None:
+                    _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit,
+                                           worker_kwargs)
     client = Client(cluster)
     # The client owns the cluster started here: distributed closes a client's cluster on
     # client.close() exactly when the client was created without an address
     # (``_start_arg is None``), as ``Client()`` does with the LocalCluster it makes.
     client._start_arg = None
+    if adaptive is not None:
+        if cluster_type == "gpu":
+            grows, keep = frozenset({"GPU", "GPU_MEMORY_GB"}), ()
+        else:  # cpu, and mixed: adapt starts CPU workers; the GPU ones could not come back
+            grows = frozenset({"CPU"})
+            keep = ("GPU", "GPU_MEMORY_GB") if cluster_type == "mixed" else ()
+        _adapt(client, cluster, adaptive, grows=grows, keep=keep)
     _log_dashboard(client)
     return client
+
+
+def _adaptive_options(adaptive: Mapping | None, connect: bool) -> dict | None:
+    if adaptive is None:
+        return None
+    if connect:
+        raise ValueError(
+            "adaptive needs a cluster object that can start workers: pass cluster=... "
+            "(a dask-jobqueue or Kubernetes cluster) or let get_client start a local one; "
+            "connected by scheduler_address or scheduler_file, call adapt on the cluster "
+            "where it was made")
+    if not isinstance(adaptive, Mapping):
+        raise TypeError(f"adaptive must be a dict like {{'minimum': 1, 'maximum': 8}}, "
+                        f"got {adaptive!r}")
+    unknown = sorted(set(adaptive) - set(ADAPTIVE_OPTIONS))
+    if unknown:
+        raise ValueError(f"adaptive got unknown option(s) {unknown}; it takes "
+                         f"{', '.join(ADAPTIVE_OPTIONS)}")
+    options = {"minimum": 1, **adaptive}
+    if options.get("maximum") is not None and options["maximum"] < options["minimum"]:
+        raise ValueError(f"adaptive maximum ({options['maximum']}) is below its minimum "
+                         f"({options['minimum']})")
+    return options
+
+
+def _adapt(client: Client, cluster, options: dict, *, grows, keep) -> None:
+    """Install :class:`AdaptiveDemand` on the scheduler, then call ``cluster.adapt``."""
+    try:
+        client.register_plugin(AdaptiveDemand(grows=grows, keep=keep))
+    except Exception as err:  # e.g. curator-dask not installed where the scheduler runs
+        logger.warning(
+            "could not install curator-dask's adaptive plugin on the scheduler (%s): "
+            "adapt sees only the partitions in flight, not the backlog of streaming runs, "
+            "and may retire GPU workers with work waiting; install curator-dask in the "
+            "scheduler's environment to fix this", err)
+    parameters = inspect.signature(cluster.adapt).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        dropped = sorted(set(options) - set(parameters))
+        if dropped:
+            # The Dask Kubernetes operator's adapt takes minimum and maximum only: its
+            # controller polls the scheduler's adaptive target itself.
+            logger.warning("%s.adapt takes no %s; ignoring them", type(cluster).__name__,
+                           ", ".join(dropped))
+        options = {k: v for k, v in options.items() if k in parameters}
+    cluster.adapt(**options)
+    logger.info("adaptive cluster: %s", ", ".join(f"{k}={v}" for k, v in options.items()))
+
+
+def _grows(cluster) -> frozenset | None:
+    """Resources of the workers that adapt starts on ``cluster``, when its spec says."""
+    spec = getattr(cluster, "new_spec", None)
+    resources = (spec or {}).get("options", {}).get("resources") if isinstance(spec, dict) else None
+    return frozenset(resources) if resources else None
+
+
+def _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit, worker_kwargs) -> None:
+    """Make ``cluster.scale``/``adapt`` start CPU workers on a mixed cluster.
+
+    dask-cuda's cluster starts one worker per visible GPU and cannot start more; the CPU
+    workers of a mixed cluster are what adapt can grow.
+    """
+    from distributed import SpecCluster
+
+    cluster.new_spec = {"cls": Nanny, "options": _cpu_worker_options(
+        threads_per_worker, memory_limit, dict(worker_kwargs))}
+    cluster._new_worker_name = lambda number: f"cpu-adaptive-{number}"
+    cluster.new_worker_spec = types.MethodType(SpecCluster.new_worker_spec, cluster)
+
+
+class AdaptiveDemand(SchedulerPlugin):
+    """Scheduler plugin: the backlog of streaming runs counts, GPU workers stay while needed.
+
+    A streaming run reports its remaining work to the scheduler's metadata every second
+    (under ``DEMAND_KEY``): per stage, its resources, busy seconds per partition, the
+    partitions still to do and its slots. This plugin
+
+    - adds that work to :meth:`Scheduler.adaptive_target`, the number every autoscaler
+      asks for (distributed's ``Adaptive``, dask-jobqueue, the Dask Kubernetes
+      operator): enough workers to do the remaining work of the stages that new workers
+      can run (``grows``) within ``target_duration``, but no faster than the stages they
+      cannot run (a GPU stage on a mixed cluster) allow, and at most one slot per
+      remaining partition;
+    - keeps from retirement (``valid_workers_downscaling``) any worker that offers a
+      resource other than CPU while a stage asking for it has partitions to do or while
+      it has tasks, and workers offering a resource in ``keep`` always.
+
+    Parameters
+    ----------
+    grows : frozenset of str, optional
+        Resources the workers that adapt starts offer; None: any stage counts.
+    keep : tuple of str
+        Workers offering any of these are never retired (a mixed local cluster's GPU
+        workers, which adapt could not start again).
+    """
+
+    name = "curator-dask-adaptive"
+
+    def __init__(self, grows: frozenset | None = None, keep: tuple = ()):
+        self.grows = frozenset(grows) if grows is not None else None
+        self.keep = tuple(keep)
+        self.scheduler = None
+
+    def start(self, scheduler) -> None:
+        self.scheduler = scheduler
+        # The scheduler's own method (not a wrapper an earlier plugin installed).
+        self._own_target = types.MethodType(type(scheduler).adaptive_target, scheduler)
+        scheduler.adaptive_target = self.adaptive_target
+        scheduler.handlers["adaptive_target"] = self.adaptive_target
+        scheduler.set_metadata(keys=[ADAPTIVE_KEY], value=True)
+
+    async def close(self) -> None:
+        if self.scheduler is not None and self.scheduler.adaptive_target == self.adaptive_target:
+            self.scheduler.adaptive_target = self._own_target
+            self.scheduler.handlers["adaptive_target"] = self._own_target
+
+    def runs(self) -> list[dict]:
+        """Demands of streaming runs that reported in the last minute."""
+        demand = self.scheduler.get_metadata(keys=[DEMAND_KEY], default=None) or {}
+        now = time.time()
+        return [d for d in demand.values()
+                if d and now - d.get("updated", 0) < DEMAND_STALE_SECONDS]
+
+    def _grows_on(self, resources: Mapping) -> bool:
+        return self.grows is None or all(name in self.grows for name in resources)
+
+    def adaptive_target(self, target_duration=None) -> int:
+        """The scheduler's own target, or more when streaming runs have work waiting."""
+        own = self._own_target(target_duration=target_duration)
+        runs = self.runs()
+        if not runs:
+            return own
+        duration = parse_timedelta(target_duration if target_duration is not None else
+                                   dask.config.get("distributed.adaptive.target-duration"))
+        unknown = parse_timedelta(dask.config.get("distributed.scheduler.unknown-task-duration"))
+        workers = list(self.scheduler.workers.values())
+        growable = [ws for ws in workers if self.grows is None
+                    or any(name in self.grows for name in ws.resources)]
+        threads = (sum(ws.nthreads for ws in growable) / len(growable)) if growable else 1
+        slots = 0
+        for run in runs:
+            work, floor, parallel = 0.0, 0.0, 0
+            for stage in run.get("stages", []):
+                remaining = stage.get("remaining", 0)
+                if remaining <= 0:
+                    continue
+                seconds = stage.get("seconds")
+                seconds = unknown if seconds is None else seconds
+                if self._grows_on(stage.get("resources") or {}):
+                    work += remaining * seconds
+                    parallel = max(parallel, remaining)
+                else:  # adding workers does not make this stage faster
+                    floor = max(floor, remaining * seconds / max(stage.get("slots", 0), 1))
+            if work > 0:
+                slots += min(math.ceil(work / max(duration, floor)), parallel)
+        wanted = len(workers) - len(growable) + math.ceil(slots / max(threads, 1))
+        return max(own, wanted)
+
+    def valid_workers_downscaling(self, scheduler, workers: list) -> list:
+        needed = set(self.keep)
+        for run in self.runs():
+            for stage in run.get("stages", []):
+                if stage.get("remaining", 0) > 0:
+                    needed.update(name for name in (stage.get("resources") or {})
+                                  if name != "CPU")
+        kept = []
+        for ws in workers:
+            special = set(ws.resources) - {"CPU"}
+            if special & needed or (special and ws.processing):
+                continue
+            kept.append(ws)
+        return kept
 
 
 def _lifetime_kwargs(lifetime, stagger, restart) -> dict:
@@ -218,10 +458,7 @@ def add_cpu_workers(cluster, n_workers: int, *, threads_per_worker: int = 1,
     This is how a ``"mixed"`` cluster is built: a GPU cluster, then CPU nannies under the
     same scheduler. Returns the names of the new workers in ``cluster.worker_spec``.
     """
-    resources = worker_kwargs.pop("resources", None) or {"CPU": threads_per_worker}
-    options = dict(worker_kwargs)
-    options.update(nthreads=threads_per_worker, memory_limit=memory_limit,
-                   resources=resources, host="127.0.0.1")
+    options = _cpu_worker_options(threads_per_worker, memory_limit, worker_kwargs)
     names = []
     for i in range(n_workers):
         name = f"cpu-{i}"
@@ -231,6 +468,14 @@ def add_cpu_workers(cluster, n_workers: int, *, threads_per_worker: int = 1,
         names.append(name)
     cluster.sync(cluster._correct_state)
     return names
+
+
+def _cpu_worker_options(threads_per_worker, memory_limit, worker_kwargs: dict) -> dict:
+    resources = worker_kwargs.pop("resources", None) or {"CPU": threads_per_worker}
+    options = dict(worker_kwargs)
+    options.update(nthreads=threads_per_worker, memory_limit=memory_limit,
+                   resources=resources, host="127.0.0.1")
+    return options
 
 
 def _log_dashboard(client: Client) -> None:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import dask
 
-from curator_dask.observe.run_result import RunResult, stage_metrics
+from curator_dask.executors.balancing import StageTimeline, busy_fraction
+from curator_dask.observe.run_result import RunResult, StageMetrics, stage_metrics
 from curator_dask.resources import Resources
 from curator_dask.stages.base import (
     ProcessingStage,
@@ -224,6 +225,7 @@ class RunState:
     spans: dict[int, dict] = field(default_factory=dict)
     prefixes: dict[int, str] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+    started_wall: float = field(default_factory=time.time)
     first_output: float | None = None
     records: list[dict] = field(default_factory=list)
     write_stats: list[dict] = field(default_factory=list)
@@ -233,6 +235,10 @@ class RunState:
     #: Drop counts of partitions that went into a whole-dataset stage (which does not
     #: carry partition attributes through).
     barrier_dropped: list[dict] = field(default_factory=list)
+    #: Streaming: each stage's cap, partitions held, queue and slots over the run.
+    timelines: dict[str, StageTimeline] = field(default_factory=dict)
+    #: Streaming with balancing: the stage the last plan found slowest.
+    bottleneck: str | None = None
 
     def setup(self, client, workers: dict[str, dict]) -> None:
         layout = self.layout
@@ -289,9 +295,14 @@ class RunState:
 
         all_stats = self.write_stats + self.skipped_stats
         files = sorted(f for s in all_stats for f in s["files"])
+        stages = stage_metrics(self.records, self.layout.order(self.resources))
+        for metrics in stages:
+            timeline = self.timelines.get(metrics.name)
+            if timeline is not None:
+                add_flow_metrics(metrics, timeline, self.records, self.started_wall)
         return RunResult(
-            pipeline=self.layout.name, executor=executor,
-            stages=stage_metrics(self.records, self.layout.order(self.resources)),
+            pipeline=self.layout.name, executor=executor, stages=stages,
+            bottleneck=self.bottleneck,
             output_path=output_path, files=files,
             rows=sum(s["rows"] for s in all_stats), bytes=sum(s["bytes"] for s in all_stats),
             dropped=sum_dropped([*(s["dropped"] for s in all_stats), *self.barrier_dropped]),
@@ -299,6 +310,20 @@ class RunState:
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=self.records,
         )
+
+
+def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: list[dict],
+                     started: float) -> None:
+    """Fill a stage's streaming metrics: busy fraction, queue, cap and holdings over time.
+
+    Times in the histories are seconds since ``started`` (the run's start, epoch seconds).
+    """
+    mine = [r for r in records if r["stage"] == metrics.name]
+    metrics.busy_fraction = busy_fraction(mine, timeline)
+    queue = timeline.mean_queue_length(until=max((r["stop"] for r in mine), default=None))
+    metrics.mean_queue_length = round(queue, 3) if queue is not None else None
+    metrics.cap_history = [(round(t - started, 3), cap) for t, cap in timeline.caps]
+    metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
 
 
 def teardown_everywhere(client, stages: Sequence) -> None:

@@ -2,38 +2,64 @@
 
 For each input partition the executor submits one task per stage (``client.submit``
 with the stage's resources and a per-stage key prefix ``<stage>-<run token>-<partition>``)
-and a write task; the parts are written as they complete. Memory stays flat as data
-grows because at most ``max_in_flight`` partitions are between the reader and the writer:
-the scheduler never queues restricted tasks (DESIGN.md), so the executor keeps its own
-window and refills it with ``as_completed``. Later stages get higher priority, so a
-worker finishes partitions already in flight before it reads new ones.
+and a write task; the parts are written as they complete. The scheduler never queues
+restricted tasks (DESIGN.md), so the executor keeps its own windows: a partition moves to
+the next stage only when that stage holds fewer partitions than its cap, and the reader
+reads a new one only then. A stage *holds* a partition from the submission of its task
+until the next stage takes the output.
 
-Whole-dataset stages (dedup) are barriers: the partitions before one are streamed into
-Parquet parts under the cache directory, the barrier runs on the whole of them, and the
-stream goes on from its output.
+With ``balance=True`` (the default) the caps follow the slowest stage
+(:mod:`curator_dask.executors.balancing`): every ``balance_interval`` the executor
+measures each stage's busy seconds per input partition and re-plans, so that the
+bottleneck always has work waiting and faster stages before it run only far enough ahead
+to keep it fed. Until every stage has been measured (warm-up), one window of
+``max_in_flight`` partitions (default: one per worker) is shared by all stages; with
+``balance=False`` that window (default: two per worker) stays for the whole run. Windows grow and shrink with the cluster: the
+executor looks at the workers every second, so a worker that an adaptive cluster starts
+gets work at once, and one it retires hands its data over (nothing is lost or written
+twice: parts have deterministic names and are written atomically).
+
+Until there is a plan, later stages get higher priority, so a worker finishes partitions
+already in flight before it reads new ones; with a plan, the stages feeding the
+bottleneck run before it, so that its inputs are never stuck behind its own queued tasks
+on the workers it shares with them. Whole-dataset stages (dedup) are barriers: the partitions
+before one are streamed into Parquet parts under the cache directory, the barrier runs on
+the whole of them, and the stream goes on from its output.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import posixpath
 import time
+from collections import deque
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dask.dataframe as dd
+from dask.utils import parse_timedelta
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
+from curator_dask.executors.balancing import (
+    StageLoad,
+    StageMeter,
+    StageTimeline,
+    plan_caps,
+    slots_for,
+)
 from curator_dask.executors.base import (
     Executor,
     Layout,
+    ResourceUnavailableError,
     RunState,
     span_annotation,
     teardown_everywhere,
 )
 from curator_dask.observe.progress import Progress
+from curator_dask.observe.prometheus import set_stage_gauges
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage, _key_prefix
 from curator_dask.stages.io_stages import ParquetWriter, PreparedOutput, plan_token
@@ -41,6 +67,9 @@ from curator_dask.stages.io_stages import ParquetWriter, PreparedOutput, plan_to
 __all__ = ["StreamingExecutor"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds an executor waits for the first worker of an adaptive cluster with minimum 0.
+ADAPTIVE_START_TIMEOUT = 300.0
 
 
 @dataclass
@@ -103,12 +132,22 @@ class StreamingExecutor(Executor):
     Parameters
     ----------
     max_in_flight : int, optional
-        Input partitions allowed between the reader and the writer at once (default:
-        twice the number of workers). It bounds cluster memory: roughly
-        ``max_in_flight`` partitions' worth of data, whatever the dataset's size.
+        Input partitions allowed between the reader and the writer at once. Without
+        balancing it is the window all stages share (default: twice the number of
+        workers, following the cluster as it grows and shrinks); with balancing it stays
+        the upper bound of every stage's cap and of their total (default: no bound
+        beyond the caps, and one partition per worker during warm-up). Either way it bounds cluster memory: roughly that many
+        partitions' worth of data, whatever the dataset's size.
     resume : bool, default False
         Skip input partitions whose output part is complete from an earlier run (a
         completion marker is written after each part's atomic rename).
+    balance : bool, default True
+        Size each stage's cap from measured stage speeds so that the slowest stage always
+        has work waiting and faster ones run only far enough ahead to keep it fed (see
+        :mod:`curator_dask.executors.balancing`). ``False`` keeps one fixed window.
+    balance_interval : float or str, default 10.0
+        Seconds (or a Dask time string, ``"10s"``) between re-plans; the executor also
+        re-plans when workers join or leave.
     client : distributed.Client, optional
         Default: the current client (``get_client()`` makes one).
     cache_path, progress
@@ -122,20 +161,32 @@ class StreamingExecutor(Executor):
     partition. Batches are formed from consecutive input partitions, so they are the
     same on every run and ``resume`` stays exact. A stage that needs the partition
     index gets the batch's first.
+
+    The run's :class:`~curator_dask.observe.run_result.RunResult` gives, per stage, its
+    busy fraction after warm-up, the mean queue in front of it and its cap over time;
+    the same values are Prometheus gauges (:mod:`curator_dask.observe.prometheus`).
     """
 
     name = "streaming"
 
     def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
+                 balance: bool = True, balance_interval: float | str = 10.0,
                  client=None, cache_path: str | None = None, progress: bool = True):
         super().__init__(resume=resume, cache_path=cache_path, progress=progress)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
             raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
+        interval = parse_timedelta(balance_interval, default="seconds")
+        if interval is None or interval <= 0:
+            raise ValueError(f"balance_interval must be a positive number of seconds (or a "
+                             f"time string like '10s'), got {balance_interval!r}")
         self.max_in_flight = max_in_flight
+        self.balance = bool(balance)
+        self.balance_interval = float(interval)
         self.client = client
 
     def __repr__(self) -> str:
-        return f"StreamingExecutor(max_in_flight={self.max_in_flight}, resume={self.resume})"
+        return (f"StreamingExecutor(max_in_flight={self.max_in_flight}, resume={self.resume}, "
+                f"balance={self.balance})")
 
     def _client(self):
         if self.client is not None:
@@ -155,11 +206,9 @@ class StreamingExecutor(Executor):
     def run(self, layout: Layout, report: str | None = None):
         self._check_resume(layout)
         client = self._client()
-        from curator_dask.cluster import worker_resources
-
         state = RunState(layout)
-        state.setup(client, worker_resources(client))
-        window = self.max_in_flight or 2 * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        workers = self._workers_or_wait(client, state)
+        state.setup(client, workers)
         if report:
             from distributed import performance_report
 
@@ -168,15 +217,39 @@ class StreamingExecutor(Executor):
             report_ctx = nullcontext()
         try:
             with report_ctx:
-                dataset = self._run(client, state, layout, window)
+                dataset = self._run(client, state, layout)
         finally:
+            publish_demand(client, state.token, None)
             teardown_everywhere(client, layout.processing_stages)
         result = state.result(self.name, layout.writer.path if layout.writer else None,
                               dataset=dataset)
         result.report = report
         return result
 
-    def _run(self, client, state: RunState, layout: Layout, window: int):
+    def _workers_or_wait(self, client, state: RunState) -> dict[str, dict]:
+        """The workers' resources; on an adaptive cluster with none yet, wait for one."""
+        from curator_dask.cluster import ADAPTIVE_KEY, worker_resources
+
+        workers = worker_resources(client)
+        if workers or not client.get_metadata([ADAPTIVE_KEY], default=False):
+            return workers  # no workers and not adaptive: check_placement says what to do
+        logger.info("no workers yet: asking the adaptive cluster for some (waiting up to %.0f s)",
+                    ADAPTIVE_START_TIMEOUT)
+        publish_demand(client, state.token, {
+            "updated": time.time(), "pipeline": state.layout.name,
+            "stages": [{"name": state.layout.name_of(s), "resources": s.resources.to_dask(),
+                        "seconds": None, "remaining": 1, "slots": 0}
+                       for s in state.layout.stages if hasattr(s, "resources")]})
+        try:
+            client.wait_for_workers(1, timeout=ADAPTIVE_START_TIMEOUT)
+        except TimeoutError:
+            raise ResourceUnavailableError(
+                f"the adaptive cluster started no worker in {ADAPTIVE_START_TIMEOUT:.0f} s; "
+                "check that it can start workers (cluster.scale(1)), or give adaptive a "
+                "minimum of at least 1") from None
+        return worker_resources(client)
+
+    def _run(self, client, state: RunState, layout: Layout):
         ds = layout.reader.dataset()
         source = Source(ds, layout.reader)
         cache = self._cache_root(layout) if layout.barriers else None
@@ -188,7 +261,7 @@ class StreamingExecutor(Executor):
                 if layout.writer is not None:
                     output = layout.writer.prepare(plan_token(source.dataset), resume=self.resume)
                     sink = Sink(output, layout.writer)
-                futures = self._stream(client, state, source, stages, sink, window,
+                futures = self._stream(client, state, source, stages, sink,
                                        count_input=(k == 0))
                 if sink is None:
                     dataset = self._collect(client, state, futures, source, stages)
@@ -196,19 +269,17 @@ class StreamingExecutor(Executor):
                 barrier = layout.barriers[k]
                 barrier_cache = posixpath.join(cache, f"{k}-{_key_prefix(layout.name_of(barrier))}")
                 source = self._through_barrier(client, state, layout, source, stages, barrier,
-                                               barrier_cache, window, count_input=(k == 0))
+                                               barrier_cache, count_input=(k == 0))
         state.fill_barrier_rows()
         return dataset
 
     # -- one segment ---------------------------------------------------------------------
     def _stream(self, client, state: RunState, source: Source, stages: Sequence[ProcessingStage],
-                sink: Sink | None, window: int, count_input: bool):
+                sink: Sink | None, count_input: bool):
         """Stream every partition of ``source`` through ``stages`` into ``sink``.
 
         Without a sink, returns the final ``(frame, records)`` futures in partition order.
         """
-        from distributed import as_completed
-
         plan = source.plan
         indices = list(range(len(plan)))
         if sink is not None and self.resume:
@@ -223,82 +294,24 @@ class StreamingExecutor(Executor):
                             len(plan) - len(indices), len(plan))
         if count_input:
             state.partitions += len(plan)
-        unit = max([1, *(s.batch_size for s in stages)])
-        window = max(window, unit)
-        units = [indices[i:i + unit] for i in range(0, len(indices), unit)]
         progress = Progress(len(indices), f"{state.layout.name}", enabled=self.progress)
-        results: dict[int, object] = {}
-        in_flight: dict[object, int] = {}  # final future -> partitions it covers
-        watcher = as_completed()
-        next_unit = 0
-
-        def submit_unit(unit_indices: list[int]) -> None:
-            items = [(self._submit_read(client, state, source, i), (i,)) for i in unit_indices]
-            for position, stage in enumerate(stages, start=1):
-                submitted = []
-                for group in batch_groups(items, stage.batch_size):
-                    covered = tuple(i for _, idx in group for i in idx)
-                    with state.in_span(stage):
-                        future = client.submit(
-                            runtime.stage_task, stage, state.layout.name_of(stage), covered,
-                            *(f for f, _ in group), key=state.key(stage, covered[0]),
-                            resources=state.resources[id(stage)], priority=position,
-                        )
-                    submitted.append((future, covered))
-                items = submitted
-            for future, covered in items:
-                if sink is not None:
-                    with state.in_span(sink.stage):
-                        future = client.submit(
-                            runtime.write_task, sink.output, state.name(sink.stage),
-                            covered, future, key=state.key(sink.stage, covered[0]),
-                            resources=state.resources[id(sink.stage)],
-                            priority=len(stages) + 1,
-                        )
-                else:
-                    results[covered[0]] = future
-                    future = client.submit(runtime.records_of, future,
-                                           key=f"records-{state.token}-{covered[0]}",
-                                           priority=len(stages) + 1)
-                in_flight[future] = len(covered)
-                watcher.add(future)
-
-        def fill() -> None:
-            nonlocal next_unit
-            while next_unit < len(units) and (
-                not in_flight or sum(in_flight.values()) + len(units[next_unit]) <= window
-            ):
-                submit_unit(units[next_unit])
-                next_unit += 1
-
+        stream = _Stream(self, client, state, source, stages, sink, indices, progress)
         try:
-            fill()
-            for future in watcher:
-                covered = in_flight.pop(future)
-                value = future.result()  # raises the task's error, with its stage noted
-                if sink is not None:
-                    state.output_done(value)
-                else:
-                    state.records.extend(value)
-                progress.update(covered)
-                future.release()
-                fill()
-        except BaseException:
-            for future in list(in_flight):
-                future.cancel()
-            raise
+            stream.run()
         finally:
             progress.close()
         if sink is None:
-            return [results[i] for i in sorted(results)]
+            return [stream.results[i] for i in sorted(stream.results)]
         return None
 
-    def _submit_read(self, client, state: RunState, source: Source, index: int):
+    def _submit_read(self, client, state: RunState, source: Source, index: int,
+                     priority: int = 0):
         stage = source.stage
         with state.in_span(stage):
             return client.submit(
                 runtime.read_task, source.dataset.partition_reader, source.plan[index],
-                state.name(stage), key=state.key(stage, index), resources=state.resources[id(stage)], priority=0,
+                state.name(stage), key=state.key(stage, index),
+                resources=state.resources[id(stage)], priority=priority,
             )
 
     def _collect(self, client, state: RunState, futures: list, source: Source,
@@ -319,7 +332,7 @@ class StreamingExecutor(Executor):
         return internal
 
     def _through_barrier(self, client, state: RunState, layout: Layout, source: Source,
-                         stages, barrier: WholeDatasetStage, cache: str, window: int,
+                         stages, barrier: WholeDatasetStage, cache: str,
                          count_input: bool) -> Source:
         name = layout.name_of(barrier)
         spill = self._register(state, InternalStage(f"{name}_input"))
@@ -327,7 +340,7 @@ class StreamingExecutor(Executor):
         output = writer.prepare(plan_token(source.dataset), resume=self.resume)
         # The spilled parts are this run's intermediate data, not its output.
         saved = (list(state.write_stats), list(state.skipped_stats), state.first_output)
-        self._stream(client, state, source, stages, Sink(output, spill), window, count_input)
+        self._stream(client, state, source, stages, Sink(output, spill), count_input)
         spilled = state.write_stats[len(saved[0]):] + state.skipped_stats[len(saved[1]):]
         spilled_rows = sum(s["rows"] for s in spilled)
         state.barrier_dropped.extend(s["dropped"] for s in spilled)
@@ -360,3 +373,361 @@ class StreamingExecutor(Executor):
             "worker": "client", "rows_out_from": reread.name,
         })
         return Source(out, reread)
+
+
+def publish_demand(client, token: str, demand: dict | None) -> None:
+    """Tell the scheduler what this run still has to do (None: nothing, it is over).
+
+    Stored in the scheduler's metadata under ``curator_dask.cluster.DEMAND_KEY``, where
+    the adaptive plugin that ``get_client(adaptive=...)`` installs reads it: the
+    scheduler itself sees only the partitions in flight (restricted tasks are never
+    queued), not the backlog the executor holds back.
+    """
+    from curator_dask.cluster import DEMAND_KEY
+
+    try:
+        client.set_metadata([DEMAND_KEY, token], demand)
+    except Exception:  # telemetry for autoscaling must never fail a run
+        logger.debug("could not publish the run's demand to the scheduler", exc_info=True)
+
+
+@dataclass
+class _Step:
+    """One task kind of a streamed segment: the read, a stage, the write (or records)."""
+
+    kind: str  # "read", "stage", "write" or "records" (no writer: fetch records only)
+    name: str
+    stage: object
+    resources: dict | None
+    batch_size: int = 1
+
+    @property
+    def capped(self) -> bool:
+        return self.kind != "records"
+
+
+@dataclass
+class _Unit:
+    """Consecutive input partitions that move together (the largest batch_size)."""
+
+    indices: list[int]
+    step: int = -1
+    items: list[tuple] = field(default_factory=list)  # (future, covered partitions)
+    waiting: int = 0  # futures at its current step not finished yet
+
+
+class _Stream:
+    """One segment in flight: units move step by step while each step is under its cap.
+
+    ``count[k]`` is what step ``k`` holds (partitions submitted to it plus finished ones
+    the next step has not taken), ``ready[k]`` the units finished at ``k``.
+    """
+
+    SAMPLE_SECONDS = 0.25  # timeline samples
+    REFRESH_SECONDS = 1.0  # looks at the workers, demand published, gauges set
+
+    def __init__(self, executor: StreamingExecutor, client, state: RunState, source: Source,
+                 stages: Sequence[ProcessingStage], sink: Sink | None, indices: list[int],
+                 progress: Progress):
+        self.executor, self.client, self.state = executor, client, state
+        self.source, self.sink, self.progress = source, sink, progress
+        resources = state.resources
+        self.steps = [_Step("read", state.name(source.stage), source.stage,
+                            resources[id(source.stage)])]
+        self.steps += [_Step("stage", state.name(s), s, resources[id(s)], s.batch_size)
+                       for s in stages]
+        if sink is not None:
+            self.steps.append(_Step("write", state.name(sink.stage), sink.stage,
+                                    resources[id(sink.stage)]))
+        else:
+            self.steps.append(_Step("records", "records", None, None))
+        n = len(self.steps)
+        self.unit = max([1, *(s.batch_size for s in stages)])
+        self.units = [indices[i:i + self.unit] for i in range(0, len(indices), self.unit)]
+        self.total = len(indices)
+        self.next_unit = 0
+        self.count, self.running, self.done = [0] * n, [0] * n, [0] * n
+        self.ready: list[deque[_Unit]] = [deque() for _ in range(n)]
+        self.pending: dict = {}  # future -> (unit, covered partitions)
+        self.results: dict[int, object] = {}  # no sink: final futures by first partition
+        self.caps: list[float] = [math.inf] * n
+        self.limit: float | None = None
+        self.caps_applied = False
+        self.bottleneck: int | None = None  # step index of the planned bottleneck
+        self.shared: tuple[int, int] | None = None  # steps first..bottleneck sharing its cap
+        self.slots, self.eligible = [0] * n, [frozenset()] * n
+        self.workers: dict[str, tuple[int, dict]] = {}
+        window = 3 * executor.balance_interval
+        self.meters = {s.name: StageMeter(window) for s in self.steps if s.capped}
+        self.timelines = {s.name: state.timelines.setdefault(s.name, StageTimeline(s.name))
+                          for s in self.steps if s.capped}
+        self.warm, self.plan_due, self.next_plan = False, True, math.inf
+        from distributed import as_completed
+
+        self.watcher = as_completed()
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> None:
+        now = time.time()
+        self.refresh_workers(now)
+        self.publish(now)
+        self.apply_caps(now)
+        self.pump()
+        next_sample, next_refresh = now, now + self.REFRESH_SECONDS
+        try:
+            while self.next_unit < len(self.units) or any(self.count):
+                for future in self.wait(max(0.0, next_sample - time.time())):
+                    self.complete(future)
+                now = time.time()
+                if now >= next_sample:
+                    changed = False
+                    if now >= next_refresh:
+                        changed = self.refresh_workers(now)
+                        self.publish(now)
+                        next_refresh = now + self.REFRESH_SECONDS
+                    # Sample before caps change, so a sample never mixes two caps.
+                    self.sample(now)
+                    if changed or self.plan_due or now >= self.next_plan:
+                        self.apply_caps(now)
+                    next_sample = now + self.SAMPLE_SECONDS
+                self.pump()
+        except BaseException:
+            self.cancel()
+            raise
+        now = time.time()
+        self.sample(now)
+        self.publish(now)
+
+    def wait(self, timeout: float) -> list:
+        """Futures finished now, waiting up to ``timeout`` seconds for the first."""
+        watcher = self.watcher
+        condition = getattr(watcher, "thread_condition", None)  # notified on each completion
+        if not watcher.has_ready():
+            if condition is None:
+                time.sleep(min(timeout, 0.005))
+            else:
+                with condition:
+                    if not watcher.has_ready():
+                        condition.wait(timeout)
+        return watcher.next_batch(block=False)
+
+    def cancel(self) -> None:
+        for future in list(self.pending):
+            future.cancel()
+        for queue in self.ready:
+            for unit in queue:
+                for future, _ in unit.items:
+                    future.cancel()
+
+    # -- moving units ------------------------------------------------------------------------
+    def admits(self, k: int, size: int) -> bool:
+        if not (self.count[k] == 0 or self.count[k] + size <= self.caps[k]):
+            return False
+        if self.shared and k == self.shared[0]:  # entering the bottleneck's shared cap
+            held = sum(self.count[j] for j in range(self.shared[0], self.shared[1] + 1))
+            return held == 0 or held + size <= self.caps[self.shared[1]]
+        return True
+
+    def pump(self) -> None:
+        """Move finished units on, last step first, then read while caps allow."""
+        for k in range(len(self.steps) - 1, 0, -1):
+            queue = self.ready[k - 1]
+            while queue and self.admits(k, len(queue[0].indices)):
+                unit = queue.popleft()
+                self.count[k - 1] -= len(unit.indices)
+                self.submit(k, unit)
+        while self.next_unit < len(self.units):
+            size = len(self.units[self.next_unit])
+            held = sum(self.count)
+            if not self.admits(0, size) or (
+                    self.limit is not None and held and held + size > self.limit):
+                break
+            self.submit(0, _Unit(self.units[self.next_unit]))
+            self.next_unit += 1
+
+    def priority(self, k: int) -> int:
+        """Dask priority of step ``k``'s tasks (higher runs first on a worker).
+
+        Without a plan, later steps first: a worker finishes partitions in flight before
+        it reads new ones. With one, the caps bound memory, and what matters is that the
+        bottleneck's inputs are never stuck behind its own queued tasks on workers it
+        shares: steps after it first (they free memory), then the steps feeding it, the
+        bottleneck last. A worker then still always has work, and the bottleneck's next
+        input is ready when it needs it.
+        """
+        n = len(self.steps)
+        if self.bottleneck is None or k == self.bottleneck:
+            return k
+        return (2 * n if k > self.bottleneck else n) + k
+
+    def submit(self, k: int, unit: _Unit) -> None:
+        step, client, state = self.steps[k], self.client, self.state
+        items = []
+        if step.kind == "read":
+            items = [(self.executor._submit_read(client, state, self.source, i,
+                                                 self.priority(k)), (i,))
+                     for i in unit.indices]
+        elif step.kind == "stage":
+            for group in batch_groups(unit.items, step.batch_size):
+                covered = tuple(i for _, idx in group for i in idx)
+                with state.in_span(step.stage):
+                    future = client.submit(
+                        runtime.stage_task, step.stage, step.name, covered,
+                        *(f for f, _ in group), key=state.key(step.stage, covered[0]),
+                        resources=step.resources, priority=self.priority(k),
+                    )
+                items.append((future, covered))
+        elif step.kind == "write":
+            for previous, covered in unit.items:
+                with state.in_span(step.stage):
+                    future = client.submit(
+                        runtime.write_task, self.sink.output, step.name, covered, previous,
+                        key=state.key(step.stage, covered[0]), resources=step.resources,
+                        priority=self.priority(k),
+                    )
+                items.append((future, covered))
+        else:
+            for previous, covered in unit.items:
+                self.results[covered[0]] = previous
+                items.append((client.submit(runtime.records_of, previous,
+                                            key=f"records-{state.token}-{covered[0]}",
+                                            priority=self.priority(k)), covered))
+        # The previous step's futures are now held by the tasks that depend on them.
+        unit.items, unit.step, unit.waiting = items, k, len(items)
+        size = len(unit.indices)
+        self.count[k] += size
+        self.running[k] += size
+        for future, covered in items:
+            self.pending[future] = (unit, covered)
+            self.watcher.add(future)
+
+    def complete(self, future) -> None:
+        unit, covered = self.pending.pop(future)
+        if future.status != "finished":
+            future.result()  # raises the task's error, with its stage noted
+        k = unit.step
+        kind = self.steps[k].kind
+        if kind in ("write", "records"):
+            value = future.result()
+            records = list(value.get("records", [])) if kind == "write" else value
+            if kind == "write":
+                self.state.output_done(value)
+            else:
+                self.state.records.extend(value)
+            self.measure(records)
+            self.progress.update(len(covered))
+        unit.waiting -= 1
+        if unit.waiting:
+            return
+        size = len(unit.indices)
+        self.running[k] -= size
+        self.done[k] += size
+        if k == len(self.steps) - 1:
+            self.count[k] -= size
+            unit.items = []
+        else:
+            self.ready[k].append(unit)
+
+    # -- measuring and planning ----------------------------------------------------------------
+    def measure(self, records: list[dict]) -> None:
+        for record in records:
+            meter = self.meters.get(record["stage"])
+            if meter is not None:
+                meter.add(record)
+        if not self.warm and all(m.total_tasks for m in self.meters.values()):
+            # Every stage has finished a partition: its speed is known, warm-up is over.
+            self.warm, self.plan_due = True, True
+            now = time.time()
+            for timeline in self.timelines.values():
+                timeline.warmup_end = now
+
+    def refresh_workers(self, now: float) -> bool:
+        """Look at the workers; True when they changed (joined, left, other resources)."""
+        try:
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
+        except Exception:  # the scheduler is busy: keep the last view
+            logger.debug("could not refresh the workers", exc_info=True)
+            return False
+        workers = {address: (int(w.get("nthreads", 1)), dict(w.get("resources") or {}))
+                   for address, w in info.items()}
+        changed = workers != self.workers
+        self.workers = workers
+        for k, step in enumerate(self.steps):
+            if step.resources is None:
+                self.slots[k] = sum(n for n, _ in workers.values())
+                self.eligible[k] = frozenset(workers)
+                continue
+            per_worker = slots_for(step.resources, workers)
+            self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
+            self.timelines[step.name].set_slots(now, self.slots[k])
+        return changed
+
+    def apply_caps(self, now: float) -> None:
+        """Caps from the balance plan once warm, else one window for all steps."""
+        executor = self.executor
+        self.plan_due = False
+        caps, limit = None, None
+        if executor.balance and self.warm:
+            capped = [k for k, s in enumerate(self.steps) if s.capped]
+            loads = [StageLoad(self.steps[k].name, self.meters[self.steps[k].name]
+                               .seconds_per_partition(), self.slots[k], self.eligible[k])
+                     for k in capped]
+            plan = plan_caps(loads, unit=self.unit, limit=executor.max_in_flight)
+            self.next_plan = now + executor.balance_interval
+            if plan is not None:
+                caps = [math.inf] * len(self.steps)
+                for k, cap in zip(capped, plan.caps):
+                    caps[k] = cap
+                # The total stays within the caps' sum, also while a stage whose cap
+                # was lowered drains: the others cannot fill up beside it meanwhile.
+                limit = min(sum(plan.caps), executor.max_in_flight or math.inf)
+                if self.state.bottleneck != loads[plan.bottleneck].name:
+                    logger.info("%s: bottleneck is stage %r (%.3g s per partition on %d "
+                                "slots); caps %s", self.state.layout.name,
+                                loads[plan.bottleneck].name, loads[plan.bottleneck].seconds,
+                                loads[plan.bottleneck].slots,
+                                {load.name: c for load, c in zip(loads, plan.caps)})
+                self.state.bottleneck = loads[plan.bottleneck].name
+                self.bottleneck = capped[plan.bottleneck]
+                self.shared = ((capped[plan.shared[0]], self.bottleneck) if plan.shared
+                               else None)
+            elif self.caps_applied:
+                return  # not plannable now (no stage can run): keep the caps
+        if caps is None:
+            # Warm-up of a balanced run only has to measure each stage: one partition
+            # per worker. Without balancing the window also keeps workers busy: two.
+            per_worker = 1 if executor.balance else 2
+            window = max(executor.max_in_flight or per_worker * max(1, len(self.workers)),
+                         self.unit)
+            caps = [window if s.capped else math.inf for s in self.steps]
+            limit = window
+        self.caps, self.limit, self.caps_applied = caps, limit, True
+        for k, step in enumerate(self.steps):
+            if step.capped:
+                self.timelines[step.name].set_cap(now, int(self.caps[k]))
+
+    def queued(self, k: int) -> int:
+        """Partitions waiting in front of step ``k``: finished upstream, or submitted to
+        ``k`` beyond its slots (waiting on a worker)."""
+        upstream = sum(len(u.indices) for u in self.ready[k - 1]) if k else 0
+        return upstream + max(0, self.running[k] - self.slots[k])
+
+    def sample(self, now: float) -> None:
+        for k, step in enumerate(self.steps):
+            if step.capped:
+                self.timelines[step.name].sample(now, self.count[k], self.queued(k))
+
+    def publish(self, now: float) -> None:
+        """Demand for the adaptive plugin, and the Prometheus gauges."""
+        stages = []
+        for k, step in enumerate(self.steps):
+            if not step.capped:
+                continue
+            meter = self.meters[step.name]
+            stages.append({"name": step.name, "resources": dict(step.resources),
+                           "seconds": meter.seconds_per_partition(),
+                           "remaining": self.total - self.done[k], "slots": self.slots[k]})
+            set_stage_gauges(self.state.layout.name, step.name,
+                             meter.busy_ratio(self.slots[k]), self.queued(k))
+        publish_demand(self.client, self.state.token, {
+            "updated": now, "pipeline": self.state.layout.name, "stages": stages})

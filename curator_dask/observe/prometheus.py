@@ -1,4 +1,4 @@
-"""Prometheus counters of stage work, kept in each worker process.
+"""Prometheus metrics of stage work: counters in each worker, gauges in the driver.
 
 Distributed's worker HTTP server serves prometheus_client's default registry at
 ``/metrics``, so counters registered there by the stage runtime show up beside Dask's
@@ -8,7 +8,18 @@ own worker metrics (``http://<worker host>:<dashboard port>/metrics``):
 - ``curator_stage_seconds_total{stage=...}``: seconds spent in the stage's tasks
 - ``curator_stage_partitions_total{stage=...}``: partitions processed
 
-Without prometheus_client installed the counters are skipped.
+The streaming executor sets gauges in the process that runs the pipeline, every second:
+
+- ``curator_stage_busy_ratio{pipeline=...,stage=...}``: share of the stage's worker slots
+  busy with its tasks over the last measurement window (``3 * balance_interval``)
+- ``curator_stage_queue_length{pipeline=...,stage=...}``: partitions waiting in front of
+  the stage
+
+A cluster from ``get_client()`` runs its scheduler in that process, so the scheduler's
+``/metrics`` (the dashboard port) serves them; with a remote scheduler, serve them from
+the driver with ``prometheus_client.start_http_server(port)``.
+
+Without prometheus_client installed the metrics are skipped.
 """
 
 from __future__ import annotations
@@ -16,12 +27,13 @@ from __future__ import annotations
 import logging
 import threading
 
-__all__ = ["count_stage_work", "stage_counters"]
+__all__ = ["count_stage_work", "set_stage_gauges", "stage_counters", "stage_gauges"]
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _counters: dict | None = None
+_gauges: dict | None = None
 
 
 def stage_counters() -> dict | None:
@@ -56,3 +68,37 @@ def count_stage_work(stage: str, rows: int, seconds: float, partitions: int) -> 
     counters["rows"].labels(stage=stage).inc(rows)
     counters["seconds"].labels(stage=stage).inc(seconds)
     counters["partitions"].labels(stage=stage).inc(partitions)
+
+
+def stage_gauges() -> dict | None:
+    """This process's gauges (created on first use), or None without prometheus_client."""
+    global _gauges
+    if _gauges is not None:
+        return _gauges or None
+    with _lock:
+        if _gauges is None:
+            try:
+                from prometheus_client import Gauge
+            except ImportError:
+                _gauges = {}
+                return None
+            _gauges = {
+                "busy": Gauge("curator_stage_busy_ratio",
+                              "Share of a curator-dask stage's worker slots busy with its tasks",
+                              ["pipeline", "stage"]),
+                "queue": Gauge("curator_stage_queue_length",
+                               "Partitions waiting in front of a curator-dask stage",
+                               ["pipeline", "stage"]),
+            }
+    return _gauges or None
+
+
+def set_stage_gauges(pipeline: str, stage: str, busy_ratio: float | None,
+                     queue_length: int) -> None:
+    """Set one stage's gauges (a busy ratio of None, not measured yet, is left alone)."""
+    gauges = stage_gauges()
+    if gauges is None:
+        return
+    if busy_ratio is not None:
+        gauges["busy"].labels(pipeline=pipeline, stage=stage).set(busy_ratio)
+    gauges["queue"].labels(pipeline=pipeline, stage=stage).set(queue_length)

@@ -22,6 +22,18 @@ class StageMetrics:
     ``busy_seconds`` sums the time its tasks ran (over all workers); ``span_seconds``
     is the wall time from its first task's start to its last task's end; throughput is
     rows in per busy second.
+
+    The streaming executor adds how the stage flowed (None or empty for other executors):
+
+    - ``busy_fraction``: share of the stage's worker slots busy with its tasks, from the
+      end of warm-up (the first partition through every stage) to its last task;
+    - ``mean_queue_length``: partitions waiting in front of it after warm-up (finished
+      by the stage before, or submitted to it beyond its slots), time-averaged;
+    - ``cap_history``: ``(seconds since the run started, cap)`` each time its cap changed,
+      a cap being how many partitions it may hold (tasks submitted to it plus outputs not
+      yet taken by the next stage);
+    - ``in_flight_history``: ``(seconds since the run started, partitions held)`` sampled
+      every 0.25 s.
     """
 
     name: str
@@ -34,6 +46,10 @@ class StageMetrics:
     busy_seconds: float = 0.0
     span_seconds: float = 0.0
     workers: list[str] = field(default_factory=list, repr=False)
+    busy_fraction: float | None = None
+    mean_queue_length: float | None = None
+    cap_history: list[tuple[float, int]] = field(default_factory=list, repr=False)
+    in_flight_history: list[tuple[float, int]] = field(default_factory=list, repr=False)
 
     @property
     def throughput(self) -> float:
@@ -64,6 +80,8 @@ class RunResult:
         The run's wall time, and the time until the first output part was complete.
     dataset : DocumentDataset or None
         For a pipeline without a writer: the result, held in cluster memory.
+    bottleneck : str or None
+        Streaming with balancing: the stage the executor found slowest (its last plan).
     """
 
     pipeline: str
@@ -82,6 +100,7 @@ class RunResult:
     dataset: object = field(default=None, repr=False)
     #: One record per task (stage, rows, seconds, start/stop, worker), for analysis.
     records: list[dict] = field(default_factory=list, repr=False)
+    bottleneck: str | None = None
 
     def stage(self, name: str) -> StageMetrics:
         """The metrics of the stage called ``name``."""
@@ -117,11 +136,17 @@ def stage_metrics(records: Iterable[Mapping], order: list[tuple[str, str, str]])
 
 
 def format_stages(stages: list[StageMetrics]) -> str:
+    """A text table of stages; streaming runs add busy fraction and mean queue columns."""
     header = ("stage", "resources", "partitions", "rows in", "rows out", "MB", "busy s",
               "rows/s")
     rows = [(s.name, s.resources, str(s.partitions), f"{s.rows_in:,}", f"{s.rows_out:,}",
              f"{s.bytes / 1e6:,.1f}", f"{s.busy_seconds:.2f}", f"{s.throughput:,.0f}")
             for s in stages]
+    if any(s.busy_fraction is not None for s in stages):
+        header += ("busy %", "queue")
+        rows = [(*r, "-" if s.busy_fraction is None else f"{100 * s.busy_fraction:.1f}",
+                 "-" if s.mean_queue_length is None else f"{s.mean_queue_length:.2f}")
+                for r, s in zip(rows, stages)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
              "  ".join("-" * w for w in widths)]

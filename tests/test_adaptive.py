@@ -1,0 +1,214 @@
+"""Adaptive clusters on real LocalClusters: grow with a streaming run, shrink after, retire
+workers mid-run without losing or duplicating a document, keep GPU workers while needed.
+
+Each test starts its own cluster with ``get_client(adaptive=...)``: adapt checks every
+500 ms, so workers join and leave within seconds. Worker processes take a few seconds to
+start on a busy machine, so runs are long enough (sleeping stages) to outlast that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import pandas as pd
+import pytest
+from conftest import docs, write_jsonl
+from distributed import LocalCluster
+
+from curator_dask import Resources, processing_stage
+from curator_dask import cluster as cluster_module
+from curator_dask.cluster import add_cpu_workers, get_client, worker_resources
+from curator_dask.executors import StreamingExecutor
+from curator_dask.pipeline import Pipeline
+from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+
+pytestmark = pytest.mark.timeout(120)
+
+N_DOCS = 800  # 8 files, ~40 partitions of 1 KiB
+FAST = {"interval": "500ms", "wait_count": 1}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    for i in range(8):
+        write_jsonl(tmp_path / "in" / f"f{i}.jsonl", docs(N_DOCS // 8, start=i * (N_DOCS // 8)))
+    return tmp_path
+
+
+@processing_stage(name="heavy")
+def heavy(df):
+    time.sleep(0.4)
+    return df.assign(text=df["text"].str.upper())
+
+
+@processing_stage(name="heavy")
+def lighter(df):
+    time.sleep(0.2)
+    return df.assign(text=df["text"].str.upper())
+
+
+def pipeline(corpus, *stages) -> Pipeline:
+    p = Pipeline("adaptive").add_stage(JsonlReader(str(corpus / "in"), blocksize="1KiB"))
+    for stage in stages:
+        p.add_stage(stage)
+    return p.add_stage(ParquetWriter(str(corpus / "out")))
+
+
+def assert_every_document_exactly_once(path) -> None:
+    out = pd.read_parquet(str(path))
+    assert sorted(out["n"]) == list(range(N_DOCS))  # none missing, none twice
+    assert out["text"].str.startswith("DOC").all()
+
+
+class WorkerWatch:
+    """Samples ``{address: resources}`` of the cluster's workers every 0.2 s."""
+
+    def __init__(self, client):
+        self.client, self.samples, self._stop = client, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.time(), worker_resources(self.client)))
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def counts(self, start=0.0, end=float("inf")) -> list[int]:
+        return [len(w) for t, w in self.samples if start <= t <= end]
+
+
+def wait_until(condition, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while not condition() and time.time() < deadline:
+        time.sleep(0.2)
+    return condition()
+
+
+def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus):
+    client = get_client(n_workers=1, adaptive={"minimum": 1, "maximum": 3, "target_duration": "2s",
+                                               **FAST},
+                        dashboard_address=None, silence_logs=logging.CRITICAL)
+    with client, WorkerWatch(client) as watch:
+        started = time.time()
+        result = pipeline(corpus, heavy).run(StreamingExecutor(progress=False))
+        ended = time.time()
+        # About 16 s of work for one worker; the run's backlog makes adapt ask for more.
+        assert max(watch.counts(started, ended)) > 1
+        assert len(result.stage("heavy").workers) > 1  # the new workers took partitions
+        assert wait_until(lambda: len(worker_resources(client)) == 1, timeout=30)
+    # Workers that adapt started advertise what the first one did.
+    assert {tuple(r.items()) for _, w in watch.samples for r in w.values()} == {(("CPU", 1),)}
+    assert result.rows == N_DOCS
+    assert_every_document_exactly_once(corpus / "out")
+
+
+def test_a_worker_retired_by_adapt_mid_run_loses_and_duplicates_nothing(corpus):
+    client = get_client(n_workers=3, adaptive={"minimum": 1, "maximum": 3, **FAST},
+                        dashboard_address=None, silence_logs=logging.CRITICAL)
+    with client, WorkerWatch(client) as watch:
+        client.wait_for_workers(3)
+        out = corpus / "out"
+        lowered = []
+
+        def lower_the_maximum():
+            # Mid-run, as a user would: adapt now wants one worker and retires two, each
+            # holding partitions (running, waiting on it, or finished and not yet taken).
+            wait_until(lambda: os.path.isdir(out) and sum(
+                n.endswith(".done") for n in os.listdir(out)) >= 4, timeout=60)
+            lowered.append(time.time())
+            client.cluster.adapt(minimum=1, maximum=1, **FAST)
+
+        thread = threading.Thread(target=lower_the_maximum, daemon=True)
+        thread.start()
+        result = pipeline(corpus, lighter).run(StreamingExecutor(progress=False))
+        ended = time.time()
+        thread.join()
+    assert lowered and lowered[0] < ended
+    # The retirement finished while the run was still going, and the run went on.
+    assert 1 in watch.counts(lowered[0], ended)
+    log = list(client.cluster._adaptive.log) if hasattr(client.cluster, "_adaptive") else []
+    assert any(rec["status"] == "down" for _, rec in log)
+    assert len(result.stage("heavy").workers) == 3  # the retired workers' work was kept
+    assert result.rows == N_DOCS
+    assert_every_document_exactly_once(corpus / "out")
+
+
+@processing_stage(name="gpu_model", resources=Resources(gpus=1), output_columns={"score": "float64"})
+def gpu_model(df):
+    time.sleep(0.1)
+    return df.assign(score=df["n"] / 10.0)
+
+
+def workers_to_close_all(dask_scheduler):
+    return dask_scheduler.workers_to_close(n=len(dask_scheduler.workers))
+
+
+def test_gpu_workers_are_not_retired_while_a_gpu_stage_has_work_waiting(corpus):
+    # A cluster the user made (as with dask-jobqueue): one GPU stand-in, one CPU worker.
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, resources={"GPU": 1, "GPU_MEMORY_GB": 80},
+                           silence_logs=logging.CRITICAL)
+    add_cpu_workers(cluster, 1, silence_logs=logging.CRITICAL)
+    with cluster:
+        # minimum == maximum: adapt keeps two workers, so what it would retire can be asked
+        # of the scheduler (Scheduler.workers_to_close, which every autoscaler uses).
+        client = get_client(cluster=cluster, adaptive={"minimum": 2, "maximum": 2, **FAST})
+        client.wait_for_workers(2)
+        gpu = next(a for a, r in worker_resources(client).items() if "GPU" in r)
+        cpu = next(a for a, r in worker_resources(client).items() if "CPU" in r)
+        during = []
+
+        def probe_mid_run():
+            wait_until(lambda: os.path.isdir(corpus / "out") and sum(
+                n.endswith(".done") for n in os.listdir(corpus / "out")) >= 3, timeout=60)
+            during.append(client.run_on_scheduler(workers_to_close_all))
+
+        thread = threading.Thread(target=probe_mid_run, daemon=True)
+        thread.start()
+        pipeline(corpus, gpu_model).run(StreamingExecutor(progress=False, client=client))
+        thread.join()
+        after = client.run_on_scheduler(workers_to_close_all)
+        client.close()
+        assert cluster.status.name == "running"  # a cluster passed in is not the client's
+    assert during == [[cpu]]  # CPU workers may go mid-run; the GPU worker may not
+    assert sorted(after) == sorted([cpu, gpu])  # no GPU work left: it may go too
+
+
+def _gpu_stand_in(n_gpu_workers, threads_per_worker, memory_limit, dashboard_address, protocol,
+                  rmm_pool_size, enable_cudf_spill, worker_kwargs):
+    return LocalCluster(n_workers=n_gpu_workers or 1, threads_per_worker=1, processes=True,
+                        host="127.0.0.1", dashboard_address=dashboard_address,
+                        resources={"GPU": 1, "GPU_MEMORY_GB": 80}, **worker_kwargs)
+
+
+def test_adapt_on_a_mixed_cluster_starts_cpu_workers_and_keeps_the_gpu_ones(monkeypatch):
+    monkeypatch.setattr(cluster_module, "_gpu_cluster", _gpu_stand_in)
+    client = get_client(cluster_type="mixed", n_workers=1, n_gpu_workers=1,
+                        adaptive={"minimum": 3, "maximum": 3, **FAST},
+                        dashboard_address=None, silence_logs=logging.CRITICAL)
+    with client:
+        client.wait_for_workers(3, timeout=60)  # adapt started the third
+        kinds = sorted(tuple(r) for r in worker_resources(client).values())
+        assert kinds == [("CPU",), ("CPU",), ("GPU", "GPU_MEMORY_GB")]
+        gpu = next(a for a, r in worker_resources(client).items() if "GPU" in r)
+        # dask-cuda cannot start a second worker per GPU: the GPU workers are kept always.
+        assert gpu not in client.run_on_scheduler(workers_to_close_all)
+
+
+def test_adaptive_options_are_checked():
+    with pytest.raises(ValueError, match="unknown option.*minimum, maximum"):
+        get_client(adaptive={"max": 4})
+    with pytest.raises(ValueError, match="pass cluster="):
+        get_client(scheduler_address="tcp://127.0.0.1:1", adaptive={"maximum": 4})
+    with pytest.raises(ValueError, match="below its minimum"):
+        get_client(adaptive={"minimum": 4, "maximum": 2})
