@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import dask
 
+from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.observe.run_result import RunResult, StageMetrics, stage_metrics
 from curator_dask.resources import Resources
@@ -326,8 +327,28 @@ def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: li
     metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
 
 
-def teardown_everywhere(client, stages: Sequence) -> None:
-    """Call ``teardown()`` on every worker's live copy of each stage (ids the stages)."""
+def teardown_everywhere(client, stages: Sequence, token: str | None = None,
+                        wait: float = 30.0) -> None:
+    """Call ``teardown()`` on every worker's live copy of each stage (ids the stages).
+
+    With the run's ``token``, first wait (up to ``wait`` seconds) until no worker may
+    still start or is still running one of the run's tasks: after a failure the other
+    tasks are cancelled, but one already executing runs to its end and one queued on a
+    worker may start before the cancellation arrives; torn down first, it would set its
+    stage up again and hold it (a model, GPU memory) after the run.
+    """
+    if token is not None:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                left = sum(client.run(runtime.unfinished_tasks, token).values())
+            except Exception:  # a worker that left: nothing of the run is running there
+                left = 0
+            if not left or time.monotonic() > deadline:
+                if left:
+                    logger.warning("tearing down while %d task(s) of the run still run", left)
+                break
+            time.sleep(0.05)
     for stage in stages:
         if not isinstance(stage, ProcessingStage):
             continue

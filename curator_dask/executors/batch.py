@@ -74,7 +74,7 @@ class BatchExecutor(Executor):
             with report_ctx:
                 dataset = self._run(client, state, layout)
         finally:
-            teardown_everywhere(client, layout.processing_stages)
+            teardown_everywhere(client, layout.processing_stages, state.token)
         return state.result(self.name, layout.writer.path if layout.writer else None,
                             dataset=dataset)
 

@@ -21,7 +21,12 @@ from curator_dask.observe.prometheus import count_stage_work
 from curator_dask.stages.base import ProcessingStage, run_stage
 from curator_dask.stages.io_stages import PreparedOutput, write_part
 
-__all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i"]
+__all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i",
+           "unfinished_tasks"]
+
+#: Worker task states in which a task may still start or is still running.
+_UNFINISHED = frozenset({"waiting", "ready", "constrained", "executing", "long-running",
+                         "fetch", "flight", "cancelled", "resumed"})
 
 
 def where_am_i() -> str:
@@ -32,6 +37,18 @@ def where_am_i() -> str:
         return get_worker().address
     except ValueError:  # not in a worker: the LocalExecutor
         return f"local:{socket.gethostname()}:{os.getpid()}"
+
+
+def unfinished_tasks(token: str, dask_worker=None) -> int:
+    """How many of the run ``token``'s tasks this worker may still start or is running.
+
+    Run with ``client.run``. A task cancelled while it executes keeps running to its end
+    (a thread cannot be interrupted), and one already queued on the worker may start
+    before the cancellation reaches it: teardown waits for both, so that no task sets a
+    stage up again after the run has torn it down.
+    """
+    return sum(1 for key, task in dask_worker.state.tasks.items()
+               if token in str(key) and task.state in _UNFINISHED)
 
 
 def _nbytes(df) -> int:

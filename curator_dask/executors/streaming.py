@@ -220,7 +220,7 @@ class StreamingExecutor(Executor):
                 dataset = self._run(client, state, layout)
         finally:
             publish_demand(client, state.token, None)
-            teardown_everywhere(client, layout.processing_stages)
+            teardown_everywhere(client, layout.processing_stages, state.token)
         result = state.result(self.name, layout.writer.path if layout.writer else None,
                               dataset=dataset)
         result.report = report
