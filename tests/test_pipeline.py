@@ -302,6 +302,27 @@ def test_whole_dataset_stage_is_a_barrier_between_streaming_segments(corpus, exe
     assert result.dropped == {"odd": 100}
 
 
+@pytest.mark.parametrize("executor", ["local", "streaming", "batch"])
+def test_drops_before_and_at_a_dedup_barrier_are_each_counted_once(tmp_path, executor, request):
+    from curator_dask import AddId
+    from curator_dask.dedup.stages import ExactDedup
+
+    if executor != "local":
+        request.getfixturevalue("client")
+    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[executor]
+    # 60 documents, then exact copies of the first 30: 45 odd ones are filtered out before
+    # the barrier, and of the even ones left, the 15 copies are exact duplicates.
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs(60) + docs(30))
+    p = (Pipeline("counts").add_stage(JsonlReader(str(tmp_path / "in"), blocksize="1KiB"))
+         .add_stage(AddId()).add_stage(drop_odd).add_stage(ExactDedup())
+         .add_stage(ParquetWriter(str(tmp_path / "out"))))
+    result = p.run(make(cache_path=str(tmp_path / "cache"), progress=False))
+    out = read_output(tmp_path / "out")
+    assert out["n"].tolist() == list(range(0, 60, 2))
+    assert result.dropped == {"odd": 45, "exact_duplicate": 15}
+    assert len(out) + sum(result.dropped.values()) == 90
+
+
 def test_jsonl_writer_and_parquet_reader(corpus):
     pipeline(corpus, writer=JsonlWriter, out="jsonl", compression="gzip").run(
         LocalExecutor(progress=False))

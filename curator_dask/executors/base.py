@@ -359,10 +359,28 @@ def teardown_everywhere(client, stages: Sequence, token: str | None = None,
                            exc_info=True)
 
 
+def materialize_barrier_output(out, directory: str) -> tuple:
+    """The barrier's output as a dataset the next segment can stream, and its drop counts.
+
+    A barrier that returns a planned dataset (files with a reader) is streamed from as it
+    is. Any other output is written to ``directory`` and read back one file a partition.
+    Its partitions carry the documents the barrier removed in their drop counts, which
+    files do not keep: the counts come back here, so the run can report them.
+    """
+    from curator_dask.dataset import DocumentDataset
+
+    if out.partition_reader is not None and out.plan is not None:
+        return out, {}
+    written = out.to_parquet(directory, mode="overwrite")
+    return (DocumentDataset.read_parquet(directory, files_per_partition=1),
+            dict(written.dropped))
+
+
 def teardown_local(stages: Sequence) -> None:
     for stage in stages:
         if isinstance(stage, ProcessingStage):
             teardown_stage(stage.stage_id)
 
 
-__all__ += ["RunState", "span_annotation", "teardown_everywhere", "teardown_local"]
+__all__ += ["RunState", "materialize_barrier_output", "span_annotation", "teardown_everywhere",
+            "teardown_local"]

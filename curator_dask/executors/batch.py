@@ -170,9 +170,12 @@ class BatchExecutor(Executor):
         for recs in records:
             state.records.extend(recs)
         rows_in = sum(recs[-1]["rows_out"] for recs in records if recs)
+        # Counted here, the drops so far leave the partitions before the barrier, as they
+        # do in the streaming executor, whose barrier reads its input from files: the
+        # barrier's output then carries only what the barrier removed.
         state.barrier_dropped.extend(client.gather(
             [client.submit(runtime.dropped_of, f) for f, _ in items]))
-        frames = [client.submit(runtime.frame_of, f) for f, _ in items]
+        frames = [client.submit(runtime.bare_frame_of, f) for f, _ in items]
         ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         name = layout.name_of(barrier)
         cache = posixpath.join(self._cache_root(layout), f"batch-{_key_prefix(name)}")

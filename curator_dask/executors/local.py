@@ -16,7 +16,13 @@ import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
-from curator_dask.executors.base import Executor, Layout, RunState, teardown_local
+from curator_dask.executors.base import (
+    Executor,
+    Layout,
+    RunState,
+    materialize_barrier_output,
+    teardown_local,
+)
 from curator_dask.executors.streaming import batch_groups
 from curator_dask.observe.progress import Progress
 from curator_dask.stages.base import _key_prefix
@@ -111,10 +117,9 @@ class LocalExecutor(Executor):
                 out = barrier.run(DocumentDataset.read_parquet(output.spec.path,
                                                                files_per_partition=1),
                                   posixpath.join(barrier_cache, "work"))
-                if out.partition_reader is None or out.plan is None:
-                    out.to_parquet(posixpath.join(barrier_cache, "output"), mode="overwrite")
-                    out = DocumentDataset.read_parquet(posixpath.join(barrier_cache, "output"),
-                                                       files_per_partition=1)
+                out, removed = materialize_barrier_output(
+                    out, posixpath.join(barrier_cache, "output"))
+                state.barrier_dropped.append(removed)
                 stop = time.time()
                 reader_name = f"{layout.name_of(barrier)}_output"
                 state.records.append({

@@ -22,7 +22,7 @@ from curator_dask.stages.base import ProcessingStage, run_stage
 from curator_dask.stages.io_stages import PreparedOutput, write_part
 
 __all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i",
-           "unfinished_tasks"]
+           "unfinished_tasks", "bare_frame_of"]
 
 #: Worker task states in which a task may still start or is still running.
 _UNFINISHED = frozenset({"waiting", "ready", "constrained", "executing", "long-running",
@@ -134,6 +134,11 @@ def write_task(output: PreparedOutput, stage: str, indices: Sequence[int], *inpu
 def frame_of(carried):
     """The partition of a ``(frame, records)`` pair."""
     return carried[0]
+
+
+def bare_frame_of(carried):
+    """The partition of a ``(frame, records)`` pair, without its drop counts."""
+    return strip_dropped(carried[0])[0]
 
 
 def records_of(carried) -> list[dict]:

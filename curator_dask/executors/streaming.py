@@ -29,6 +29,7 @@ the whole of them, and the stream goes on from its output.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import posixpath
@@ -55,6 +56,7 @@ from curator_dask.executors.base import (
     Layout,
     ResourceUnavailableError,
     RunState,
+    materialize_barrier_output,
     span_annotation,
     teardown_everywhere,
 )
@@ -353,17 +355,16 @@ class StreamingExecutor(Executor):
             logger.info("resume: barrier %r output already complete, reusing it", name)
             out = DocumentDataset.read_parquet(posixpath.join(cache, "output"),
                                                files_per_partition=1)
+            removed = json.loads(fs.cat_file(done_marker) or b"{}")
         else:
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
             with state.in_span(barrier, building=True):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
-                if out.partition_reader is None or out.plan is None:
-                    # Materialise the barrier's output so the next segment can stream it.
-                    out.to_parquet(posixpath.join(cache, "output"), mode="overwrite")
-                    out = DocumentDataset.read_parquet(posixpath.join(cache, "output"),
-                                                       files_per_partition=1)
-                    with fs.open(done_marker, "wb"):
-                        pass
+                out, removed = materialize_barrier_output(out, posixpath.join(cache, "output"))
+                if fs.exists(posixpath.join(cache, "output")):
+                    # The marker keeps the barrier's drop counts for a resumed run.
+                    fs.pipe_file(done_marker, json.dumps(removed).encode())
+        state.barrier_dropped.append(removed)
         stop = time.time()
         reread = self._register(state, InternalStage(f"{name}_output"))
         # rows_out is known once the next segment has read the barrier's output.
