@@ -486,9 +486,14 @@ def _log_dashboard(client: Client) -> None:
 
 def dashboard_link(client: Client) -> str | None:
     """The dashboard URL of the client's cluster, or None when it has none."""
+    # A local cluster started with dashboard_address=None still runs its HTTP server (for
+    # /metrics) and reports it as a "dashboard" service, but serves no dashboard pages.
+    spec = getattr(getattr(client, "cluster", None), "scheduler_spec", None) or {}
+    if spec.get("options", {}).get("dashboard") is False:
+        return None
     try:
         return client.dashboard_link
-    except Exception:  # no dashboard (bokeh missing or dashboard_address=None)
+    except Exception:  # no dashboard (bokeh missing)
         return None
 
 

@@ -9,7 +9,7 @@ import logging
 import pytest
 from distributed import LocalCluster
 
-from curator_dask.cluster import _lifetime_kwargs, get_client, worker_resources
+from curator_dask.cluster import _lifetime_kwargs, dashboard_link, get_client, worker_resources
 
 
 def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):
@@ -27,6 +27,14 @@ def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_cl
     finally:
         client.close()
     assert cluster.status.name == "closed"
+
+
+def test_a_cluster_started_without_a_dashboard_has_no_dashboard_link(caplog):
+    with caplog.at_level(logging.INFO, logger="curator_dask.cluster"):
+        client = get_client(n_workers=1, dashboard_address=None, silence_logs=logging.ERROR)
+    with client:
+        assert dashboard_link(client) is None
+        assert "Dask dashboard" not in caplog.text
 
 
 def test_connecting_to_an_existing_cluster_changes_nothing_on_it(tmp_path):
