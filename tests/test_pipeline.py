@@ -215,9 +215,10 @@ def test_a_failing_stage_fails_the_streaming_run_with_its_error(corpus, client):
     assert any("stage 'explode'" in n for n in getattr(info.value, "__notes__", []))
 
 
-def test_performance_report_is_saved(corpus, client):
+@pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
+def test_performance_report_is_saved(corpus, client, make):
     report = corpus / "report.html"
-    result = pipeline(corpus, upper).run(StreamingExecutor(progress=False), report=str(report))
+    result = pipeline(corpus, upper).run(make(progress=False), report=str(report))
     assert result.report == str(report)
     assert report.exists() and "Dask Performance Report" in report.read_text()
 

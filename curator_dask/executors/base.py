@@ -203,6 +203,28 @@ class Executor:
         raise NotImplementedError
 
     # -- shared helpers ----------------------------------------------------------------
+    def _run_on_cluster(self, client, state: RunState, layout: Layout, report: str | None,
+                        body, cleanup=None) -> RunResult:
+        """Run ``body()`` under distributed's performance report (when asked for), then,
+        whatever happened, ``cleanup()`` and teardown on every worker; the run's result."""
+        if report:
+            from distributed import performance_report
+
+            report_ctx = performance_report(filename=report)
+        else:
+            report_ctx = contextlib.nullcontext()
+        try:
+            with report_ctx:
+                dataset = body()
+        finally:
+            if cleanup is not None:
+                cleanup()
+            teardown_everywhere(client, layout.processing_stages, state.token)
+        result = state.result(self.name, layout.writer.path if layout.writer else None,
+                              dataset=dataset)
+        result.report = report
+        return result
+
     def _cache_root(self, layout: Layout) -> str:
         if self.cache_path is not None:
             return self.cache_path.rstrip("/")

@@ -15,14 +15,13 @@ baseline the streaming executor is measured against, and the simplest to reason 
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 
 import dask
 import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
-from curator_dask.executors.base import Executor, Layout, RunState, teardown_everywhere
+from curator_dask.executors.base import Executor, Layout, RunState
 from curator_dask.executors.streaming import StreamingExecutor, batch_groups
 from curator_dask.observe.progress import Progress
 from curator_dask.stages.io_stages import plan_token
@@ -64,19 +63,8 @@ class BatchExecutor(Executor):
 
         state = RunState(layout)
         state.setup(client, worker_resources(client))
-        if report:
-            from distributed import performance_report
-
-            report_ctx = performance_report(filename=report)
-        else:
-            report_ctx = nullcontext()
-        try:
-            with report_ctx:
-                dataset = self._run(client, state, layout)
-        finally:
-            teardown_everywhere(client, layout.processing_stages, state.token)
-        return state.result(self.name, layout.writer.path if layout.writer else None,
-                            dataset=dataset)
+        return self._run_on_cluster(client, state, layout, report,
+                                    lambda: self._run(client, state, layout))
 
     def _layer(self, client, state: RunState, stage, calls: list[tuple], desc: str) -> list:
         """Persist one stage's tasks with its resources; wait for all; return the futures.

@@ -36,7 +36,6 @@ import posixpath
 import time
 from collections import deque
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import dask.dataframe as dd
@@ -58,7 +57,6 @@ from curator_dask.executors.base import (
     RunState,
     materialize_barrier_output,
     span_annotation,
-    teardown_everywhere,
 )
 from curator_dask.observe.progress import Progress
 from curator_dask.observe.prometheus import set_stage_gauges
@@ -211,22 +209,9 @@ class StreamingExecutor(Executor):
         state = RunState(layout)
         workers = self._workers_or_wait(client, state)
         state.setup(client, workers)
-        if report:
-            from distributed import performance_report
-
-            report_ctx = performance_report(filename=report)
-        else:
-            report_ctx = nullcontext()
-        try:
-            with report_ctx:
-                dataset = self._run(client, state, layout)
-        finally:
-            publish_demand(client, state.token, None)
-            teardown_everywhere(client, layout.processing_stages, state.token)
-        result = state.result(self.name, layout.writer.path if layout.writer else None,
-                              dataset=dataset)
-        result.report = report
-        return result
+        return self._run_on_cluster(client, state, layout, report,
+                                    lambda: self._run(client, state, layout),
+                                    cleanup=lambda: publish_demand(client, state.token, None))
 
     def _workers_or_wait(self, client, state: RunState) -> dict[str, dict]:
         """The workers' resources; on an adaptive cluster with none yet, wait for one."""
