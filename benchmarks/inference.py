@@ -64,7 +64,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from curator_dask.stages.models import ClassifierStage, EmbeddingStage  # noqa: E402
-from curator_dask.stages.models._testing import minilm_path  # noqa: E402
+from curator_dask.stages.models.testing import minilm_path  # noqa: E402
 from curator_dask.stages.models.batching import batch_bounds, tokenize  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "inference.json"
