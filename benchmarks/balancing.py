@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 
 from distributed import Client, LocalCluster
-from streaming_vs_batch import MemorySampler, _trim_memory, make_corpus
+from rss import RssSampler
+from streaming_vs_batch import _trim_memory, make_corpus
 
 from curator_dask import Resources, processing_stage
 from curator_dask.cluster import add_cpu_workers
@@ -83,7 +84,7 @@ def one_run(client, input_dir: Path, out_dir: Path, cpu_seconds: float,
                 .add_stage(JsonlReader(str(input_dir), blocksize=blocksize))
                 .add_stage(cpu_stage).add_stage(restricted)
                 .add_stage(ParquetWriter(str(out_dir), mode="overwrite")))
-    with MemorySampler(pids) as memory:
+    with RssSampler(pids) as memory:
         started = time.perf_counter()
         result = pipeline.run(StreamingExecutor(balance=balance, progress=False))
         wall = time.perf_counter() - started

@@ -36,12 +36,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import psutil
+from rss import RssSampler
 
 DUPLICATE_FRACTION = 0.10
 MB = 1_000_000
@@ -110,42 +110,7 @@ def generate(directory: Path, size_mb: int, seed: int = 0, file_mb: int = 64) ->
     return manifest
 
 
-# -- memory sampling --------------------------------------------------------------------
-
-class RssSampler:
-    """Samples the summed RSS of some processes in a thread (none of the contenders
-    starts child processes, so children are not walked: that scan of /proc would cost
-    the benchmark process more CPU than the sampling itself)."""
-
-    def __init__(self, pids_fn, interval: float = 0.02):
-        self.pids_fn, self.interval = pids_fn, interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _rss(self) -> int:
-        total = 0
-        for pid in self.pids_fn():
-            try:
-                total += psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._rss())
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._rss())
-
+# -- memory sampling: rss.RssSampler ----------------------------------------------------
 
 def cpu_seconds(pids) -> float:
     """User + system CPU time used so far by these processes (all their threads)."""

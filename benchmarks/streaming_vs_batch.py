@@ -37,12 +37,11 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import psutil
 from distributed import Client, LocalCluster
+from rss import RssSampler
 
 from curator_dask import Resources, processing_stage
 from curator_dask.cluster import add_cpu_workers
@@ -86,38 +85,6 @@ def slow_model(seconds_per_row: float):
     return model
 
 
-class MemorySampler:
-    """Samples the summed RSS of the given worker processes in a background thread."""
-
-    def __init__(self, pids, interval: float = 0.05):
-        self.processes = [psutil.Process(p) for p in pids]
-        self.interval, self.peak, self._stop = interval, 0, threading.Event()
-        self.baseline = self.sample()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def sample(self) -> int:
-        total = 0
-        for proc in self.processes:
-            try:
-                total += proc.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-        return total
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.sample())
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def _trim_memory() -> int:
     """Give freed memory back to the OS, so each run starts from a comparable RSS."""
     import ctypes
@@ -138,7 +105,7 @@ def one_run(client, executor_name: str, input_dir: Path, out_dir: Path, model,
                 .add_stage(normalize)
                 .add_stage(model)
                 .add_stage(ParquetWriter(str(out_dir), mode="overwrite")))
-    with MemorySampler(pids) as memory:
+    with RssSampler(pids) as memory:
         started = time.perf_counter()
         result = pipeline.run(executor)
         wall = time.perf_counter() - started

@@ -1,0 +1,54 @@
+"""Peak memory of a benchmark's processes: their summed RSS, sampled in a thread.
+
+Shared by the benchmark scripts (``from rss import RssSampler``; each script runs with
+``benchmarks/`` first on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+
+__all__ = ["RssSampler"]
+
+
+class RssSampler:
+    """The summed RSS of some processes: ``baseline`` at the start, ``peak`` over the run.
+
+    ``pids`` is a list of process ids, or a function returning them (for processes that
+    come and go, like restarted workers). Children are not walked: that scan of /proc
+    would cost the benchmark process more CPU than the sampling itself.
+    """
+
+    def __init__(self, pids, interval: float = 0.05):
+        self.pids_fn = pids if callable(pids) else (lambda: list(pids))
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.baseline = self.sample()
+        self.peak = self.baseline
+
+    def sample(self) -> int:
+        total = 0
+        for pid in self.pids_fn():
+            try:
+                total += psutil.Process(pid).memory_info().rss
+            except psutil.Error:  # the process left
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.sample())
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.sample())
