@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from curator_dask.executors.base import Layout
+from curator_dask.executors.base import Layout, stage_kind
 from curator_dask.observe.run_result import RunResult, StageMetrics
 from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
@@ -30,6 +30,9 @@ from curator_dask.stages.io_stages import ReaderStage, WriterStage
 __all__ = ["Pipeline", "RunResult", "StageMetrics"]
 
 logger = logging.getLogger(__name__)
+
+_DESCRIBED_KINDS = {"read": "reader", "write": "writer", "barrier": "whole dataset (barrier)",
+                    "process": "partition stage"}
 
 
 class Pipeline:
@@ -83,16 +86,9 @@ class Pipeline:
             return head + "\n  (no stages)"
         rows = []
         for stage in self.stages:
-            if isinstance(stage, ReaderStage):
-                kind = "reader"
-            elif isinstance(stage, WriterStage):
-                kind = "writer"
-            elif isinstance(stage, WholeDatasetStage):
-                kind = "whole dataset (barrier)"
-            else:
-                kind = "partition stage"
-                if stage.batch_size > 1:
-                    kind += f", batch_size={stage.batch_size}"
+            kind = _DESCRIBED_KINDS[stage_kind(stage)]
+            if kind == "partition stage" and stage.batch_size > 1:
+                kind += f", batch_size={stage.batch_size}"
             resources = str(getattr(stage, "resources", "")) or "-"
             rows.append((layout.name_of(stage), resources, kind))
         widths = [max(len(r[i]) for r in rows) for i in range(2)]

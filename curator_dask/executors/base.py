@@ -35,7 +35,7 @@ from curator_dask.stages.base import (
 )
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
 
-__all__ = ["Executor", "ResourceUnavailableError", "Layout", "check_placement"]
+__all__ = ["Executor", "ResourceUnavailableError", "Layout", "check_placement", "stage_kind"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,19 +105,22 @@ class Layout:
         """(name, kind, resources) of every stage, for metrics."""
         out = []
         for stage in self.stages:
-            if isinstance(stage, ReaderStage):
-                kind = "read"
-            elif isinstance(stage, WriterStage):
-                kind = "write"
-            elif isinstance(stage, WholeDatasetStage):
-                kind = "barrier"
-            else:
-                kind = "process"
             res = (resources or {}).get(id(stage))
             shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
                      else str(getattr(stage, "resources", "")))
-            out.append((self.name_of(stage), kind, shown))
+            out.append((self.name_of(stage), stage_kind(stage), shown))
         return out
+
+
+def stage_kind(stage) -> str:
+    """``"read"``, ``"write"``, ``"barrier"`` (a whole-dataset stage) or ``"process"``."""
+    if isinstance(stage, ReaderStage):
+        return "read"
+    if isinstance(stage, WriterStage):
+        return "write"
+    if isinstance(stage, WholeDatasetStage):
+        return "barrier"
+    return "process"
 
 
 def _offers(worker: dict, wanted: dict) -> bool:
