@@ -1,0 +1,85 @@
+"""dask-jobqueue clusters passed as ``get_client(cluster=...)``: adapt grows them with a
+streaming run and shrinks them after, and their workers advertise resources themselves.
+
+dask-jobqueue's ``LocalCluster`` is a real ``JobQueueCluster`` whose jobs run the worker
+command of a ``SLURMCluster``'s job script as local processes, so scaling, adapt and
+``worker_extra_args`` go through dask-jobqueue's own code. A job
+takes a few seconds to start its worker on a busy machine; the runs outlast that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import pytest
+from conftest import docs, write_jsonl
+from dask_jobqueue.local import LocalCluster as JobQueueLocalCluster
+from test_adaptive import (
+    FAST,
+    N_DOCS,
+    WorkerWatch,
+    assert_every_document_exactly_once,
+    heavy,
+    pipeline,
+    wait_until,
+)
+
+from curator_dask.cluster import get_client, worker_resources
+from curator_dask.executors import ResourceUnavailableError, StreamingExecutor
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    for i in range(8):  # ~40 partitions of 1 KiB, as in test_adaptive
+        write_jsonl(tmp_path / "in" / f"f{i}.jsonl", docs(N_DOCS // 8, start=i * (N_DOCS // 8)))
+    return tmp_path
+
+
+def jobqueue_cluster(*worker_extra_args: str) -> JobQueueLocalCluster:
+    """No workers until adapt or scale asks; each job starts one worker of one thread."""
+    return JobQueueLocalCluster(
+        cores=1, processes=1, memory="2GB", worker_extra_args=list(worker_extra_args),
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0"},
+        silence_logs=logging.CRITICAL)
+
+
+def test_a_jobqueue_cluster_grows_from_no_workers_for_a_streaming_run_and_back(corpus):
+    with jobqueue_cluster("--resources", "CPU=1") as cluster:
+        client = get_client(cluster=cluster, adaptive={"minimum": 0, "maximum": 2,
+                                                       "target_duration": "2s", **FAST})
+        with client, WorkerWatch(client) as watch:
+            assert worker_resources(client) == {}
+            # The run asks for a first job, then its backlog (about 16 s of work for one
+            # worker) makes adapt submit a second.
+            started = time.time()
+            result = pipeline(corpus, heavy).run(StreamingExecutor(progress=False,
+                                                                   client=client))
+            assert max(watch.counts(started, time.time())) == 2
+            assert len(result.stage("heavy").workers) == 2  # both jobs took partitions
+            assert wait_until(lambda: worker_resources(client) == {}, timeout=60)
+        assert cluster.status.name == "running"  # a cluster passed in is not the client's
+    # Every worker a job started advertised what worker_extra_args gave it.
+    advertised = {tuple(r.items()) for _, w in watch.samples for r in w.values()}
+    assert advertised == {(("CPU", 1),)}
+    assert result.rows == N_DOCS
+    assert_every_document_exactly_once(corpus / "out")
+
+
+def test_jobqueue_workers_without_resources_stop_the_run_before_it_starts(corpus):
+    # No worker_extra_args=["--resources", "CPU=1"]: curator-dask restricts every task to
+    # a CPU or GPU resource, and tasks no worker offers would wait forever.
+    with jobqueue_cluster() as cluster:
+        client = get_client(cluster=cluster, adaptive={"minimum": 0, "maximum": 1, **FAST})
+        with client:
+            with pytest.raises(ResourceUnavailableError,
+                               match=r"asks for CPU=1 per task, but no worker offers that "
+                                     r"\(workers offer: no resources\); start workers "
+                                     r"with --resources CPU="):
+                pipeline(corpus, heavy).run(StreamingExecutor(progress=False, client=client))
+            # The run asked adapt for a worker to see what workers offer, and wrote nothing.
+            assert list(worker_resources(client).values()) == [{}]
+    assert not os.path.exists(corpus / "out")
