@@ -280,6 +280,23 @@ def test_a_token_budget_limits_rows_times_padded_length(classifier_dir):
                                rtol=1e-4, atol=1e-6)
 
 
+def test_on_a_cpu_the_default_token_budget_applies_and_an_explicit_one_wins(classifier_dir,
+                                                                             monkeypatch):
+    from curator_dask.stages.models import base
+
+    monkeypatch.setattr(base, "CPU_TOKENS_PER_BATCH", 200)
+    texts = documents(40)
+    default = RecordingClassifier(classifier_dir, device="cpu", prob_column="p")
+    out = default.process(frame(texts))
+    assert all(rows * width <= 200 or rows == 1 for (rows, width), _ in default.shapes)
+    assert len(default.shapes) > 2  # 40 documents would be one batch of 256 rows without it
+    np.testing.assert_allclose(as_matrix(out["p"]), reference_probs(classifier_dir, texts),
+                               rtol=1e-4, atol=1e-6)
+    explicit = RecordingClassifier(classifier_dir, device="cpu", max_tokens_per_batch=10**6)
+    explicit.process(frame(texts))
+    assert [rows for (rows, _), _ in explicit.shapes] == [40]
+
+
 @pytest.mark.parametrize("error", [torch.cuda.OutOfMemoryError, RuntimeError])
 def test_out_of_memory_halves_the_batch_and_gives_the_same_results(classifier_dir, error):
     texts = documents(50)
