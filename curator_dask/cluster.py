@@ -262,10 +262,65 @@ def _adapt(client: Client, cluster, options: dict, *, grows, keep) -> None:
 
 
 def _grows(cluster) -> frozenset | None:
-    """Resources of the workers that adapt starts on ``cluster``, when its spec says."""
+    """Resources of the workers that adapt starts on ``cluster``, when its spec says.
+
+    A ``distributed`` spec gives them as ``resources``; a dask-jobqueue cluster as the
+    ``--resources`` of its worker command (``worker_extra_args``, or its job script when
+    they come from its configuration).
+
+    Examples
+    --------
+    >>> class Jobs:  # what a dask-jobqueue cluster's spec looks like
+    ...     new_spec = {"options": {"worker_extra_args": ["--resources", "CPU=4,GPU=1"]}}
+    >>> sorted(_grows(Jobs()))
+    ['CPU', 'GPU']
+    >>> _grows(object()) is None
+    True
+    """
     spec = getattr(cluster, "new_spec", None)
-    resources = (spec or {}).get("options", {}).get("resources") if isinstance(spec, dict) else None
-    return frozenset(resources) if resources else None
+    options = (spec or {}).get("options", {}) if isinstance(spec, dict) else {}
+    resources = options.get("resources")
+    if resources:
+        return frozenset(resources)
+    words = [str(w) for w in options.get("worker_extra_args") or ()]
+    if not words and callable(getattr(cluster, "job_script", None)):
+        try:
+            words = cluster.job_script().split()
+        except Exception:  # a cluster that cannot render its script says nothing here
+            words = []
+    return _resources_in_worker_args(words)
+
+
+def _resources_in_worker_args(words: list[str]) -> frozenset | None:
+    """Resource names from a ``dask worker`` command's ``--resources`` option.
+
+    Examples
+    --------
+    >>> sorted(_resources_in_worker_args(["--nthreads", "4", "--resources", "CPU=4,GPU=1"]))
+    ['CPU', 'GPU']
+    >>> sorted(_resources_in_worker_args(["--resources='CPU=2", "GPU_MEMORY_GB=80'"]))
+    ['CPU', 'GPU_MEMORY_GB']
+    >>> _resources_in_worker_args(["--nthreads", "4"]) is None
+    True
+    """
+    names = set()
+    for i, word in enumerate(words):
+        if word == "--resources" and i + 1 < len(words):
+            values = words[i + 1:]
+        elif word.startswith("--resources="):
+            values = [word.split("=", 1)[1], *words[i + 1:]]
+        else:
+            continue
+        # "CPU=4,GPU=1", or "CPU=4 GPU=1" quoted in a script: name=value items until the
+        # next option.
+        for value in values:
+            if value.startswith("--"):
+                break
+            for item in value.strip("'\"").replace(",", " ").split():
+                if "=" in item:
+                    names.add(item.split("=", 1)[0])
+        break
+    return frozenset(names) or None
 
 
 def _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit, worker_kwargs) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 
 import pandas as pd
@@ -90,6 +91,38 @@ def cpu_and_gpu_stand_in():
         yield client
 
 
+class GaugeWatch:
+    """Samples one stage's Prometheus gauges in this process every 50 ms."""
+
+    def __init__(self, pipeline: str, stage: str):
+        self.labels = {"pipeline": pipeline, "stage": stage}
+        self.busy, self.queue = [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def now(self):
+        from prometheus_client import REGISTRY
+
+        return (REGISTRY.get_sample_value("curator_stage_busy_ratio", self.labels),
+                REGISTRY.get_sample_value("curator_stage_queue_length", self.labels))
+
+    def _watch(self):
+        while not self._stop.wait(0.05):
+            busy, queue = self.now()
+            if busy is not None:
+                self.busy.append(busy)
+            if queue is not None:
+                self.queue.append(queue)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
 def _cap_before(history, t):
     """The cap in force just before ``t``: the executor samples, then re-plans, in one tick,
     so a cap set at a sample's time applies after it."""
@@ -102,8 +135,9 @@ def test_balancing_keeps_the_restricted_stage_busy_within_the_caps(tmp_path, cpu
         write_jsonl(tmp_path / "in" / f"f{i:02d}.jsonl", docs(10, start=10 * i))
     p = (Pipeline("balanced").add_stage(JsonlReader(str(tmp_path / "in"), files_per_partition=1))
          .add_stage(clean).add_stage(classify).add_stage(ParquetWriter(str(tmp_path / "out"))))
-    result = p.run(StreamingExecutor(max_in_flight=6, balance_interval=1, progress=False,
-                                     client=cpu_and_gpu_stand_in))
+    with GaugeWatch("balanced", "classify") as gauges:
+        result = p.run(StreamingExecutor(max_in_flight=6, balance_interval=1, progress=False,
+                                         client=cpu_and_gpu_stand_in))
 
     out = pd.read_parquet(str(tmp_path / "out"))
     assert sorted(out["n"]) == list(range(10 * PARTITIONS))
@@ -124,12 +158,11 @@ def test_balancing_keeps_the_restricted_stage_busy_within_the_caps(tmp_path, cpu
     assert result.stage("classify").busy_fraction >= 0.95
     assert result.stage("classify").mean_queue_length >= 1  # work was always waiting
     assert result.stage("clean").busy_fraction < 0.5  # it ran only far enough ahead
-    # The same, live, as Prometheus gauges of this process (the last measurement window).
-    from prometheus_client import REGISTRY
-
-    labels = {"pipeline": "balanced", "stage": "classify"}
-    assert REGISTRY.get_sample_value("curator_stage_busy_ratio", labels) >= 0.9
-    assert REGISTRY.get_sample_value("curator_stage_queue_length", labels) is not None
+    # The same, live, as Prometheus gauges of this process (the last measurement window),
+    # removed when the run is over so that dashboards show no stale values.
+    assert max(gauges.busy) >= 0.9
+    assert max(gauges.queue) >= 1
+    assert gauges.now() == (None, None)
 
     # No stage ever took more partitions than its cap allowed: a sample above the cap in
     # force is only a stage draining after a re-plan lowered it (never growing).

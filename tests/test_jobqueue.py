@@ -26,7 +26,7 @@ from test_adaptive import (
     wait_until,
 )
 
-from curator_dask.cluster import get_client, worker_resources
+from curator_dask.cluster import DEMAND_KEY, get_client, worker_resources
 from curator_dask.executors import ResourceUnavailableError, StreamingExecutor
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,4 +82,28 @@ def test_jobqueue_workers_without_resources_stop_the_run_before_it_starts(corpus
                 pipeline(corpus, heavy).run(StreamingExecutor(progress=False, client=client))
             # The run asked adapt for a worker to see what workers offer, and wrote nothing.
             assert list(worker_resources(client).values()) == [{}]
+            # The failed run withdrew its demand, so adapt gives the worker back (minimum 0)
+            # instead of holding a job for a run that is over.
+            demand = client.get_metadata([DEMAND_KEY], default={})
+            assert all(v is None for v in demand.values()), demand
+            assert wait_until(lambda: worker_resources(client) == {}, timeout=30)
     assert not os.path.exists(corpus / "out")
+
+
+def test_adapt_knows_which_resources_jobqueue_workers_will_offer():
+    # From worker_extra_args, or from dask-jobqueue's configuration (then only its job
+    # script says): a GPU stage's backlog must not make adapt submit CPU jobs.
+    import dask
+
+    from curator_dask.cluster import _grows
+
+    with jobqueue_cluster("--resources", "CPU=1") as cluster:
+        assert _grows(cluster) == {"CPU"}
+    with dask.config.set({"jobqueue.local.worker-extra-args": ["--resources", "GPU=1,CPU=4"]}):
+        with JobQueueLocalCluster(  # no worker_extra_args: the configuration's apply
+                cores=1, processes=1, memory="2GB", silence_logs=logging.CRITICAL,
+                scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0"}) as cluster:
+            assert "--resources GPU=1,CPU=4" in cluster.job_script()
+            assert _grows(cluster) == {"GPU", "CPU"}
+    with jobqueue_cluster() as cluster:
+        assert _grows(cluster) is None  # unknown: every stage counts as one jobs can run

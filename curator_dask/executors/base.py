@@ -156,7 +156,9 @@ def check_placement(stages: Sequence, names: dict[int, str],
                 missing = ", ".join(f"{k}={v:g}" for k, v in wanted.items())
                 hint = ("start GPU workers (get_client(cluster_type='gpu' or 'mixed')) or "
                         "give the stage cpu_fallback=True" if resources.requires_gpu else
-                        "start workers with --resources CPU=<threads> (get_client() does)")
+                        "start workers with --resources CPU=<threads> (get_client() does; "
+                        "for dask-jobqueue pass worker_extra_args=['--resources', "
+                        "'CPU=<cores>'])")
                 raise ResourceUnavailableError(
                     f"stage {names[id(stage)]!r} asks for {missing} per task, but no worker "
                     f"offers that (workers offer: {', '.join(offered) or 'no resources'}); "

@@ -59,7 +59,7 @@ from curator_dask.executors.base import (
     span_annotation,
 )
 from curator_dask.observe.progress import Progress
-from curator_dask.observe.prometheus import set_stage_gauges
+from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage, _key_prefix
 from curator_dask.stages.io_stages import ParquetWriter, PreparedOutput, plan_token
@@ -207,11 +207,21 @@ class StreamingExecutor(Executor):
         self._check_resume(layout)
         client = self._client()
         state = RunState(layout)
-        workers = self._workers_or_wait(client, state)
-        state.setup(client, workers)
+
+        def cleanup():
+            # The run is over, failed or not: adaptive clusters stop counting its backlog
+            # and dashboards stop showing its stages.
+            publish_demand(client, state.token, None)
+            clear_stage_gauges(layout.name, list(state.timelines))
+
+        try:
+            workers = self._workers_or_wait(client, state)
+            state.setup(client, workers)
+        except BaseException:
+            cleanup()  # the wait may have asked an adaptive cluster for a worker
+            raise
         return self._run_on_cluster(client, state, layout, report,
-                                    lambda: self._run(client, state, layout),
-                                    cleanup=lambda: publish_demand(client, state.token, None))
+                                    lambda: self._run(client, state, layout), cleanup=cleanup)
 
     def _workers_or_wait(self, client, state: RunState) -> dict[str, dict]:
         """The workers' resources; on an adaptive cluster with none yet, wait for one."""

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 
-__all__ = ["count_stage_work", "set_stage_gauges", "stage_counters", "stage_gauges"]
+__all__ = ["clear_stage_gauges", "count_stage_work", "set_stage_gauges", "stage_counters",
+           "stage_gauges"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +103,13 @@ def set_stage_gauges(pipeline: str, stage: str, busy_ratio: float | None,
     if busy_ratio is not None:
         gauges["busy"].labels(pipeline=pipeline, stage=stage).set(busy_ratio)
     gauges["queue"].labels(pipeline=pipeline, stage=stage).set(queue_length)
+
+
+def clear_stage_gauges(pipeline: str, stages) -> None:
+    """Remove the gauges of a finished run's stages, so dashboards show no stale values."""
+    gauges = stage_gauges()
+    if gauges is None:
+        return
+    for stage in stages:
+        for gauge in gauges.values():
+            gauge.remove(pipeline, stage)
