@@ -182,3 +182,57 @@ def test_balancing_keeps_the_restricted_stage_busy_within_the_caps(tmp_path, cpu
         held += step
         peak = max(peak, held)
     assert 2 <= peak <= 6
+
+
+@processing_stage(name="heavy_clean")
+def heavy_clean(df):
+    time.sleep(4 * COST)
+    return df.assign(text=df["text"].str.upper())
+
+
+@processing_stage(name="light_classify", resources=Resources(gpus=1),
+                  output_columns={"score": "float64"})
+def light_classify(df):
+    time.sleep(COST)
+    return df.assign(score=df["n"] / 10.0)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("lend", [True, False])
+def test_a_cpu_bound_run_lends_reads_and_writes_to_the_idle_restricted_worker(
+        tmp_path, cpu_and_gpu_stand_in, lend):
+    # CPU stage 4 : restricted 1. The CPU stage is the bottleneck, and the reads and
+    # writes share its two workers while the stand-in idles most of the time: with
+    # lending they move there once the plan is made, and the CPU workers run only the
+    # CPU stage; without it they stay on the CPU workers.
+    client = cpu_and_gpu_stand_in
+    stand_in = next(a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()
+                    if "GPU" in (w.get("resources") or {}))
+    # Partitions of 1 MB, so that reading and writing one is a few percent of the CPU
+    # stage's time (lending pays only from 2% on).
+    for i in range(PARTITIONS):
+        write_jsonl(tmp_path / "in" / f"f{i:02d}.jsonl",
+                    [dict(d, text=d["text"] + " filler" * 150)
+                     for d in docs(1000, start=1000 * i)])
+    p = (Pipeline("lending").add_stage(JsonlReader(str(tmp_path / "in"), files_per_partition=1))
+         .add_stage(heavy_clean).add_stage(light_classify)
+         .add_stage(ParquetWriter(str(tmp_path / "out"))))
+    result = p.run(StreamingExecutor(balance_interval=1, lend=lend, progress=False,
+                                     client=client))
+
+    out = pd.read_parquet(str(tmp_path / "out"))
+    assert sorted(out["n"]) == list(range(1000 * PARTITIONS))  # each document once
+    assert result.bottleneck == "heavy_clean"
+    # The plan comes with the first output; tasks submitted before it have started 1.5 s
+    # later (at most one heavy task each in front of them).
+    warm = min(r["stop"] for r in result.records if r["stage"] == "write_parquet")
+    io_after_plan = [r for r in result.records if r["stage"] in ("read_jsonl", "write_parquet")
+                     and r["start"] > warm + 1.5]
+    assert io_after_plan  # the run went on after the plan
+    on_stand_in = [r["worker"] == stand_in for r in io_after_plan]
+    if lend:
+        assert all(on_stand_in)
+        assert stand_in not in result.stage("heavy_clean").workers
+        assert result.stage("heavy_clean").busy_fraction >= 0.9
+    else:
+        assert not any(on_stand_in)

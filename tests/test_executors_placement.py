@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from functools import partial
 
 import pandas as pd
 import pytest
@@ -85,13 +86,15 @@ def run(corpus, *stages, executor, out="out"):
     return result, pd.read_parquet(str(corpus / out))
 
 
-@pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
+@pytest.mark.parametrize("make", [partial(StreamingExecutor, lend=False), BatchExecutor],
+                         ids=["StreamingExecutor", "BatchExecutor"])
 def test_gpu_stages_run_only_on_gpu_workers_and_cpu_stages_never_do(corpus, mixed, make):
     result, out = run(corpus, tokenize, classify, executor=make(progress=False))
     assert len(out) == 120
     assert set(out["gpu_worker"]) == {mixed.gpu_worker}
     assert mixed.gpu_worker not in set(out["cpu_worker"])
-    # Reader and writer are CPU stages too.
+    # Reader and writer ask for CPU too (unless balancing lends them a GPU worker's spare
+    # slots, see test_balancing).
     for name in ("read_jsonl", "tokenize", "write_parquet"):
         assert mixed.gpu_worker not in result.stage(name).workers, name
     assert result.stage("classify").workers == [mixed.gpu_worker]

@@ -52,6 +52,8 @@ __all__ = [
     "StageMeter",
     "StageTimeline",
     "busy_fraction",
+    "lend_slots",
+    "lent_loads",
     "plan_caps",
     "slots_for",
 ]
@@ -75,6 +77,9 @@ class StageLoad:
     seconds: float | None
     slots: int
     workers: frozenset = frozenset()
+    #: Seconds a task may wait for a slot behind other stages' tasks on workers it was
+    #: lent (:func:`lend_slots`); counted in the time a partition spends in the stage.
+    wait: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -156,8 +161,8 @@ def plan_caps(loads: Sequence[StageLoad], *, unit: int = 1, limit: int | None = 
         """Seconds a partition spends in stage ``i``: busy, and waiting for a slot on
         workers it shares with the bottleneck (at most one bottleneck task per slot)."""
         if loads[i].workers & loads[bottleneck].workers:
-            return loads[i].seconds + seconds_per_slot(bottleneck)
-        return loads[i].seconds
+            return loads[i].seconds + seconds_per_slot(bottleneck) + loads[i].wait
+        return loads[i].seconds + loads[i].wait
 
     caps = []
     for i, load in enumerate(loads):
@@ -180,6 +185,104 @@ def plan_caps(loads: Sequence[StageLoad], *, unit: int = 1, limit: int | None = 
     for i in range(first, bottleneck):
         caps[i] = min(caps[i], caps[bottleneck])
     return Plan(tuple(caps), bottleneck, round(rate, 9), tuple(range(first, bottleneck)))
+
+
+#: Most a pool of workers may be planned busy after taking lent stages (lending starts).
+LEND_UTILIZATION = 0.8
+#: ... and while it keeps them (a lent stage comes back only above this).
+KEEP_UTILIZATION = 0.9
+
+
+def lend_slots(loads: Sequence[StageLoad], plan: Plan, movable: Iterable[int],
+               threads: Mapping[str, int], lent: Mapping[int, frozenset] | None = None,
+               ) -> tuple[dict[int, frozenset], list[StageLoad]]:
+    """Stages that may run on another pool's spare slots, so the bottleneck gets its own.
+
+    A stage that can run anywhere (``movable``: the executor's reads and writes) but
+    shares the bottleneck's workers takes slots the bottleneck needs: at a 4:1 cost ratio
+    of a CPU stage to a GPU stage, the reads and writes on the CPU workers are a tenth
+    of their time while the GPU worker idles half of it. Such stages are lent to the
+    pool (workers running other stages, none of the bottleneck's) that gives the highest
+    rate when they move, as long as that pool stays at most :data:`LEND_UTILIZATION`
+    busy (:data:`KEEP_UTILIZATION` for stages ``lent`` already) and the rate grows.
+
+    Parameters
+    ----------
+    loads, plan
+        The stages and the plan made with every stage on its own workers.
+    movable : iterable of int
+        Indices of the stages that may run on any worker.
+    threads : mapping
+        ``{worker: threads}``: a lent stage runs one task per thread of the pool.
+    lent : mapping, optional
+        The stages lent now (index to workers), kept while their pool has room.
+
+    Returns
+    -------
+    (dict, list of StageLoad)
+        ``{stage index: the workers it runs on}`` (empty when nothing is lent), and the
+        loads to plan with.
+
+    Examples
+    --------
+    Reads and writes of 0.05 s beside a 1 s CPU stage on two CPU workers, and a 0.25 s
+    stage on a GPU worker: lent to the GPU worker, the CPU workers only run the CPU stage.
+
+    >>> cpu, gpu = frozenset({"c1", "c2"}), frozenset({"g"})
+    >>> loads = [StageLoad("read", 0.05, 2, cpu), StageLoad("clean", 1.0, 2, cpu),
+    ...          StageLoad("classify", 0.25, 1, gpu), StageLoad("write", 0.05, 2, cpu)]
+    >>> threads = {"c1": 1, "c2": 1, "g": 1}
+    >>> lent, moved = lend_slots(loads, plan_caps(loads), [0, 3], threads)
+    >>> lent == {0: gpu, 3: gpu}, plan_caps(moved).rate, plan_caps(loads).rate
+    (True, 2.0, 1.818181818)
+
+    At 1:4 the GPU stage is the bottleneck and nothing shares its worker: nothing moves.
+
+    >>> loads = [StageLoad("read", 0.05, 2, cpu), StageLoad("clean", 0.25, 2, cpu),
+    ...          StageLoad("classify", 1.0, 1, gpu), StageLoad("write", 0.05, 2, cpu)]
+    >>> lend_slots(loads, plan_caps(loads), [0, 3], threads)[0]
+    {}
+    """
+    lent = dict(lent or {})
+    bottleneck = loads[plan.bottleneck].workers
+    candidates = [i for i in movable
+                  if loads[i].seconds is not None and loads[i].workers & bottleneck]
+    pools: dict[frozenset, list[int]] = {}
+    for i, load in enumerate(loads):
+        if load.slots > 0 and load.workers and not load.workers & bottleneck:
+            pools.setdefault(load.workers, []).append(i)
+    # All candidates together, else each alone.
+    options = [candidates] + ([[i] for i in candidates] if len(candidates) > 1 else [])
+    best_rate, best = plan.rate * 1.02, ({}, list(loads))  # 2% faster at least
+    for pool, members in pools.items():
+        for moved in options:
+            if not moved:
+                continue
+            trial = lent_loads(loads, {i: pool for i in moved}, threads)
+            trial_plan = plan_caps(trial)
+            if trial_plan is None:
+                continue
+            busy = trial_plan.rate * sum(trial[i].seconds / trial[i].slots
+                                         for i in (*members, *moved))
+            ceiling = (KEEP_UTILIZATION if all(lent.get(i) == pool for i in moved)
+                       else LEND_UTILIZATION)
+            if busy <= ceiling and trial_plan.rate > best_rate:
+                best_rate, best = trial_plan.rate, ({i: pool for i in moved}, trial)
+    return best
+
+
+def lent_loads(loads: Sequence[StageLoad], lent: Mapping[int, frozenset],
+               threads: Mapping[str, int]) -> list[StageLoad]:
+    """``loads`` with the ``lent`` stages on their new workers: one slot per thread, and
+    a wait for the longest task per slot of the stages already there."""
+    out = list(loads)
+    for i, pool in lent.items():
+        others = [load.seconds / load.slots for j, load in enumerate(loads)
+                  if j not in lent and load.workers == pool and load.slots and load.seconds]
+        out[i] = StageLoad(loads[i].name, loads[i].seconds,
+                           sum(threads.get(w, 0) for w in pool), pool,
+                           wait=max(others, default=0.0))
+    return out
 
 
 def slots_for(wanted: Mapping[str, float], workers: Mapping[str, tuple[int, Mapping]]) -> dict[str, int]:

@@ -47,6 +47,7 @@ from curator_dask.executors.balancing import (
     StageLoad,
     StageMeter,
     StageTimeline,
+    lend_slots,
     plan_caps,
     slots_for,
 )
@@ -148,6 +149,12 @@ class StreamingExecutor(Executor):
     balance_interval : float or str, default 10.0
         Seconds (or a Dask time string, ``"10s"``) between re-plans; the executor also
         re-plans when workers join or leave.
+    lend : bool, default True
+        With balancing, when the bottleneck shares its workers with the reads and writes
+        (a CPU-bound stage) and other workers have spare slots (a GPU worker whose stage
+        is faster), run the reads and writes there, so the bottleneck has its workers to
+        itself (:func:`~curator_dask.executors.balancing.lend_slots`). ``False`` keeps
+        every task on the workers its resources name.
     client : distributed.Client, optional
         Default: the current client (``get_client()`` makes one).
     cache_path, progress
@@ -171,7 +178,8 @@ class StreamingExecutor(Executor):
 
     def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
                  balance: bool = True, balance_interval: float | str = 10.0,
-                 client=None, cache_path: str | None = None, progress: bool = True):
+                 lend: bool = True, client=None, cache_path: str | None = None,
+                 progress: bool = True):
         super().__init__(resume=resume, cache_path=cache_path, progress=progress)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
             raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
@@ -181,6 +189,7 @@ class StreamingExecutor(Executor):
                              f"time string like '10s'), got {balance_interval!r}")
         self.max_in_flight = max_in_flight
         self.balance = bool(balance)
+        self.lend = bool(lend)
         self.balance_interval = float(interval)
         self.client = client
 
@@ -302,13 +311,16 @@ class StreamingExecutor(Executor):
         return None
 
     def _submit_read(self, client, state: RunState, source: Source, index: int,
-                     priority: int = 0):
+                     priority: int = 0, workers: frozenset | None = None):
+        """Submit the read of partition ``index``; with ``workers``, on those (lent)."""
         stage = source.stage
+        placement = (dict(resources=state.resources[id(stage)]) if workers is None else
+                     dict(workers=sorted(workers), allow_other_workers=True))
         with state.in_span(stage):
             return client.submit(
                 runtime.read_task, source.dataset.partition_reader, source.plan[index],
-                state.name(stage), key=state.key(stage, index),
-                resources=state.resources[id(stage)], priority=priority,
+                state.name(stage), key=state.key(stage, index), priority=priority,
+                **placement,
             )
 
     def _collect(self, client, state: RunState, futures: list, source: Source,
@@ -452,6 +464,7 @@ class _Stream:
         self.bottleneck: int | None = None  # step index of the planned bottleneck
         self.shared: tuple[int, int] | None = None  # steps first..bottleneck sharing its cap
         self.slots, self.eligible = [0] * n, [frozenset()] * n
+        self.lent: dict[int, frozenset] = {}  # reads/writes running on another pool
         self.workers: dict[str, tuple[int, dict]] = {}
         window = 3 * executor.balance_interval
         self.meters = {s.name: StageMeter(window) for s in self.steps if s.capped}
@@ -561,7 +574,7 @@ class _Stream:
         items = []
         if step.kind == "read":
             items = [(self.executor._submit_read(client, state, self.source, i,
-                                                 self.priority(k)), (i,))
+                                                 self.priority(k), self.lent.get(k)), (i,))
                      for i in unit.indices]
         elif step.kind == "stage":
             for group in batch_groups(unit.items, step.batch_size):
@@ -574,12 +587,14 @@ class _Stream:
                     )
                 items.append((future, covered))
         elif step.kind == "write":
+            placement = (dict(resources=step.resources) if k not in self.lent else
+                         dict(workers=sorted(self.lent[k]), allow_other_workers=True))
             for previous, covered in unit.items:
                 with state.in_span(step.stage):
                     future = client.submit(
                         runtime.write_task, self.sink.output, step.name, covered, previous,
-                        key=state.key(step.stage, covered[0]), resources=step.resources,
-                        priority=self.priority(k),
+                        key=state.key(step.stage, covered[0]), priority=self.priority(k),
+                        **placement,
                     )
                 items.append((future, covered))
         else:
@@ -654,6 +669,13 @@ class _Stream:
                 self.eligible[k] = frozenset(workers)
                 continue
             per_worker = slots_for(step.resources, workers)
+            if k in self.lent:
+                pool = self.lent[k] & set(workers)
+                if pool:  # a lent step runs one task per thread of its pool
+                    per_worker = {w: workers[w][0] for w in pool}
+                else:  # its pool left: back to its own workers, and a new plan
+                    del self.lent[k]
+                    changed = True
             self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
             self.timelines[step.name].set_slots(now, self.slots[k])
         return changed
@@ -665,10 +687,10 @@ class _Stream:
         caps, limit = None, None
         if executor.balance and self.warm:
             capped = [k for k, s in enumerate(self.steps) if s.capped]
-            loads = [StageLoad(self.steps[k].name, self.meters[self.steps[k].name]
-                               .seconds_per_partition(), self.slots[k], self.eligible[k])
-                     for k in capped]
+            loads = [self.own_load(k) for k in capped]
             plan = plan_caps(loads, unit=self.unit, limit=executor.max_in_flight)
+            if plan is not None and executor.lend:
+                loads, plan = self.lend(capped, loads, plan, now)
             self.next_plan = now + executor.balance_interval
             if plan is not None:
                 caps = [math.inf] * len(self.steps)
@@ -701,6 +723,43 @@ class _Stream:
         for k, step in enumerate(self.steps):
             if step.capped:
                 self.timelines[step.name].set_cap(now, int(self.caps[k]))
+
+    def own_load(self, k: int) -> StageLoad:
+        """Step ``k`` as measured, on the workers its resources allow (not lent)."""
+        step = self.steps[k]
+        seconds = self.meters[step.name].seconds_per_partition()
+        if k not in self.lent:
+            return StageLoad(step.name, seconds, self.slots[k], self.eligible[k])
+        per_worker = slots_for(step.resources, self.workers)
+        return StageLoad(step.name, seconds, sum(per_worker.values()), frozenset(per_worker))
+
+    def lend(self, capped: list[int], loads: list[StageLoad], plan, now: float):
+        """Lend the reads and writes that share the bottleneck's workers to a pool with
+        spare slots (:func:`~curator_dask.executors.balancing.lend_slots`); the loads and
+        plan to use."""
+        movable = [i for i, k in enumerate(capped) if self.steps[k].kind in ("read", "write")]
+        threads = {w: n for w, (n, _) in self.workers.items()}
+        now_lent = {i: self.lent[k] for i, k in enumerate(capped) if k in self.lent}
+        lent, moved = lend_slots(loads, plan, movable, threads, now_lent)
+        new = {capped[i]: pool for i, pool in lent.items()}
+        if new != self.lent:
+            logger.info("%s: %s", self.state.layout.name,
+                        "; ".join(f"{self.steps[k].name} runs on {sorted(pool)}"
+                                  for k, pool in new.items())
+                        or "reads and writes back on their own workers")
+        self.lent = new
+        for k in capped:  # slots as the steps now run
+            pool = self.lent.get(k)
+            if pool is not None:
+                self.slots[k] = sum(threads.get(w, 0) for w in pool)
+                self.eligible[k] = pool
+            else:
+                per_worker = slots_for(self.steps[k].resources, self.workers)
+                self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
+            self.timelines[self.steps[k].name].set_slots(now, self.slots[k])
+        if not lent:
+            return loads, plan
+        return moved, plan_caps(moved, unit=self.unit, limit=self.executor.max_in_flight)
 
     def queued(self, k: int) -> int:
         """Partitions waiting in front of step ``k``: finished upstream, or submitted to
