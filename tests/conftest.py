@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 
 import pytest
 
@@ -39,3 +41,26 @@ def write_jsonl(path, rows) -> None:
 def docs(n: int, start: int = 0, prefix: str = "doc") -> list[dict]:
     """``n`` distinct documents with a text and a number."""
     return [{"text": f"{prefix} {i} " + "word " * (i % 7), "n": i} for i in range(start, start + n)]
+
+
+class Sampler:
+    """Calls ``fn`` every ``interval`` seconds in a thread inside a ``with`` block;
+    ``samples`` holds ``(time, value)`` pairs."""
+
+    def __init__(self, fn, interval: float):
+        self.fn, self.interval, self.samples = fn, interval, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.fn()))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()

@@ -15,7 +15,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import docs, write_jsonl
+from conftest import Sampler, docs, write_jsonl
 from distributed import LocalCluster
 
 from curator_dask import Resources, processing_stage
@@ -63,25 +63,11 @@ def assert_every_document_exactly_once(path) -> None:
     assert out["text"].str.startswith("DOC").all()
 
 
-class WorkerWatch:
+class WorkerWatch(Sampler):
     """Samples ``{address: resources}`` of the cluster's workers every 0.2 s."""
 
     def __init__(self, client):
-        self.client, self.samples, self._stop = client, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.samples.append((time.time(), worker_resources(self.client)))
-            self._stop.wait(0.2)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        super().__init__(lambda: worker_resources(client), 0.2)
 
     def counts(self, start=0.0, end=float("inf")) -> list[int]:
         return [len(w) for t, w in self.samples if start <= t <= end]

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 
 import pandas as pd
 import pytest
-from conftest import docs, write_jsonl
+from conftest import Sampler, docs, write_jsonl
 from distributed import Client, LocalCluster
 
 from curator_dask import Resources, processing_stage
@@ -91,14 +90,12 @@ def cpu_and_gpu_stand_in():
         yield client
 
 
-class GaugeWatch:
+class GaugeWatch(Sampler):
     """Samples one stage's Prometheus gauges in this process every 50 ms."""
 
     def __init__(self, pipeline: str, stage: str):
         self.labels = {"pipeline": pipeline, "stage": stage}
-        self.busy, self.queue = [], []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        super().__init__(self.now, 0.05)
 
     def now(self):
         from prometheus_client import REGISTRY
@@ -106,21 +103,9 @@ class GaugeWatch:
         return (REGISTRY.get_sample_value("curator_stage_busy_ratio", self.labels),
                 REGISTRY.get_sample_value("curator_stage_queue_length", self.labels))
 
-    def _watch(self):
-        while not self._stop.wait(0.05):
-            busy, queue = self.now()
-            if busy is not None:
-                self.busy.append(busy)
-            if queue is not None:
-                self.queue.append(queue)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    def values(self, i: int) -> list[float]:
+        """Busy ratios (0) or queue lengths (1) sampled while they were set."""
+        return [v[i] for _, v in self.samples if v[i] is not None]
 
 
 def _cap_before(history, t):
@@ -160,8 +145,8 @@ def test_balancing_keeps_the_restricted_stage_busy_within_the_caps(tmp_path, cpu
     assert result.stage("clean").busy_fraction < 0.5  # it ran only far enough ahead
     # The same, live, as Prometheus gauges of this process (the last measurement window),
     # removed when the run is over so that dashboards show no stale values.
-    assert max(gauges.busy) >= 0.9
-    assert max(gauges.queue) >= 1
+    assert max(gauges.values(0)) >= 0.9
+    assert max(gauges.values(1)) >= 1
     assert gauges.now() == (None, None)
 
     # No stage ever took more partitions than its cap allowed: a sample above the cap in
