@@ -48,7 +48,7 @@ DEFAULT_MAX_LENGTH = 512
 #: Tokens per batch (padding included) on a CPU when ``max_tokens_per_batch`` is not
 #: given. A CPU's matrix products reach full speed at a few hundred rows of tokens, and
 #: larger batches only add memory traffic: with MiniLM at 512 tokens, batches of 2,048
-#: tokens ran 2.3x faster than batches of 256 documents (docs/benchmarks.md).
+#: tokens ran 1.9x faster than batches of 256 documents (docs/benchmarks.md).
 CPU_TOKENS_PER_BATCH = 2048
 # Tokenizers without a limit report a huge sentinel (int(1e30)).
 _NO_LIMIT = 1_000_000
