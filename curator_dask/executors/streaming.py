@@ -314,13 +314,11 @@ class StreamingExecutor(Executor):
                      priority: int = 0, workers: frozenset | None = None):
         """Submit the read of partition ``index``; with ``workers``, on those (lent)."""
         stage = source.stage
-        placement = (dict(resources=state.resources[id(stage)]) if workers is None else
-                     dict(workers=sorted(workers), allow_other_workers=True))
         with state.in_span(stage):
             return client.submit(
                 runtime.read_task, source.dataset.partition_reader, source.plan[index],
                 state.name(stage), key=state.key(stage, index), priority=priority,
-                **placement,
+                **placement(state.resources[id(stage)], workers),
             )
 
     def _collect(self, client, state: RunState, futures: list, source: Source,
@@ -381,6 +379,14 @@ class StreamingExecutor(Executor):
             "worker": "client", "rows_out_from": reread.name,
         })
         return Source(out, reread)
+
+
+def placement(resources: dict | None, lent: frozenset | None = None) -> dict:
+    """``client.submit`` keywords: restricted to ``resources``, or to the workers of the
+    pool a step is lent (any worker if they all leave)."""
+    if lent is None:
+        return {"resources": resources}
+    return {"workers": sorted(lent), "allow_other_workers": True}
 
 
 def publish_demand(client, token: str, demand: dict | None) -> None:
@@ -587,14 +593,12 @@ class _Stream:
                     )
                 items.append((future, covered))
         elif step.kind == "write":
-            placement = (dict(resources=step.resources) if k not in self.lent else
-                         dict(workers=sorted(self.lent[k]), allow_other_workers=True))
             for previous, covered in unit.items:
                 with state.in_span(step.stage):
                     future = client.submit(
                         runtime.write_task, self.sink.output, step.name, covered, previous,
                         key=state.key(step.stage, covered[0]), priority=self.priority(k),
-                        **placement,
+                        **placement(step.resources, self.lent.get(k)),
                     )
                 items.append((future, covered))
         else:
@@ -663,22 +667,31 @@ class _Stream:
                    for address, w in info.items()}
         changed = workers != self.workers
         self.workers = workers
-        for k, step in enumerate(self.steps):
-            if step.resources is None:
-                self.slots[k] = sum(n for n, _ in workers.values())
-                self.eligible[k] = frozenset(workers)
-                continue
-            per_worker = slots_for(step.resources, workers)
-            if k in self.lent:
-                pool = self.lent[k] & set(workers)
-                if pool:  # a lent step runs one task per thread of its pool
-                    per_worker = {w: workers[w][0] for w in pool}
-                else:  # its pool left: back to its own workers, and a new plan
-                    del self.lent[k]
-                    changed = True
-            self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
-            self.timelines[step.name].set_slots(now, self.slots[k])
+        for k, pool in list(self.lent.items()):
+            if not pool & set(workers):  # its pool left: back to its own workers, re-plan
+                del self.lent[k]
+                changed = True
+        self.update_slots(now)
         return changed
+
+    def placed(self, k: int, lent: bool = True) -> dict[str, int]:
+        """``{worker: tasks it runs at once}`` for step ``k``: one per thread of the pool
+        it is lent (with ``lent``), else where its resources allow."""
+        step, workers = self.steps[k], self.workers
+        pool = self.lent.get(k) if lent else None
+        if step.resources is None:
+            pool = frozenset(workers)
+        if pool is not None:
+            return {w: workers[w][0] for w in pool if w in workers}
+        return slots_for(step.resources, workers)
+
+    def update_slots(self, now: float) -> None:
+        """Every step's slots and eligible workers, as the steps now run."""
+        for k, step in enumerate(self.steps):
+            per_worker = self.placed(k)
+            self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
+            if step.capped:
+                self.timelines[step.name].set_slots(now, self.slots[k])
 
     def apply_caps(self, now: float) -> None:
         """Caps from the balance plan once warm, else one window for all steps."""
@@ -726,12 +739,9 @@ class _Stream:
 
     def own_load(self, k: int) -> StageLoad:
         """Step ``k`` as measured, on the workers its resources allow (not lent)."""
-        step = self.steps[k]
-        seconds = self.meters[step.name].seconds_per_partition()
-        if k not in self.lent:
-            return StageLoad(step.name, seconds, self.slots[k], self.eligible[k])
-        per_worker = slots_for(step.resources, self.workers)
-        return StageLoad(step.name, seconds, sum(per_worker.values()), frozenset(per_worker))
+        name, per_worker = self.steps[k].name, self.placed(k, lent=False)
+        return StageLoad(name, self.meters[name].seconds_per_partition(),
+                         sum(per_worker.values()), frozenset(per_worker))
 
     def lend(self, capped: list[int], loads: list[StageLoad], plan, now: float):
         """Lend the reads and writes that share the bottleneck's workers to a pool with
@@ -748,15 +758,7 @@ class _Stream:
                                   for k, pool in new.items())
                         or "reads and writes back on their own workers")
         self.lent = new
-        for k in capped:  # slots as the steps now run
-            pool = self.lent.get(k)
-            if pool is not None:
-                self.slots[k] = sum(threads.get(w, 0) for w in pool)
-                self.eligible[k] = pool
-            else:
-                per_worker = slots_for(self.steps[k].resources, self.workers)
-                self.slots[k], self.eligible[k] = sum(per_worker.values()), frozenset(per_worker)
-            self.timelines[self.steps[k].name].set_slots(now, self.slots[k])
+        self.update_slots(now)
         if not lent:
             return loads, plan
         return moved, plan_caps(moved, unit=self.unit, limit=self.executor.max_in_flight)
