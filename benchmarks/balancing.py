@@ -53,6 +53,7 @@ from pathlib import Path
 from distributed import Client, LocalCluster
 from rss import RssSampler
 from streaming_vs_batch import _trim_memory, make_corpus
+from table import print_table
 
 from curator_dask import Resources, processing_stage
 from curator_dask.cluster import add_cpu_workers
@@ -208,10 +209,7 @@ def main(argv=None) -> int:
              f"{r['restricted_busy_fraction']:.3f}",
              f"{r['reads_writes_on_bottleneck_workers']:.2f}", str(r["peak_partitions_held"]),
              f"{r['peak_memory_mb']:.0f}", f"{r['peak_above_baseline_mb']:.0f}") for r in runs]
-    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+    print_table(header, rows)
     print(json.dumps(targets, indent=2))
     results = RESULTS if args.cpu_workers == 2 else RESULTS.with_name(
         f"balancing-{args.cpu_workers}cpu.json")

@@ -30,6 +30,7 @@ import dask.dataframe as dd
 import psutil
 import pyarrow.json as pajson
 from distributed import Client, LocalCluster
+from table import print_table
 
 from curator_dask import DocumentDataset
 
@@ -143,12 +144,8 @@ def main() -> None:
         "x_dask_read_json": round(ours_rate / (mb / results["dask.dataframe.read_json"][0]), 2),
         "per_core_vs_pyarrow_1_thread": round(table[0]["MB per CPU-second"] / per_core_pyarrow, 2),
     }
-    header = list(table[0])
-    widths = [max(len(str(r[h])) for r in [dict(zip(header, header)), *table]) for h in header]
     print(f"{mb:.0f} MB of JSONL in {len(files)} files, blocksize {args.blocksize}")
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    for r in table:
-        print("  ".join(str(r[h]).ljust(w) for h, w in zip(header, widths)))
+    print_table(list(table[0]), [list(r.values()) for r in table])
     print(f"curator-dask vs dask.dataframe.read_json: {summary['x_dask_read_json']}x wall; "
           f"per core (MB per CPU-second) vs single-thread pyarrow: "
           f"{summary['per_core_vs_pyarrow_1_thread']}x")

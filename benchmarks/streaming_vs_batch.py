@@ -42,6 +42,7 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster
 from rss import RssSampler
+from table import print_table
 
 from curator_dask import Resources, processing_stage
 from curator_dask.cluster import add_cpu_workers
@@ -193,10 +194,7 @@ def main(argv=None) -> int:
              f"{r['time_to_first_output']:.2f}", f"{r['partition_latency']:.2f}",
              f"{r['slow_stage_busy_fraction']:.2f}", f"{r['peak_memory_mb']:.0f}",
              f"{r['peak_above_baseline_mb']:.0f}") for r in runs]
-    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+    print_table(header, rows)
     print(json.dumps(targets, indent=2))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
