@@ -28,7 +28,12 @@ from curator_dask.io.jsonl import (
 )
 from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
 from curator_dask.io.planner import PartitionSpec, plan_partitions
-from curator_dask.io.tables import check_backend, schema_with_overrides, to_frame
+from curator_dask.io.tables import (
+    check_backend,
+    schema_with_overrides,
+    to_frame,
+    with_text_column,
+)
 from curator_dask.io.writers import WriteSpec, prepare_output, write_partition
 
 __all__ = ["DocumentDataset", "WriteResult"]
@@ -46,6 +51,11 @@ class WriteResult:
     bytes: int
     dropped: dict[str, int] = field(default_factory=dict)
     partitions: list[dict] = field(default_factory=list, repr=False)
+
+
+def _check_text_cast(text_cast) -> None:
+    if not isinstance(text_cast, bool):
+        raise TypeError(f"text_cast must be True or False, got {text_cast!r}")
 
 
 class _ReadPartition:
@@ -115,6 +125,7 @@ class DocumentDataset:
         backend: str = "pandas",
         on_bad_lines: str = "error",
         encoding_errors: str = "strict",
+        text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
         """Read JSONL files (``.jsonl``/``.json``, optionally ``.gz``, ``.zst``, ``.bz2``).
@@ -130,21 +141,33 @@ class DocumentDataset:
         files_per_partition : int, optional
             Whole files per partition instead of ``blocksize``; not both.
         columns : list of str, optional
-            Columns to keep.
+            Columns to keep (other fields are dropped without notice).
         text_field : str, default "text"
-            The text column; a file without it is an error.
+            The text column; a file without it is an error, and so is a text value that
+            is not a string (see ``text_cast``).
         add_filename : bool or str
             Add a column (``file_name``, or the given name) with each document's source
             file, relative to the input directory.
         input_meta : mapping, optional
-            Column dtypes (``{"id": "int64", "text": "str"}``); otherwise inferred from
-            the first rows of the first file.
+            Column dtypes (``{"id": "int64", "text": "str"}``) for the columns named;
+            the others are inferred from samples of up to 16 files spread over the
+            listing (the first complete line of each, however long, and 256 KiB after
+            it). Samples that disagree on a type (a string and a number) are an error
+            naming both files. A field found later that the schema lacks is an error
+            naming the file and line (pass it in ``input_meta``, or choose ``columns``).
         backend : {"pandas", "cudf"}
         on_bad_lines : {"error", "skip", "warn"}
-            A malformed line raises an error naming the file and line, or is skipped and
-            counted (``reader.bad_json_line`` in :meth:`dropped_counts`).
+            A malformed line, or a value whose type does not fit its column, raises an
+            error naming the file and line, or is skipped and counted in
+            :meth:`dropped_counts` (``reader.bad_json_line``, ``reader.type_mismatch``;
+            ``"warn"`` also logs each). A truncated compressed file raises an error
+            naming the file and its last complete line, or keeps the lines before the
+            break and counts the partial line under ``reader.truncated_file``.
         encoding_errors : {"strict", "replace"}
             Invalid UTF-8 raises an error naming the file and line, or is replaced.
+        text_cast : bool, default False
+            Cast text values that are numbers or booleans to strings (a warning per
+            file counts them) instead of raising an error.
         storage_options : dict, optional
             Passed to fsspec.
         """
@@ -154,16 +177,21 @@ class DocumentDataset:
             raise ValueError(
                 f"encoding_errors must be one of {ENCODING_ERRORS}, got {encoding_errors!r}"
             )
+        _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
                                blocksize=blocksize, fmt="jsonl", fs=fs)
-        schema = schema_with_overrides(infer_jsonl_schema(fs, files), input_meta, columns)
-        if text_field not in schema.names and columns is None:
-            schema = schema.append(pa.field(text_field, pa.string()))
+        inferred = infer_jsonl_schema(
+            fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
+            on_conflict="error" if on_bad_lines == "error" else "keep",
+        )
+        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
+                                  text_field, columns is not None)
         options = dict(text_field=text_field, add_filename=filename_column(add_filename),
                        on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
-                       backend=backend)
+                       text_cast=text_cast, typed=tuple(input_meta or ()),
+                       columns_chosen=columns is not None, backend=backend)
         return cls._from_plan("jsonl", fs, plan, schema, options)
 
     @classmethod
@@ -178,19 +206,27 @@ class DocumentDataset:
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
         backend: str = "pandas",
+        text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
         """Read Parquet files; ``blocksize`` groups small files and splits by row groups.
 
-        Parameters are those of :meth:`read_jsonl`, less the JSON-specific ones.
+        Parameters are those of :meth:`read_jsonl`, less the JSON-specific ones. The
+        schema is the union of the footers of up to 16 files spread over the listing;
+        errors name the file and the row (counted over the whole file).
         """
+        _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
                                blocksize=blocksize, fmt="parquet", fs=fs)
-        schema = schema_with_overrides(infer_parquet_schema(fs, files), input_meta, columns)
+        inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
+                                        columns=columns)
+        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
+                                  text_field, True)
         options = dict(text_field=text_field, add_filename=filename_column(add_filename),
-                       backend=backend)
+                       text_cast=text_cast, typed=tuple(input_meta or ()),
+                       columns_chosen=columns is not None, backend=backend)
         return cls._from_plan("parquet", fs, plan, schema, options)
 
     @classmethod

@@ -1,13 +1,41 @@
-"""Errors for bad input: each names the file, the line or column, and the fix."""
+"""Errors for bad input: each names the file, the line (or row) or byte offset, and the fix.
+
+Every error here is an :class:`InputError` with ``path`` and ``line`` attributes: ``line``
+is the 1-based line of a JSONL file, or the 1-based row of a Parquet file (``None`` when
+the problem concerns a whole file).
+"""
 
 from __future__ import annotations
 
 __all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
-           "SchemaMismatchError"]
+           "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
+           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError"]
+
+_SKIP_HINT = "or read with on_bad_lines='skip' (or 'warn') to skip and count such lines"
+
+
+def _where(path: str, line: int | None, unit: str = "line") -> str:
+    return f"{path}, {unit} {line}" if line is not None else str(path)
+
+
+def _restore(cls, args: tuple, state: dict) -> InputError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InputError(ValueError):
     """Base class of errors about input data."""
+
+    path: str | None = None
+    line: int | None = None
+
+    def __reduce__(self):
+        # The subclasses' constructors take the parts of the message, not the message:
+        # rebuild from the message and attributes, so the error crosses from a worker
+        # process to the client intact (type, path, line).
+        return _restore, (type(self), self.args, self.__dict__)
 
 
 class MalformedLineError(InputError):
@@ -16,8 +44,7 @@ class MalformedLineError(InputError):
     def __init__(self, path: str, line: int, reason: str):
         self.path, self.line, self.reason = path, line, reason
         super().__init__(
-            f"{path}, line {line}: malformed JSON ({reason}). Fix the line, or read with "
-            "on_bad_lines='skip' (or 'warn') to skip and count such lines."
+            f"{path}, line {line}: malformed JSON ({reason}). Fix the line, {_SKIP_HINT}."
         )
 
 
@@ -35,21 +62,101 @@ class InvalidEncodingError(InputError):
 class MissingColumnError(InputError):
     """A required column is absent from a file."""
 
-    def __init__(self, column: str, path: str, present: list[str]):
-        self.column, self.path, self.present = column, path, present
+    def __init__(self, column: str, path: str, present: list[str], *, line: int | None = None,
+                 unit: str = "line"):
+        self.column, self.path, self.present, self.line = column, path, present, line
+        where = f" (from {unit} {line})" if line is not None else ""
         super().__init__(
-            f"column {column!r} not found in {path}; it has {present}. Pass text_field= "
-            "with the name of the text column (or columns= to choose what to read)."
+            f"column {column!r} not found in {path}; it has {present}{where}. Pass "
+            "text_field= with the name of the text column (or columns= to choose what to "
+            "read)."
         )
 
 
 class SchemaMismatchError(InputError):
     """A column whose values cannot be read with the dataset's type."""
 
-    def __init__(self, column: str, path: str, expected: str, found: str):
-        self.column, self.path = column, path
+    def __init__(self, column: str, path: str, expected: str, found: str, *,
+                 line: int | None = None, unit: str = "line", skippable: bool = False):
+        self.column, self.path, self.line = column, path, line
+        self.expected, self.found = expected, found
+        skip = f", {_SKIP_HINT}" if skippable else ""
         super().__init__(
-            f"column {column!r} in {path} holds {found}, but the dataset reads it as "
-            f"{expected} (inferred from the first file). Pass input_meta={{{column!r}: ...}} "
-            "to set the type for every file."
+            f"{_where(path, line, unit)}: column {column!r} holds {found}, but the dataset "
+            f"reads it as {expected} (inferred from a sample of the files, or set by "
+            f"input_meta). Pass input_meta={{{column!r}: ...}} to read it with one type in "
+            f"every file{skip}."
+        )
+
+
+class SchemaConflictError(SchemaMismatchError):
+    """Two input files (or two parts of one) give a column incompatible types."""
+
+    def __init__(self, column: str, first: tuple, second: tuple, *, unit: str = "line",
+                 skippable: bool = False):
+        (type_a, path_a, line_a), (type_b, path_b, line_b) = first, second
+        self.column, self.path, self.line = column, path_b, line_b
+        self.expected, self.found = str(type_a), str(type_b)
+        self.first_path, self.first_line = path_a, line_a
+        skip = (", or on_bad_lines='skip' to keep the first type and skip (and count) the "
+                "lines that do not fit it") if skippable else ""
+        self.summary = (f"column {column!r} is {type_a} in {_where(path_a, line_a, unit)} but "
+                        f"{type_b} in {_where(path_b, line_b, unit)}")
+        InputError.__init__(
+            self,
+            f"{self.summary}. Pass input_meta={{{column!r}: ...}} to read it with one type "
+            f"(for example 'str'), or columns= without it{skip}."
+        )
+
+
+class TextTypeError(SchemaMismatchError):
+    """A text column whose values are not strings."""
+
+    def __init__(self, column: str, path: str, found: str, *, line: int | None = None,
+                 unit: str = "line", skippable: bool = False):
+        self.column, self.path, self.line = column, path, line
+        self.expected, self.found = "string", found
+        skip = f", {_SKIP_HINT}" if skippable else ""
+        InputError.__init__(
+            self,
+            f"{_where(path, line, unit)}: the text column {column!r} holds {found}, not "
+            f"strings. Fix the data, read with text_cast=True to cast such values to strings "
+            f"(counted in a warning per file){skip}."
+        )
+
+
+class UnexpectedColumnError(InputError):
+    """A field that is in the data but not in the dataset's schema: it would be lost."""
+
+    def __init__(self, column: str, path: str, *, line: int | None = None, unit: str = "line"):
+        self.column, self.path, self.line = column, path, line
+        super().__init__(
+            f"{_where(path, line, unit)}: field {column!r} is not in the dataset's schema "
+            "(inferred from a sample of the files), so it would be dropped. Pass "
+            f"input_meta={{{column!r}: ...}} to read it, or columns= to choose the columns "
+            "to keep."
+        )
+
+
+class CorruptFileError(InputError):
+    """A file that cannot be decoded (a corrupt compressed stream, a broken Parquet file)."""
+
+    def __init__(self, path: str, reason: str, *, line: int | None = None, unit: str = "row",
+                 fix: str = "Re-create or re-download the file, or remove it from the input."):
+        self.path, self.line, self.reason = path, line, reason
+        super().__init__(f"{_where(path, line, unit)}: cannot read the file ({reason}). {fix}")
+
+
+class TruncatedFileError(CorruptFileError):
+    """A compressed file whose stream ends early: the lines after the break are gone."""
+
+    def __init__(self, path: str, reason: str, *, line: int, offset: int):
+        self.path, self.line, self.offset, self.reason = path, line, offset, reason
+        InputError.__init__(
+            self,
+            f"{path}: the compressed stream ends early ({reason}) after line {line} "
+            f"(byte {offset} of the decompressed data); the rest of the file is lost. "
+            "Re-create or re-download the file, or read with on_bad_lines='skip' to keep "
+            f"the {line} lines before the break (the partial line after them is counted "
+            "under reader.truncated_file)."
         )

@@ -10,7 +10,7 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
-__all__ = ["InputFile", "list_files", "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
+__all__ = ["InputFile", "list_files", "sample_files", "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
 
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 PARQUET_EXTENSIONS = (".parquet", ".pq")
@@ -104,6 +104,23 @@ def list_files(
         for p in sorted(found)
     ]
     return fs, files
+
+
+def sample_files(files: Sequence[InputFile], n: int) -> list[InputFile]:
+    """Up to ``n`` files spread evenly over the listing, the first and the last included.
+
+    Examples
+    --------
+    >>> files = [InputFile(f"/d/{i}.jsonl", 1, None, f"{i}.jsonl") for i in range(10)]
+    >>> [f.name for f in sample_files(files, 4)]
+    ['0.jsonl', '3.jsonl', '6.jsonl', '9.jsonl']
+    """
+    if len(files) <= n:
+        return list(files)
+    if n <= 1:
+        return list(files[:n])
+    picks = sorted({round(i * (len(files) - 1) / (n - 1)) for i in range(n)})
+    return [files[i] for i in picks]
 
 
 def _glob_root(pattern: str) -> str:

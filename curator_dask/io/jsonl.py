@@ -1,39 +1,157 @@
 """Read JSONL partitions with pyarrow's JSON parser.
 
-The fast path hands a whole slice of bytes to ``pyarrow.json.read_json``. Only when
-that fails (a malformed line, bad UTF-8) does the slow path look at lines one by one, to
-name the file and line, or to skip and count bad lines when asked.
+The fast path hands a whole slice of bytes to ``pyarrow.json.read_json`` and conforms the
+table to the dataset's schema. Only when that fails (a malformed line, bad UTF-8, a value
+whose type changes inside the slice or does not fit the schema, a field the schema lacks,
+a broken compressed stream) does the slow path look at lines one by one, to name the file
+and line, or to skip and count bad lines when asked.
 """
 
 from __future__ import annotations
 
+import bz2
 import io
 import json
 import logging
-from collections.abc import Sequence
+import lzma
+import zlib
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
+import zstandard
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import read_block
 
 from curator_dask.dropped import record_dropped
-from curator_dask.io.errors import InvalidEncodingError, MalformedLineError
-from curator_dask.io.files import InputFile
+from curator_dask.io.errors import InvalidEncodingError, MalformedLineError, TruncatedFileError
+from curator_dask.io.files import InputFile, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import FILENAME_COLUMN, conform, to_frame
+from curator_dask.io.tables import (
+    FILENAME_COLUMN,
+    ColumnConflict,
+    Conformer,
+    SchemaUnion,
+    to_frame,
+)
 
-__all__ = ["read_jsonl_partition", "infer_jsonl_schema", "read_slice_bytes", "BAD_LINE_REASON"]
+__all__ = ["read_jsonl_partition", "infer_jsonl_schema", "read_slice_bytes", "BAD_LINE_REASON",
+           "TYPE_MISMATCH_REASON", "TRUNCATED_REASON", "SAMPLE_FILES", "SAMPLE_BYTES"]
 
 logger = logging.getLogger(__name__)
 
+# Drop-count reasons (see curator_dask.dropped).
 BAD_LINE_REASON = "reader.bad_json_line"
+TYPE_MISMATCH_REASON = "reader.type_mismatch"
+TRUNCATED_REASON = "reader.truncated_file"
+
 ON_BAD_LINES = ("error", "skip", "warn")
 ENCODING_ERRORS = ("strict", "replace")
-_SAMPLE_BYTES = 1 << 20
+# Schema inference reads the first complete line of each sampled file, however long, and
+# up to SAMPLE_BYTES after it, from up to SAMPLE_FILES files spread over the listing.
+SAMPLE_FILES = 16
+SAMPLE_BYTES = 256 << 10
 _STREAM_BLOCK = 16 << 20
-# fsspec compression name -> Arrow codec, for the codecs Arrow decompresses itself.
-_ARROW_CODECS = {None: None, "gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}
+# Reads from a decompressing stream: Python's incremental decompressors return every
+# byte decoded before a break, whatever the read size.
+_CHUNK = 1 << 20
+# fsspec compression name -> Arrow codec, for the codecs Arrow decompresses itself. Arrow's
+# decompressors also notice a truncated stream (Python's zstandard reader does not).
+_ARROW_CODECS = {name: codec for name, codec in
+                 {None: None, "gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}.items()
+                 if codec is None or pa.Codec.is_available(codec)}
+_STREAM_ERRORS = (pa.ArrowInvalid, OSError, EOFError, zlib.error, lzma.LZMAError)
+
+
+def _is_broken_stream(err: BaseException) -> bool:
+    """Whether an error while decompressing means the data is truncated or corrupt.
+
+    Arrow and Python's decompressors raise plain OSError or EOFError for a stream that
+    ends early or does not decode; subclasses of OSError (a missing file, a refused
+    permission, a network error) are not about the data.
+    """
+    return type(err) is OSError or isinstance(
+        err, (EOFError, zlib.error, lzma.LZMAError, pa.ArrowInvalid))
+
+
+@contextmanager
+def _open_stream(fs, f: InputFile):
+    """The decompressed bytes of a whole file, as a stream with ``read(n)``."""
+    if f.compression not in _ARROW_CODECS:
+        with fs.open(f.path, "rb", compression=f.compression) as handle:
+            yield handle
+    elif isinstance(fs, LocalFileSystem):
+        with pa.input_stream(f.path, compression=_ARROW_CODECS[f.compression]) as stream:
+            yield stream
+    else:
+        with fs.open(f.path, "rb") as raw:
+            if f.compression is None:
+                yield raw
+            else:
+                stream = pa.CompressedInputStream(raw, _ARROW_CODECS[f.compression])
+                try:
+                    yield stream
+                finally:
+                    stream.close()
+
+
+def _read_slice(fs, piece: FileSlice) -> tuple[bytes, str | None]:
+    """The decompressed bytes of a slice, and why the stream broke (None if it did not).
+
+    When a compressed stream is truncated or corrupt, the bytes decoded before the break
+    are returned with the reason.
+    """
+    f = piece.file
+    if not piece.whole:
+        with fs.open(f.path, "rb") as handle:
+            length = None if piece.end is None else piece.end - piece.start
+            return read_block(handle, piece.start, length, delimiter=b"\n"), None
+    if f.compression is None:
+        return fs.cat_file(f.path), None
+    with fs.open(f.path, "rb") as raw:
+        return _decompress(raw, f.compression)
+
+
+def _decompressor(compression: str):
+    if compression == "gzip":
+        return zlib.decompressobj(wbits=31)
+    if compression == "bz2":
+        return bz2.BZ2Decompressor()
+    if compression == "xz":
+        return lzma.LZMADecompressor()
+    if compression == "zstd":
+        return zstandard.ZstdDecompressor().decompressobj()
+    raise ValueError(f"no decompressor for {compression!r}")
+
+
+def _decompress(raw, compression: str) -> tuple[bytes, str | None]:
+    """Decompress a whole stream; on a break, what was decoded before it and the reason.
+
+    Python's incremental decompressors give every byte that can be decoded before a
+    break, and say whether the stream reached its end marker (``eof``); concatenated
+    members (gzip) or frames (zstd) each get a new decompressor.
+    """
+    out: list[bytes] = []
+    decompressor = _decompressor(compression)
+    seen = False
+    try:
+        while chunk := raw.read(_CHUNK):
+            seen = True
+            while chunk:
+                if decompressor.eof:
+                    decompressor = _decompressor(compression)
+                out.append(decompressor.decompress(chunk))
+                chunk = decompressor.unused_data if decompressor.eof else b""
+    except (*_STREAM_ERRORS, zstandard.ZstdError) as err:
+        if not (_is_broken_stream(err) or isinstance(err, zstandard.ZstdError)):
+            raise
+        return b"".join(out), f"{type(err).__name__}: {err}"
+    if seen and not decompressor.eof:
+        return b"".join(out), "the stream ends before its end-of-stream marker"
+    return b"".join(out), None
 
 
 def read_slice_bytes(fs, piece: FileSlice) -> bytes:
@@ -42,16 +160,17 @@ def read_slice_bytes(fs, piece: FileSlice) -> bytes:
     A byte range starts after the first newline at or after ``piece.start`` and runs to
     the end of the line that spans ``piece.end`` (fsspec's ``read_block``), so adjacent
     ranges read every line exactly once.
+
+    Raises
+    ------
+    TruncatedFileError
+        When a compressed file's stream ends early or does not decode.
     """
-    f = piece.file
-    if piece.whole:
-        if f.compression:
-            with fs.open(f.path, "rb", compression=f.compression) as handle:
-                return handle.read()
-        return fs.cat_file(f.path)
-    with fs.open(f.path, "rb") as handle:
-        length = None if piece.end is None else piece.end - piece.start
-        return read_block(handle, piece.start, length, delimiter=b"\n")
+    data, broken = _read_slice(fs, piece)
+    if broken is not None:
+        raise TruncatedFileError(piece.file.path, broken, line=data.count(b"\n"),
+                                 offset=len(data))
+    return data
 
 
 def _first_line_number(fs, f: InputFile, start: int) -> int:
@@ -92,28 +211,22 @@ def _fast_path(fs, piece: FileSlice) -> pa.Table | None:
     decompressors, byte ranges as zero-copy slices of a memory map), which avoids a
     Python bytes copy per slice and the page faults of allocating it. Other filesystems
     stream whole files from their fsspec handle. Returns None when anything is off (a bad
-    line, bad UTF-8, an empty file, a line longer than a block, an unsupported codec) and
-    the caller takes the byte path, which reports or skips each case.
+    line, bad UTF-8, an empty file, a line longer than a block, a broken compressed
+    stream) and the caller takes the byte path, which reports or skips each case.
     """
     f = piece.file
     options = pajson.ReadOptions(use_threads=False, block_size=_STREAM_BLOCK)
     try:
-        if isinstance(fs, LocalFileSystem) and f.compression in _ARROW_CODECS:
-            if piece.whole:
-                source = pa.input_stream(f.path, compression=_ARROW_CODECS[f.compression])
-            elif f.compression is None:
-                source = pa.BufferReader(_mapped_range(f.path, piece))
-            else:
-                return None
-            with source:
+        if piece.whole:
+            with _open_stream(fs, f) as source:
                 table = pajson.read_json(source, read_options=options)
-        elif piece.whole:
-            with fs.open(f.path, "rb", compression=f.compression) as handle:
-                table = pajson.read_json(handle, read_options=options)
+        elif isinstance(fs, LocalFileSystem) and f.compression is None:
+            with pa.BufferReader(_mapped_range(f.path, piece)) as source:
+                table = pajson.read_json(source, read_options=options)
         else:
             return None
         _check_utf8(table)
-    except pa.ArrowInvalid:
+    except _STREAM_ERRORS:
         return None
     return table
 
@@ -144,10 +257,13 @@ def _check_utf8(table: pa.Table) -> None:
     table.validate(full=True)
 
 
-def _parse_slow(data: bytes, path: str, first_line: int, on_bad_lines: str,
-                encoding_errors: str) -> tuple[pa.Table | None, int]:
-    """Parse line by line to locate bad lines; returns the table and the skip count."""
+# -- the slow path: line by line --------------------------------------------------------
+
+def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
+                 encoding_errors: str) -> tuple[list[bytes], list[int], int]:
+    """The lines that are JSON objects, their line numbers, and how many were skipped."""
     good: list[bytes] = []
+    numbers: list[int] = []
     skipped = 0
     for number, raw in enumerate(data.split(b"\n"), start=first_line):
         if not raw.strip():
@@ -172,47 +288,241 @@ def _parse_slow(data: bytes, path: str, first_line: int, on_bad_lines: str,
             skipped += 1
             continue
         good.append(raw)
-    if not good:
-        return None, skipped
-    return _parse_fast(b"\n".join(good)), skipped
+        numbers.append(number)
+    return good, numbers, skipped
 
 
-def parse_jsonl_bytes(data: bytes, path: str, *, first_line: int | None = None,
-                      line_number=None, on_bad_lines: str = "error",
-                      encoding_errors: str = "strict") -> tuple[pa.Table | None, int]:
-    """Parse JSONL bytes into a table; ``(None, skipped)`` when there are no rows.
+def _pieces(lines: list[bytes], lo: int, hi: int
+            ) -> Iterator[tuple[int, int, pa.Table | pa.ArrowInvalid]]:
+    """Parse ``lines[lo:hi]``, halving the range where a value changes type inside it.
 
-    ``line_number`` is a callable giving the first line's number, called only when an
-    error must name a line (counting lines is a read of the file up to the slice).
+    Yields ``(lo, hi, table)`` for consecutive ranges, in order; each table has one type
+    per column. A single line that Arrow cannot type (a list mixing numbers and objects)
+    yields Arrow's error instead of a table.
     """
+    if lo >= hi:
+        return
+    try:
+        yield lo, hi, _parse_fast(b"\n".join(lines[lo:hi]))
+    except pa.ArrowInvalid as err:
+        if hi - lo == 1:
+            yield lo, hi, err
+            return
+        mid = (lo + hi) // 2
+        yield from _pieces(lines, lo, mid)
+        yield from _pieces(lines, mid, hi)
+
+
+class _SliceReader:
+    """Reads the slices of one partition, accumulating drop counts and text casts."""
+
+    def __init__(self, conformer: Conformer, on_bad_lines: str, encoding_errors: str):
+        self.conformer = conformer
+        self.on_bad_lines, self.encoding_errors = on_bad_lines, encoding_errors
+        self.dropped: Counter = Counter()
+        self.casts: Counter = Counter()
+
+    def conform(self, table: pa.Table, path: str, **kwargs) -> pa.Table:
+        conformed, cast = self.conformer(table, path, **kwargs)
+        if cast:
+            self.casts[path] += cast
+        return conformed
+
+    def read(self, fs, piece: FileSlice) -> list[pa.Table]:
+        path = piece.file.path
+        table = _fast_path(fs, piece)
+        line_number = lambda: _first_line_number(fs, piece.file, piece.start)  # noqa: E731
+        if table is not None:
+            try:
+                return [self.conform(table, path)]
+            except ColumnConflict as conflict:
+                if conflict.kind == "missing":  # the whole slice: its first line says it
+                    raise conflict.error(path, line_number()) from None
+                # Otherwise the slow path locates the lines.
+        data, broken = _read_slice(fs, piece)
+        if broken is not None:
+            data = self._truncated(data, broken, path)
+        return self.parse(data, path, line_number)
+
+    def parse(self, data: bytes, path: str, line_number: Callable[[], int]) -> list[pa.Table]:
+        """Parse JSONL bytes into conformed tables (none when there are no rows).
+
+        ``line_number`` gives the first line's number; it is called only on the slow path
+        (counting lines is a read of the file up to the slice).
+        """
+        try:
+            table = _parse_fast(data)
+            _check_utf8(table)
+            return [self.conform(table, path)]
+        except pa.ArrowInvalid:
+            # Whitespace alone is an empty slice, not an error (checked only on this path:
+            # stripping a large slice up front costs a copy of it).
+            if not data or data.isspace():
+                return []
+        except ColumnConflict as conflict:
+            if conflict.kind == "missing":
+                raise conflict.error(path, line_number()) from None
+        return self._parse_slow(data, path, line_number())
+
+    def _parse_slow(self, data: bytes, path: str, first_line: int) -> list[pa.Table]:
+        lines, numbers, malformed = _split_lines(data, path, first_line, self.on_bad_lines,
+                                                 self.encoding_errors)
+        self.dropped[BAD_LINE_REASON] += malformed
+        tables = []
+        text = self.conformer.text_field
+        present: dict[str, None] = {}
+        for lo, hi, table in _pieces(lines, 0, len(lines)):
+            if isinstance(table, pa.ArrowInvalid):
+                self._skip_unreadable(table, path, numbers[lo])
+                continue
+            present.update(dict.fromkeys(table.column_names))
+            tables.append(self._conform_lines(table, path, numbers[lo:hi]))
+        if text is not None and present and text not in present:
+            raise ColumnConflict("missing", text, pa.null(), pa.string(), None,
+                                 present=list(present)).error(path, numbers[0])
+        return tables
+
+    def _skip_unreadable(self, err: pa.ArrowInvalid, path: str, number: int) -> None:
+        reason = f"its values cannot be read as Arrow columns: {err}"
+        if self.on_bad_lines == "error":
+            raise MalformedLineError(path, number, reason)
+        if self.on_bad_lines == "warn":
+            logger.warning("%s, line %d: skipping a line (%s)", path, number, reason)
+        self.dropped[BAD_LINE_REASON] += 1
+
+    def _conform_lines(self, table: pa.Table, path: str, numbers: list[int]) -> pa.Table:
+        """Conform a table whose rows are the lines ``numbers``, skipping what does not fit."""
+        while True:
+            try:
+                return self.conform(table, path, require_text=False)
+            except ColumnConflict as conflict:
+                bad = np.flatnonzero(conflict.rows)
+                if not conflict.skippable or self.on_bad_lines == "error" or not bad.size:
+                    line = numbers[bad[0]] if bad.size else numbers[0]
+                    raise conflict.error(path, line, skippable=conflict.skippable) from None
+                if self.on_bad_lines == "warn":
+                    for i in bad:
+                        logger.warning("%s, line %d: skipping a line whose %r is %s, not %s",
+                                       path, numbers[i], conflict.column, conflict.found,
+                                       conflict.expected)
+                self.dropped[TYPE_MISMATCH_REASON] += int(bad.size)
+                keep = np.flatnonzero(~conflict.rows)
+                table = table.take(keep)
+                numbers = [numbers[i] for i in keep]
+
+    def _truncated(self, data: bytes, reason: str, path: str) -> bytes:
+        """The complete lines before a break in a compressed stream; the rest is counted."""
+        cut = data.rfind(b"\n") + 1
+        last_line = data.count(b"\n", 0, cut)
+        if self.on_bad_lines == "error":
+            raise TruncatedFileError(path, reason, line=last_line, offset=len(data))
+        partial = 1 if data[cut:].strip() else 0
+        logger.warning(
+            "%s: the compressed stream ends early (%s) after line %d; keeping the lines "
+            "before the break, counting %d partial line under %s (lines after the break "
+            "cannot be counted)", path, reason, last_line, partial, TRUNCATED_REASON)
+        self.dropped[TRUNCATED_REASON] += partial
+        return data[:cut]
+
+
+# -- schema inference -------------------------------------------------------------------
+
+def _sample_bytes(fs, f: InputFile, extra: int = SAMPLE_BYTES) -> bytes:
+    """The first complete line of a file, however long, and up to ``extra`` bytes after it.
+
+    The file is streamed until the first line that is not blank ends, so a huge first
+    document is read whole but nothing more than ``extra`` beyond it. The sample ends at
+    a line boundary. A broken compressed stream ends the sample where it breaks.
+    """
+    chunks: list[bytes] = []
+    read = 0
+    first_end = None
+    content = False
+    ended = False
+    try:
+        with _open_stream(fs, f) as stream:
+            while first_end is None or read < first_end + extra:
+                chunk = stream.read(_CHUNK)
+                if not chunk:
+                    ended = True
+                    break
+                if first_end is None:
+                    start = 0
+                    while True:
+                        newline = chunk.find(b"\n", start)
+                        stop = len(chunk) if newline < 0 else newline
+                        content = content or not chunk[start:stop].isspace() and stop > start
+                        if newline < 0:
+                            break
+                        if content:
+                            first_end = read + newline + 1
+                            break
+                        start = newline + 1
+                chunks.append(chunk)
+                read += len(chunk)
+    except _STREAM_ERRORS as err:
+        if not _is_broken_stream(err):
+            raise
+    data = b"".join(chunks)
+    if first_end is None:  # one line, or none: all of it, if the file ended
+        return data if ended else b""
+    if ended and len(data) <= first_end + extra:
+        return data
+    return data[: data.rfind(b"\n", 0, first_end + extra) + 1]
+
+
+def _sample_tables(data: bytes, path: str) -> list[tuple[pa.Table, Callable[[int], int]]]:
+    """Tables of a sample, each with a function from a row to its line number."""
     try:
         table = _parse_fast(data)
-        _check_utf8(table)
-        return table, 0
     except pa.ArrowInvalid:
-        # Whitespace alone is an empty slice, not an error (checked only on this path:
-        # stripping a large slice up front costs a copy of it).
-        if data.isspace() or not data:
-            return None, 0
-    start = first_line if first_line is not None else (line_number() if line_number else 1)
-    return _parse_slow(data, path, start, on_bad_lines, encoding_errors)
+        if not data.strip():
+            return []
+    else:
+        numbers: list[int] = []
+
+        def line_of(row: int) -> int:
+            if not numbers:  # computed only to name a line
+                numbers.extend(n for n, raw in enumerate(data.split(b"\n"), start=1)
+                               if raw.strip())
+            return numbers[row]
+
+        return [(table, line_of)]
+    lines, numbers, _ = _split_lines(data, path, 1, "skip", "replace")
+    return [(table, lambda row, lo=lo: numbers[lo + row])
+            for lo, _, table in _pieces(lines, 0, len(lines)) if table is not None]
 
 
-def infer_jsonl_schema(fs, files: Sequence[InputFile]) -> pa.Schema:
-    """Infer the dataset schema from the first rows of the first file that has any."""
-    for f in files:
-        with fs.open(f.path, "rb", compression=f.compression) as handle:
-            data = handle.read(_SAMPLE_BYTES)
-        if len(data) == _SAMPLE_BYTES:
-            data = data[: data.rfind(b"\n") + 1] or data
-        try:
-            table, _ = parse_jsonl_bytes(data, f.path, first_line=1, on_bad_lines="skip",
-                                         encoding_errors="replace")
-        except pa.ArrowInvalid:
-            continue
-        if table is not None and table.num_columns:
-            return table.schema
-    return pa.schema([])
+def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[str] = (),
+                       columns: Collection[str] | None = None,
+                       on_conflict: str = "error") -> pa.Schema:
+    """Infer the dataset schema from samples of several files, unified.
+
+    Up to :data:`SAMPLE_FILES` files spread over the listing (the first and the last
+    among them) are sampled: the first complete line of each, however long, and up to
+    :data:`SAMPLE_BYTES` after it. Their schemas are unified field by field: a field
+    seen in any sample is kept, integers and floats promote to floats. Two samples that
+    give a column incompatible types (a string and a number) are a
+    :class:`~curator_dask.io.errors.SchemaConflictError` naming both files and lines
+    (``on_conflict="error"``), or a warning that keeps the first type (``"keep"``: the
+    reader then skips and counts the lines that do not fit). Conflicts in ``settled``
+    columns (typed by the caller) or outside ``columns`` do not matter. When no sampled
+    file has a row, the other files are tried in order.
+    """
+    union = SchemaUnion(settled=settled, columns=columns, on_conflict=on_conflict,
+                        skippable=True)
+    sampled = sample_files(files, SAMPLE_FILES)
+    chosen = set(sampled)
+    rest = [f for f in files if f not in chosen]
+    for group in (sampled, rest):
+        for f in group:
+            for table, line_of in _sample_tables(_sample_bytes(fs, f), f.path):
+                union.add(table, f.path, line_of)
+            if group is rest and union.fields:
+                break
+        if union.fields:
+            break
+    return union.schema()
 
 
 def read_jsonl_partition(
@@ -224,39 +534,39 @@ def read_jsonl_partition(
     add_filename: str | None = None,
     on_bad_lines: str = "error",
     encoding_errors: str = "strict",
+    text_cast: bool = False,
+    typed: Collection[str] = (),
+    columns_chosen: bool = False,
     backend: str = "pandas",
 ):
     """Read one planned partition into a frame with exactly ``schema``'s columns.
 
-    Skipped lines are counted on the partition under ``reader.bad_json_line``.
+    Skipped lines are counted on the partition: malformed JSON under
+    ``reader.bad_json_line``, values whose type does not fit the schema under
+    ``reader.type_mismatch``, the partial last line of a truncated compressed file under
+    ``reader.truncated_file``.
     """
+    conformer = Conformer(schema, text_field, text_cast, frozenset(typed), columns_chosen)
+    reader = _SliceReader(conformer, on_bad_lines, encoding_errors)
     tables = []
-    skipped = 0
     for piece in spec.slices:
-        table = _fast_path(fs, piece)
-        bad = 0
-        if table is None:
-            data = read_slice_bytes(fs, piece)
-            table, bad = parse_jsonl_bytes(
-                data, piece.file.path,
-                line_number=lambda f=piece.file, o=piece.start: _first_line_number(fs, f, o),
-                on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
-            )
-        skipped += bad
-        if table is None:
-            continue
-        table = conform(table, schema, piece.file.path, text_field)
-        if add_filename:
-            table = table.append_column(
-                add_filename, pa.array([piece.file.name] * table.num_rows, pa.string())
-            )
-        tables.append(table)
+        for table in reader.read(fs, piece):
+            if add_filename:
+                table = table.append_column(
+                    add_filename, pa.array([piece.file.name] * table.num_rows, pa.string())
+                )
+            tables.append(table)
+    for path, count in reader.casts.items():
+        logger.warning("%s: cast %d values of the text column %r to strings (text_cast=True)",
+                       path, count, text_field)
     full_schema = schema
     if add_filename:
         full_schema = schema.append(pa.field(add_filename, pa.string()))
     table = pa.concat_tables(tables) if tables else full_schema.empty_table()
     frame = to_frame(table, backend)
-    return record_dropped(frame, BAD_LINE_REASON, skipped)
+    for reason, count in reader.dropped.items():
+        record_dropped(frame, reason, count)
+    return frame
 
 
 def filename_column(add_filename: bool | str) -> str | None:

@@ -1,24 +1,113 @@
-"""Read Parquet partitions (whole files or groups of row groups) with pyarrow."""
+"""Read Parquet partitions (whole files or groups of row groups) with pyarrow.
+
+Errors name the file and the row (1-based, counted over the whole file) where they can:
+a value that does not fit the dataset's type, a text column that is not strings, a column
+the dataset's schema lacks, a file that cannot be decoded.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import re
+from collections.abc import Collection, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curator_dask.io.errors import MissingColumnError
-from curator_dask.io.files import InputFile
-from curator_dask.io.planner import PartitionSpec
-from curator_dask.io.tables import conform, to_frame
+from curator_dask.io.errors import CorruptFileError
+from curator_dask.io.files import InputFile, sample_files
+from curator_dask.io.planner import FileSlice, PartitionSpec
+from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
 
-__all__ = ["read_parquet_partition", "infer_parquet_schema"]
+__all__ = ["read_parquet_partition", "infer_parquet_schema", "open_parquet", "SAMPLE_FILES"]
+
+logger = logging.getLogger(__name__)
+
+# Schema inference unifies the footers of up to this many files, spread over the listing.
+SAMPLE_FILES = 16
+# Columns pandas writes for its index: not data, never reported as unexpected.
+_INDEX_COLUMN = re.compile(r"__index_level_\d+__")
+_DECODE_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError)
 
 
-def infer_parquet_schema(fs, files: Sequence[InputFile]) -> pa.Schema:
-    """The schema stored in the first file's footer."""
-    with fs.open(files[0].path, "rb") as handle:
-        return pq.ParquetFile(handle).schema_arrow
+def open_parquet(handle, path: str) -> pq.ParquetFile:
+    """Open a Parquet file from a binary handle; a broken footer names the file."""
+    try:
+        return pq.ParquetFile(handle)
+    except _DECODE_ERRORS as err:
+        raise CorruptFileError(
+            path, f"not a complete Parquet file: {type(err).__name__}: {err}"
+        ) from err
+
+
+def infer_parquet_schema(fs, files: Sequence[InputFile], *, settled: Collection[str] = (),
+                         columns: Collection[str] | None = None) -> pa.Schema:
+    """The union of the schemas in the footers of up to :data:`SAMPLE_FILES` files.
+
+    Files are spread over the listing (the first and the last among them). Two files that
+    give a column incompatible types are a
+    :class:`~curator_dask.io.errors.SchemaConflictError` naming both, unless the column
+    is in ``settled`` (typed by the caller) or outside ``columns``.
+    """
+    union = SchemaUnion(settled=settled, columns=columns, unit="row")
+    for f in sample_files(files, SAMPLE_FILES):
+        with fs.open(f.path, "rb") as handle:
+            schema = open_parquet(handle, f.path).schema_arrow
+        union.add(pa.schema([field for field in schema if not _INDEX_COLUMN.fullmatch(field.name)]),
+                  f.path)
+    return union.schema()
+
+
+def _file_row(metadata, row_groups: Sequence[int] | None, row: int) -> int:
+    """The 1-based row in the file of row ``row`` of a table read from ``row_groups``."""
+    groups = list(range(metadata.num_row_groups)) if row_groups is None else list(row_groups)
+    for group in groups:
+        first = sum(metadata.row_group(g).num_rows for g in range(group))
+        size = metadata.row_group(group).num_rows
+        if row < size:
+            return first + row + 1
+        row -= size
+    return row + 1
+
+
+def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, int]:
+    """One slice conformed to the schema, and how many text values were cast."""
+    path = piece.file.path
+    with fs.open(path, "rb") as handle:
+        parquet = open_parquet(handle, path)
+        metadata = parquet.metadata
+        present = parquet.schema_arrow.names
+        if not conformer.columns_chosen:
+            known = set(conformer.schema.names)
+            extra = [n for n in present if n not in known and not _INDEX_COLUMN.fullmatch(n)]
+            if extra:
+                raise ColumnConflict("unexpected", extra[0], pa.null(), None, None).error(
+                    path, _file_row(metadata, piece.row_groups, 0), unit="row")
+        text = conformer.text_field
+        if text is not None and text not in present:
+            raise ColumnConflict("missing", text, pa.null(), pa.string(), None,
+                                 present=present).error(
+                path, _file_row(metadata, piece.row_groups, 0), unit="row")
+        wanted = [n for n in conformer.schema.names if n in present]
+        try:
+            if piece.row_groups is None:
+                table = parquet.read(columns=wanted, use_threads=False)
+            else:
+                table = parquet.read_row_groups(list(piece.row_groups), columns=wanted,
+                                                use_threads=False)
+        except _DECODE_ERRORS as err:
+            groups = "all row groups" if piece.row_groups is None else \
+                f"row groups {list(piece.row_groups)}"
+            raise CorruptFileError(path, f"{groups}: {type(err).__name__}: {err}",
+                                   line=_file_row(metadata, piece.row_groups, 0)) from err
+    try:
+        # The text column's presence was checked in the footer (it may not be selected).
+        return conformer(table.replace_schema_metadata(None), path, require_text=False)
+    except ColumnConflict as conflict:
+        bad = np.flatnonzero(conflict.rows) if conflict.rows is not None else np.array([0])
+        row = _file_row(metadata, piece.row_groups, int(bad[0]) if bad.size else 0)
+        raise conflict.error(path, row, unit="row") from None
 
 
 def read_parquet_partition(
@@ -28,23 +117,19 @@ def read_parquet_partition(
     *,
     text_field: str | None = "text",
     add_filename: str | None = None,
+    text_cast: bool = False,
+    typed: Collection[str] = (),
+    columns_chosen: bool = False,
     backend: str = "pandas",
 ):
     """Read one planned partition into a frame with exactly ``schema``'s columns."""
+    conformer = Conformer(schema, text_field, text_cast, frozenset(typed), columns_chosen)
     tables = []
     for piece in spec.slices:
-        with fs.open(piece.file.path, "rb") as handle:
-            parquet = pq.ParquetFile(handle)
-            present = parquet.schema_arrow.names
-            if text_field is not None and text_field not in present:
-                raise MissingColumnError(text_field, piece.file.path, present)
-            wanted = [n for n in schema.names if n in present]
-            if piece.row_groups is None:
-                table = parquet.read(columns=wanted, use_threads=False)
-            else:
-                table = parquet.read_row_groups(list(piece.row_groups), columns=wanted,
-                                                use_threads=False)
-        table = conform(table.replace_schema_metadata(None), schema, piece.file.path, None)
+        table, cast = _read_slice(fs, piece, conformer)
+        if cast:
+            logger.warning("%s: cast %d values of the text column %r to strings "
+                           "(text_cast=True)", piece.file.path, cast, text_field)
         if add_filename:
             table = table.append_column(
                 add_filename, pa.array([piece.file.name] * table.num_rows, pa.string())

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 
 from curator_dask.io.files import InputFile
@@ -143,8 +142,10 @@ def _split_file(f: InputFile, block: int, fmt: str, fs) -> list[tuple[FileSlice,
 def _split_parquet(f: InputFile, block: int, fs) -> list[tuple[FileSlice, int]]:
     if f.size <= block or fs is None:
         return [(FileSlice(f), f.size)]
+    from curator_dask.io.parquet import open_parquet  # parquet.py imports this module
+
     with fs.open(f.path, "rb") as handle:
-        metadata = pq.ParquetFile(handle).metadata
+        metadata = open_parquet(handle, f.path).metadata
     sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
     if len(sizes) <= 1:
         return [(FileSlice(f), f.size)]

@@ -7,16 +7,29 @@ partition backend in one place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from curator_dask.io.errors import MissingColumnError, SchemaMismatchError
+from curator_dask.io.errors import (
+    InputError,
+    MissingColumnError,
+    SchemaConflictError,
+    SchemaMismatchError,
+    TextTypeError,
+    UnexpectedColumnError,
+)
 
-__all__ = ["arrow_type", "schema_with_overrides", "conform", "to_frame", "check_backend",
-           "FILENAME_COLUMN"]
+__all__ = ["arrow_type", "schema_with_overrides", "with_text_column", "Conformer",
+           "ColumnConflict", "SchemaUnion", "unify_types", "is_text_type", "to_frame",
+           "check_backend", "FILENAME_COLUMN"]
+
+logger = logging.getLogger(__name__)
 
 FILENAME_COLUMN = "file_name"
 BACKENDS = ("pandas", "cudf")
@@ -66,28 +79,264 @@ def schema_with_overrides(inferred: pa.Schema, input_meta: Mapping | None,
     return pa.schema(list(fields.items()))
 
 
-def conform(table: pa.Table, schema: pa.Schema, path: str, text_field: str | None) -> pa.Table:
-    """Select, order and cast ``table``'s columns to ``schema``.
+def with_text_column(schema: pa.Schema, text_field: str | None, columns_chosen: bool) -> pa.Schema:
+    """``schema`` with its text column as strings (appended unless the user chose columns).
 
-    Columns missing from the file are filled with nulls, except the text column, which
-    must be present in any file that has rows.
+    A text column inferred as numbers (a file whose texts are all numbers) is still read
+    as strings: each file's values are then checked, and cast only when asked.
     """
-    if text_field is not None and table.num_rows and text_field not in table.column_names:
-        raise MissingColumnError(text_field, path, table.column_names)
-    arrays = []
-    for field in schema:
-        if field.name in table.column_names:
+    if text_field is None:
+        return schema
+    index = schema.get_field_index(text_field)
+    if index < 0:
+        return schema if columns_chosen else schema.append(pa.field(text_field, pa.string()))
+    if is_text_type(schema.field(index).type):
+        return schema
+    return schema.set(index, pa.field(text_field, pa.string()))
+
+
+def is_text_type(arrow_type: pa.DataType) -> bool:
+    """Whether a column of this type holds strings (``string`` or ``large_string``)."""
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def unify_types(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type that holds values of both ``a`` and ``b``, or None when they conflict.
+
+    Arrow's permissive promotion: null takes the other type, integers widen to floats,
+    ``string`` to ``large_string``, structs merge their fields; a string and a number (or
+    a list and a struct) conflict.
+
+    Examples
+    --------
+    >>> unify_types(pa.int64(), pa.float64())
+    DataType(double)
+    >>> unify_types(pa.string(), pa.int64()) is None
+    True
+    """
+    if a == b:
+        return a
+    try:
+        merged = pa.unify_schemas([pa.schema([("c", a)]), pa.schema([("c", b)])],
+                                  promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return merged.field("c").type
+
+
+class ColumnConflict(Exception):
+    """Rows of a table that do not fit the dataset's schema (raised by :class:`Conformer`).
+
+    ``kind`` is ``"type"`` (a value of another type), ``"text"`` (a text value that is not
+    a string), ``"unexpected"`` (a field the schema lacks) or ``"missing"`` (no text
+    column). ``rows`` is a boolean numpy mask of the rows concerned. Readers turn it into
+    an error naming the file and line (:meth:`error`), or skip and count the rows.
+    """
+
+    def __init__(self, kind: str, column: str, found: pa.DataType, expected: pa.DataType | None,
+                 rows, present: list[str] | None = None):
+        super().__init__(kind, column, str(found))
+        self.kind, self.column, self.found, self.expected = kind, column, found, expected
+        self.rows, self.present = rows, present
+
+    @property
+    def skippable(self) -> bool:
+        """Whether ``on_bad_lines='skip'`` may skip the rows (a type that does not fit)."""
+        return self.kind in ("type", "text")
+
+    def error(self, path: str, line: int | None, *, unit: str = "line",
+              skippable: bool = False) -> InputError:
+        if self.kind == "missing":
+            return MissingColumnError(self.column, path, self.present, line=line, unit=unit)
+        if self.kind == "unexpected":
+            return UnexpectedColumnError(self.column, path, line=line, unit=unit)
+        if self.kind == "text":
+            return TextTypeError(self.column, path, str(self.found), line=line, unit=unit,
+                                 skippable=skippable)
+        return SchemaMismatchError(self.column, path, str(self.expected), str(self.found),
+                                   line=line, unit=unit, skippable=skippable)
+
+
+def _valid_rows(column) -> np.ndarray:
+    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+@dataclass(frozen=True)
+class Conformer:
+    """Select, order and cast a table's columns to the dataset's ``schema``.
+
+    Columns missing from a table are filled with nulls. On good input the checks cost a
+    comparison of column names and types; anything that does not fit raises
+    :class:`ColumnConflict` and the reader, on its slow path, locates the lines:
+
+    - a field the schema lacks (unless ``columns_chosen``: the user chose the columns);
+    - a column whose type conflicts with the schema's (a number where the schema has a
+      string), or a value that does not survive the cast to it (1.5 in an integer
+      column); ``typed`` columns, set by ``input_meta``, are cast whatever their type;
+    - a text column that is not strings (cast to strings when ``text_cast``);
+    - no text column at all in a table with rows (when ``require_text``).
+
+    Examples
+    --------
+    >>> conformer = Conformer(pa.schema([("text", pa.string()), ("n", pa.float64())]))
+    >>> table, cast = conformer(pa.table({"n": [1, 2], "text": ["a", "b"]}), "f.jsonl")
+    >>> table.schema.names, table.column("n").type, cast
+    (['text', 'n'], DataType(double), 0)
+    """
+
+    schema: pa.Schema
+    text_field: str | None = "text"
+    text_cast: bool = False
+    typed: frozenset = frozenset()
+    columns_chosen: bool = False
+
+    def __call__(self, table: pa.Table, path: str, *,
+                 require_text: bool = True) -> tuple[pa.Table, int]:
+        """The conformed table and how many text values were cast to strings."""
+        names = table.column_names
+        if not self.columns_chosen and names != self.schema.names:
+            self._check_unexpected(table)
+        text = self.text_field
+        if text is not None and require_text and table.num_rows and text not in names:
+            raise ColumnConflict("missing", text, pa.null(), pa.string(),
+                                 np.ones(table.num_rows, dtype=bool), present=names)
+        arrays = []
+        cast = 0
+        for field in self.schema:
+            if field.name not in names:
+                arrays.append(pa.nulls(table.num_rows, field.type))
+                continue
             column = table.column(field.name)
             if column.type != field.type:
-                try:
-                    column = column.cast(field.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-                    raise SchemaMismatchError(field.name, path, str(field.type),
-                                              f"{column.type} ({err})") from err
+                column, n = self._cast(column, field)
+                cast += n
             arrays.append(column)
-        else:
-            arrays.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+        return pa.Table.from_arrays(arrays, schema=self.schema), cast
+
+    def _check_unexpected(self, table: pa.Table) -> None:
+        known = set(self.schema.names)
+        for name in table.column_names:
+            if name not in known:
+                column = table.column(name)
+                # A field that is null everywhere carries nothing that could be lost.
+                if column.null_count < len(column):
+                    raise ColumnConflict("unexpected", name, column.type, None,
+                                         _valid_rows(column))
+
+    def _cast(self, column, field: pa.Field):
+        if column.null_count == len(column):
+            return pa.nulls(len(column), field.type), 0
+        if field.name == self.text_field and not is_text_type(column.type):
+            if self.text_cast:
+                try:
+                    return column.cast(field.type), len(column) - column.null_count
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    pass
+            raise ColumnConflict("text", field.name, column.type, field.type, _valid_rows(column))
+        # Types of one family (integers and floats, string and large_string, structs)
+        # are cast, and a value that does not survive the cast is located; a string where
+        # the schema has a number (or the reverse) is never cast implicitly.
+        if field.name in self.typed or unify_types(field.type, column.type) is not None:
+            try:
+                return column.cast(field.type), 0
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise ColumnConflict("type", field.name, column.type, field.type,
+                                     _failing_casts(column, field.type)) from None
+        raise ColumnConflict("type", field.name, column.type, field.type, _valid_rows(column))
+
+
+def _failing_casts(column, arrow_type: pa.DataType) -> np.ndarray:
+    """The rows whose value cannot be cast (error path: one cast per value)."""
+    failing = np.zeros(len(column), dtype=bool)
+    for i, value in enumerate(column.to_pylist()):
+        if value is None:
+            continue
+        try:
+            pa.array([value], column.type).cast(arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            failing[i] = True
+    return failing if failing.any() else _valid_rows(column)
+
+
+class SchemaUnion:
+    """The union of sampled files' schemas, field by field, remembering where types came from.
+
+    A field seen in any sample is kept (in the order first seen); types of one family
+    unify (:func:`unify_types`: integers and floats give floats). Incompatible types for a
+    column that matters (not in ``settled``, typed by the caller, and in ``columns`` when
+    given) raise :class:`~curator_dask.io.errors.SchemaConflictError` naming both files
+    and lines or rows (``on_conflict="error"``), or (``"keep"``) log a warning and keep
+    the type of most sampled values, so that the reader skips and counts the fewest.
+
+    Examples
+    --------
+    >>> union = SchemaUnion()
+    >>> union.add(pa.table({"text": ["a"], "n": [1]}), "a.jsonl", lambda row: row + 1)
+    >>> union.add(pa.table({"text": ["b"], "n": [0.5], "url": ["u"]}), "b.jsonl",
+    ...           lambda row: row + 1)
+    >>> union.schema().types
+    [DataType(string), DataType(double), DataType(string)]
+    """
+
+    def __init__(self, *, settled: Collection[str] = (), columns: Collection[str] | None = None,
+                 on_conflict: str = "error", skippable: bool = False, unit: str = "line"):
+        self.settled, self.columns = set(settled), None if columns is None else set(columns)
+        self.on_conflict, self.skippable, self.unit = on_conflict, skippable, unit
+        # name -> groups of compatible types: [type, values seen, path, line of the first]
+        self.groups: dict[str, list[list]] = {}
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.groups)
+
+    def add(self, table: pa.Table | pa.Schema, path: str,
+            line_of: Callable[[int], int] | None = None) -> None:
+        """Add a sample: a table (``line_of`` maps its rows to lines) or a file's schema."""
+        is_table = isinstance(table, pa.Table)
+
+        def where(name: str) -> int | None:
+            if line_of is None or not is_table:
+                return None
+            valid = np.flatnonzero(_valid_rows(table.column(name)))
+            return line_of(int(valid[0]) if valid.size else 0)
+
+        for field in table.schema if is_table else table:
+            column = table.column(field.name) if is_table else None
+            seen = len(column) - column.null_count if is_table else 1
+            groups = self.groups.setdefault(field.name, [])
+            for group in groups:
+                merged = unify_types(group[0], field.type)
+                if merged is not None:
+                    if merged != group[0] and merged == field.type:
+                        group[2:] = [path, where(field.name)]
+                    group[0] = merged
+                    group[1] += seen
+                    break
+            else:
+                groups.append([field.type, seen, path, where(field.name)])
+                if len(groups) > 1 and self._matters(field.name) and self.on_conflict == "error":
+                    raise self._error(field.name, groups[0], groups[-1])
+
+    def _matters(self, name: str) -> bool:
+        return name not in self.settled and (self.columns is None or name in self.columns)
+
+    def _error(self, name: str, first: list, second: list) -> SchemaConflictError:
+        return SchemaConflictError(name, (first[0], *first[2:]), (second[0], *second[2:]),
+                                   unit=self.unit, skippable=self.skippable)
+
+    def schema(self) -> pa.Schema:
+        fields = []
+        for name, groups in self.groups.items():
+            chosen = max(groups, key=lambda group: group[1])  # the first among equals
+            if len(groups) > 1 and self._matters(name):
+                for other in groups:
+                    if other is not chosen:
+                        logger.warning("%s; keeping %s (%d sampled values against %d): values "
+                                       "that do not fit it are skipped and counted",
+                                       self._error(name, chosen, other).summary, chosen[0],
+                                       chosen[1], other[1])
+            fields.append((name, chosen[0]))
+        return pa.schema(fields)
 
 
 def to_frame(table: pa.Table, backend: str = "pandas"):

@@ -84,11 +84,12 @@ class JsonlReader(ReaderStage):
                  text_field: str = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: str = "pandas",
                  on_bad_lines: str = "error", encoding_errors: str = "strict",
-                 storage_options: dict | None = None):
+                 text_cast: bool = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
                          columns=columns, text_field=text_field, add_filename=add_filename,
                          input_meta=input_meta, backend=backend, on_bad_lines=on_bad_lines,
-                         encoding_errors=encoding_errors, storage_options=storage_options)
+                         encoding_errors=encoding_errors, text_cast=text_cast,
+                         storage_options=storage_options)
 
     def _read(self) -> DocumentDataset:
         return DocumentDataset.read_jsonl(self.path, **self.options)
@@ -103,10 +104,11 @@ class ParquetReader(ReaderStage):
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
                  text_field: str = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: str = "pandas",
-                 storage_options: dict | None = None):
+                 text_cast: bool = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
                          columns=columns, text_field=text_field, add_filename=add_filename,
-                         input_meta=input_meta, backend=backend, storage_options=storage_options)
+                         input_meta=input_meta, backend=backend, text_cast=text_cast,
+                         storage_options=storage_options)
 
     def _read(self) -> DocumentDataset:
         return DocumentDataset.read_parquet(self.path, **self.options)
