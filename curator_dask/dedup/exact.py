@@ -261,7 +261,7 @@ class ExactDuplicates:
     broadcast_threshold : int
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     hash_partitions : int, optional
-        Partitions of the ``(id, _hash)`` shuffle; default: as many as the input, so no
+        Partitions of the ``(id, _hash, _row)`` shuffle; default: as many as the input, so no
         shuffled partition outgrows an input one. The pairs are ~50 bytes a document, so
         for documents of a few KB far fewer will do: 1/16 as many cut the CPU time of
         ``identify`` by ~13% on 4 GB here (fewer, larger shuffle shards and files).
