@@ -4,7 +4,7 @@ One run generates a JSONL corpus with 10% exact duplicates (cached under --data-
 then does the same job four ways and prints a table:
 
 * ``curator-dask``: ExactDeduplicationWorkflow on a LocalCluster (2 worker processes,
-  1 thread each): read, assign ids, hash, P2P shuffle of (id, hash), remove, write.
+  1 thread each): read, assign ids, hash, P2P shuffle of (id, hash, row), remove, write.
 * ``duckdb``: one process, ``threads`` = the cluster's cores: read_json, md5(text),
   keep one row per hash (``DISTINCT ON``; which one is unspecified, an advantage to
   DuckDB), COPY to Parquet.

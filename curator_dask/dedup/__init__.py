@@ -1,10 +1,11 @@
-"""Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), removal by id.
+"""Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), removal.
 
 The fuzzy phases live in :mod:`curator_dask.dedup.fuzzy`; its main entry points are
 re-exported here.
 """
 
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
+from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.workflow import ExactDedupResult, ExactDeduplicationWorkflow
 from curator_dask.dedup.fuzzy import (
@@ -17,6 +18,8 @@ from curator_dask.dedup.fuzzy import (
 )
 
 __all__ = [
+    "DuplicateIdError",
+    "DuplicateListMismatchError",
     "LSH",
     "ExactDedupResult",
     "ExactDeduplicationWorkflow",

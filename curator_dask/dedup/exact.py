@@ -1,12 +1,16 @@
-"""Exact deduplication: hash every text, shuffle ``(id, hash)`` pairs on the hash, remove.
+"""Exact deduplication: hash every text, shuffle ``(id, hash, row)`` on the hash, remove.
 
 ``identify`` hashes the text of each partition where it lies and keeps only
-``(id, _hash)``: about 50 bytes a document. Those pairs, never the text, are shuffled on
-the hash (dask's P2P shuffle on a cluster, which spills through disk, so a worker's
-memory follows the partition size and not the dataset's). After the shuffle all copies
-of a text are in one partition, where ``duplicated`` finds the groups. ``remove`` keeps
-the lowest id of each group and takes the others out with
-:func:`~curator_dask.dedup.removal.remove_ids`.
+``(id, _hash, _row)``: about 60 bytes a document. ``_row`` is the document's row number
+(:func:`~curator_dask.dedup.ids.row_numbers`: its partition and position), so a document
+is known by where it is, not only by its id, which need not be unique. Those triples,
+never the text, are shuffled on the hash (dask's P2P shuffle on a cluster, which spills
+through disk, so a worker's memory follows the partition size and not the dataset's).
+After the shuffle all copies of a text are in one partition, where ``duplicated`` finds
+the groups. ``remove`` keeps the lowest id of each group (the first row of those that
+share it) and takes the other rows out with
+:func:`~curator_dask.dedup.removal.remove_ids`: by row, so repeated ids never take a
+unique document or the last copy of a text with them.
 
 Texts are compared byte for byte: no normalisation, so ``""`` and ``" "`` differ, and all
 empty texts form one group. Two different texts are taken as equal only if their 128-bit
@@ -44,6 +48,7 @@ import pandas as pd
 import pyarrow as pa
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
     STRATEGIES,
@@ -185,13 +190,15 @@ def _hash_arrow(arrow: pa.Array, method: str) -> pa.Array:
 
 def _hash_partition(df, id_field: str, text_field: str, method: str, on_null: str,
                     partition_info=None):
-    """``(id, _hash)`` of one partition; null texts raise or are left out."""
+    """``(id, _hash, _row)`` of one partition; null texts raise or are left out."""
+    number = partition_info["number"] if partition_info is not None else 0
+    # Numbered before any row is left out: removal counts positions in the whole partition.
+    rows = row_numbers(len(df), number)
     texts = df[text_field]
     nulls = texts.isna()
     null_count = int(nulls.sum())
     if null_count:
         if on_null == "error":
-            number = partition_info["number"] if partition_info is not None else "?"
             first = df[id_field][nulls].iloc[0]
             raise NullTextError(
                 f"partition {number}: {null_count} document(s) have a null {text_field!r} "
@@ -200,21 +207,23 @@ def _hash_partition(df, id_field: str, text_field: str, method: str, on_null: st
                 f"count them as {NULL_TEXT_REASON!r}"
             )
         df = df[~nulls]
+        rows = rows[~np.asarray(nulls.to_numpy(), dtype=bool)]
     out, _ = strip_dropped(df[[id_field]])
-    out = out.assign(**{HASH_FIELD: hash_texts(df[text_field], method)})
+    out = out.assign(**{HASH_FIELD: hash_texts(df[text_field], method), ROW_FIELD: rows})
     return out.reset_index(drop=True)
 
 
 def _duplicate_groups(df, id_field: str):
-    """The rows whose hash occurs more than once, ordered by hash then id."""
+    """The rows whose hash occurs more than once, ordered by hash, id, then row."""
     grouped = df[df[HASH_FIELD].duplicated(keep=False)]
-    return grouped.sort_values([HASH_FIELD, id_field]).reset_index(drop=True)
+    return grouped.sort_values([HASH_FIELD, id_field, ROW_FIELD]).reset_index(drop=True)
 
 
-def _ids_to_remove(df, id_field: str):
-    """All but the lowest id of each hash group (the frame holds whole groups)."""
-    ordered = df.sort_values([HASH_FIELD, id_field])
-    return ordered[ordered[HASH_FIELD].duplicated(keep="first")][[id_field]]
+def _rows_to_remove(df, id_field: str):
+    """``(id, _row)`` of all but the first of each hash group, by id then row (the frame
+    holds whole groups). Two copies that share an id are two rows: one of them stays."""
+    ordered = df.sort_values([HASH_FIELD, id_field, ROW_FIELD])
+    return ordered[ordered[HASH_FIELD].duplicated(keep="first")][[id_field, ROW_FIELD]]
 
 
 def _drop_null_text(df, text_field: str):
@@ -233,7 +242,10 @@ class ExactDuplicates:
     Parameters
     ----------
     id_field : str, default "id"
-        Unique document ids (``AddId``); the first document of a group is the lowest id.
+        Document ids (``AddId``); the document kept of each group is the one with the
+        lowest id. Ids need not be unique: documents are removed by row (see
+        :mod:`curator_dask.dedup.ids`), and of copies that share the lowest id the first
+        in the input is kept.
     text_field : str, default "text"
     hash_method : {"md5", "xxh3_128"}
         See :func:`hash_texts`. ``md5`` keeps the same documents on pandas and cuDF.
@@ -249,7 +261,7 @@ class ExactDuplicates:
     broadcast_threshold : int
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     hash_partitions : int, optional
-        Partitions of the ``(id, _hash)`` shuffle; default: as many as the input, so no
+        Partitions of the ``(id, _hash, _row)`` shuffle; default: as many as the input, so no
         shuffled partition outgrows an input one. The pairs are ~50 bytes a document, so
         for documents of a few KB far fewer will do: 1/16 as many cut the CPU time of
         ``identify`` by ~13% on 4 GB here (fewer, larger shuffle shards and files).
@@ -310,10 +322,11 @@ class ExactDuplicates:
 
     # -- identify --------------------------------------------------------------------------
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
-        """``(id, _hash)`` of every document whose text occurs more than once.
+        """``(id, _hash, _row)`` of every document whose text occurs more than once.
 
         Lazy unless ``cache_path`` is set. The result is partitioned on ``_hash``: each
-        group lies whole in one partition, ordered by hash then id.
+        group lies whole in one partition, ordered by hash, id, then row. ``_row`` is
+        the document's row number in ``ds``, so ``remove`` needs the same ``ds``.
         """
         self._check_columns(ds)
         meta = _hash_partition(ds.df._meta, self.id_field, self.text_field,
@@ -353,37 +366,46 @@ class ExactDuplicates:
                strategy: str | None = None) -> DocumentDataset:
         """Keep the lowest id of each group in ``duplicates`` and drop the rest from ``ds``.
 
-        Dropped documents are counted as ``"exact_duplicate"`` (and, with
-        ``on_null="skip"``, null texts as ``"null_text"``) in
+        ``duplicates`` must come from ``identify(ds)`` on this same dataset (its rows
+        are named by position); a list made from another raises
+        :class:`~curator_dask.dedup.ids.DuplicateListMismatchError` instead of removing
+        the wrong documents. Dropped documents are counted as ``"exact_duplicate"``
+        (and, with ``on_null="skip"``, null texts as ``"null_text"``) in
         :meth:`DocumentDataset.dropped_counts`. ``strategy`` overrides
         ``removal_strategy`` for this call (a caller that knows the list is short can
         skip the count that ``"auto"`` makes).
         """
         self._check_columns(ds)
-        ids = self.ids_to_remove(duplicates)
+        rows = self.ids_to_remove(duplicates)
+        clean = remove_ids(ds, rows, id_field=self.id_field,
+                           strategy=strategy or self.removal_strategy,
+                           broadcast_threshold=self.broadcast_threshold,
+                           reason=DUPLICATE_REASON)
         if self.on_null == "skip":
-            ds = ds._derive(ds.df.map_partitions(
-                _drop_null_text, self.text_field, meta=ds.df._meta,
+            # After the removal, which finds rows by their position in the whole partition.
+            clean = clean._derive(clean.df.map_partitions(
+                _drop_null_text, self.text_field, meta=clean.df._meta,
                 align_dataframes=False, enforce_metadata=False))
-        return remove_ids(ds, ids, id_field=self.id_field,
-                          strategy=strategy or self.removal_strategy,
-                          broadcast_threshold=self.broadcast_threshold,
-                          reason=DUPLICATE_REASON)
+        return clean
 
     def ids_to_remove(self, duplicates: DocumentDataset) -> dd.DataFrame:
-        """The ids ``remove`` drops: every id in ``duplicates`` but the lowest of its group."""
+        """``(id, _row)`` of the documents ``remove`` drops: every row in ``duplicates``
+        but the first of its group."""
         df = duplicates.df if isinstance(duplicates, DocumentDataset) else duplicates
-        missing = [c for c in (self.id_field, HASH_FIELD) if c not in df.columns]
+        wanted = [self.id_field, HASH_FIELD, ROW_FIELD]
+        missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise KeyError(
-                f"duplicates must have the columns {[self.id_field, HASH_FIELD]}, as "
-                f"ExactDuplicates.identify returns them; missing {missing}"
+                f"duplicates must have the columns {wanted}, as ExactDuplicates.identify "
+                f"returns them; missing {missing} (a list of ids alone cannot tell apart "
+                "documents that share an id: identify again, or use remove_ids)"
             )
         if df._name not in _HASH_PARTITIONED and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
             df = df.shuffle(on=HASH_FIELD, ignore_index=True,
                             shuffle_method=default_shuffle_method())
-        return df.map_partitions(_ids_to_remove, self.id_field, meta=df._meta[[self.id_field]],
+        return df.map_partitions(_rows_to_remove, self.id_field,
+                                 meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False)
 
 

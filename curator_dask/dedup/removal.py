@@ -1,6 +1,14 @@
-"""Remove documents by id: a partition-wise anti-join, counted, without a memory ceiling.
+"""Remove documents by id or row: a partition-wise anti-join, counted, with no memory ceiling.
 
-Deduplication ends with a list of ids to drop. Two ways to take them out of a dataset:
+Deduplication ends with a list of documents to drop. The list names them by id, or by
+row: ``(id, _row)`` pairs, where ``_row`` is the row number
+(:func:`~curator_dask.dedup.ids.row_numbers`) the document had in the dataset the list was
+made from. A list of ids removes every document that carries a listed id, so it is only
+as safe as the ids are unique; a list of rows removes exactly the listed documents, even
+where ids repeat, and checks that each listed row still carries its id (a list made from
+another dataset is an error, never a wrong removal). Exact dedup lists rows.
+
+Two ways to take the documents out of a dataset:
 
 ``broadcast``
     Gather the ids into one sorted array, ship it once to every worker and filter each
@@ -15,7 +23,9 @@ Deduplication ends with a list of ids to drop. Two ways to take them out of a da
     their partition with a second, smaller one. The text never crosses the network, a
     worker never holds more than a partition's worth of ids, and the dataset keeps its
     partitions, their order and its partition plan (so ``write_to_filename`` still
-    works). The price is one more read of the dataset's id column.
+    works). The price is one more read of the dataset's id column. A list of rows
+    already says where each row is: it is sent to its partitions with one shuffle of
+    the list alone, and the dataset is read once.
 
 Both give the same partitions, row for row, with the same drop counts: every output
 partition records how many of its own rows it lost (``record_dropped``), so
@@ -33,6 +43,12 @@ import numpy as np
 import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.ids import (
+    ROW_FIELD,
+    DuplicateListMismatchError,
+    first_row,
+    partition_of_rows,
+)
 from curator_dask.dropped import record_dropped, strip_dropped
 
 __all__ = ["remove_ids", "default_shuffle_method", "STRATEGIES",
@@ -72,15 +88,20 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
                strategy: str = "auto",
                broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                reason: str = "duplicate") -> DocumentDataset:
-    """Drop the documents whose id is in ``ids_to_remove``, counting them on each partition.
+    """Drop the listed documents, by id or by row, counting them on each partition.
 
     Parameters
     ----------
     ds : DocumentDataset
-        The documents; ``id_field`` must hold unique ids.
+        The documents.
     ids_to_remove : DocumentDataset, dask DataFrame or dask Series
         The ids to drop, in a column named ``id_field`` (a Series may have any name).
         Ids that are not in ``ds`` are ignored, and an id may appear more than once.
+        Every document that carries a listed id is dropped, so where ids may repeat,
+        list rows instead: with a ``_row`` column beside ``id_field`` (row numbers of
+        ``ds``, :func:`~curator_dask.dedup.ids.row_numbers`) exactly the listed rows are
+        dropped, and a listed row that does not carry the listed id (a list made from
+        another dataset) raises :class:`~curator_dask.dedup.ids.DuplicateListMismatchError`.
     id_field : str, default "id"
     strategy : {"auto", "broadcast", "shuffle"}
         ``broadcast`` sends the whole id list to every worker; ``shuffle`` sends each
@@ -108,6 +129,13 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     ...     print(out.df.compute()["id"].tolist(), out.dropped_counts())
     [1, 3] {'exact_duplicate': 2}
     [1, 3] {'exact_duplicate': 2}
+
+    By row, where ids repeat: only the second document with id 7 goes.
+
+    >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"id": [7, 7, 8], "text": list("aab")}))
+    >>> rows = DocumentDataset.from_pandas(pd.DataFrame({"id": [7], "_row": [1]}))
+    >>> remove_ids(ds, rows).df.compute()["text"].tolist()
+    ['a', 'b']
     """
     if not isinstance(ds, DocumentDataset):
         raise TypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
@@ -134,11 +162,12 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
         strategy = "broadcast" if count <= broadcast_threshold else "shuffle"
         logger.info("remove_ids: %d ids to remove, broadcast_threshold=%d: %s strategy",
                     count, broadcast_threshold, strategy)
+    by_row = ROW_FIELD in ids.columns
     if strategy == "broadcast":
-        df = _broadcast_anti_join(ds.df, ids, id_field, reason)
+        join = _broadcast_row_anti_join if by_row else _broadcast_anti_join
     else:
-        df = _shuffle_anti_join(ds.df, ids, id_field, reason)
-    return ds._derive(df)
+        join = _shuffle_row_anti_join if by_row else _shuffle_anti_join
+    return ds._derive(join(ds.df, ids, id_field, reason))
 
 
 def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
@@ -156,6 +185,11 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
             f"ids_to_remove has no column {id_field!r} (columns: "
             f"{list(ids_to_remove.columns)}); pass id_field= naming the id column"
         )
+    if ROW_FIELD in ids_to_remove.columns and id_field != ROW_FIELD:
+        if not pd.api.types.is_integer_dtype(ids_to_remove._meta[ROW_FIELD].dtype):
+            raise TypeError(f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
+                            f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
+        return ids_to_remove[[id_field, ROW_FIELD]]
     return ids_to_remove[[id_field]]
 
 
@@ -245,6 +279,114 @@ def _anti_join_routed(df, routed, id_field: str, reason: str):
     if len(routed) == 0:
         return df
     return _drop_rows(df, df[id_field].isin(routed[id_field]), reason)
+
+
+# -- by row -------------------------------------------------------------------------------
+
+def _sorted_unique_rows(df, id_field: str):
+    """The rows to drop, once each, sorted by row number."""
+    return (df[[ROW_FIELD, id_field]].drop_duplicates(ROW_FIELD)
+            .sort_values(ROW_FIELD, ignore_index=True))
+
+
+def _broadcast_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
+                             reason: str) -> dd.DataFrame:
+    meta = rows._meta[[ROW_FIELD, id_field]]
+    drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, meta=meta)
+                .repartition(npartitions=1)
+                .map_partitions(_sorted_unique_rows, id_field, meta=meta))
+    return df.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
+                             df.npartitions, meta=df._meta, align_dataframes=False,
+                             enforce_metadata=False)
+
+
+def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions: int,
+                           partition_info=None):
+    number = partition_info["number"] if partition_info is not None else 0
+    drop_set = _host(drop_set)
+    numbers = drop_set[ROW_FIELD].to_numpy()
+    # This partition's rows are one contiguous run of the sorted numbers.
+    start, stop = np.searchsorted(numbers, [first_row(number), first_row(number + 1)])
+    if number == npartitions - 1 and stop < len(numbers):
+        _mismatch(f"the list names rows of partition {partition_of_rows(numbers[-1:])[0]}, "
+                  f"but the dataset has {npartitions} partitions")
+    return _drop_listed_rows(df, drop_set.iloc[start:stop], number, id_field, reason)
+
+
+def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
+                           reason: str) -> dd.DataFrame:
+    npartitions = df.npartitions
+    meta = rows._meta[[id_field, ROW_FIELD]].assign(
+        **{_PARTITION_FIELD: np.array([], dtype=np.int64)})
+    tagged = rows.map_partitions(_with_row_partition, meta=meta, align_dataframes=False,
+                                 enforce_metadata=False)
+    # The list alone is shuffled, straight to the partitions its rows are in; numbers
+    # past the last partition land in it and are refused there.
+    if npartitions == 1:
+        routed = tagged.repartition(npartitions=1)
+    else:
+        routed = tagged.set_index(_PARTITION_FIELD, divisions=[*range(npartitions),
+                                                               npartitions - 1],
+                                  shuffle_method=default_shuffle_method())
+    return df.map_partitions(_anti_join_rows_routed, routed, id_field, reason, meta=df._meta,
+                             align_dataframes=False, enforce_metadata=False)
+
+
+def _with_row_partition(df):
+    partitions = partition_of_rows(_host(df)[ROW_FIELD].to_numpy())
+    return df.assign(**{_PARTITION_FIELD: partitions})
+
+
+def _anti_join_rows_routed(df, routed, id_field: str, reason: str, partition_info=None):
+    if len(routed) == 0:
+        return df
+    number = partition_info["number"] if partition_info is not None else 0
+    routed = _host(routed).reset_index(drop=True)
+    elsewhere = partition_of_rows(routed[ROW_FIELD].to_numpy()) != number
+    if elsewhere.any():
+        other = int(partition_of_rows(routed[ROW_FIELD].to_numpy()[elsewhere][:1])[0])
+        _mismatch(f"the list names rows of partition {other}, but the dataset has "
+                  f"{number + 1} partitions")
+    listed = _sorted_unique_rows(routed, id_field)
+    return _drop_listed_rows(df, listed, number, id_field, reason)
+
+
+def _drop_listed_rows(df, listed, number: int, id_field: str, reason: str):
+    """Drop the rows ``listed`` (sorted, unique ``(_row, id)`` of this partition)."""
+    if len(listed) == 0:
+        return df
+    positions = listed[ROW_FIELD].to_numpy() - first_row(number)
+    if positions[-1] >= len(df):
+        _mismatch(f"the list names row {int(positions[-1])} of partition {number}, which "
+                  f"has {len(df)} rows")
+    found = _host(df[id_field]).iloc[positions].reset_index(drop=True)
+    wanted = listed[id_field].reset_index(drop=True)
+    same = found.eq(wanted).fillna(False).to_numpy(dtype=bool) | (
+        found.isna().to_numpy() & wanted.isna().to_numpy())
+    if not same.all():
+        bad = int(np.flatnonzero(~same)[0])
+        _mismatch(f"row {int(positions[bad])} of partition {number} has {id_field}="
+                  f"{_plain(found.iloc[bad])!r}, the list says {_plain(wanted.iloc[bad])!r}")
+    hit = np.zeros(len(df), dtype=bool)
+    hit[positions] = True
+    return _drop_rows(df, hit, reason)
+
+
+def _mismatch(what: str):
+    raise DuplicateListMismatchError(
+        f"remove_ids: {what}: the list of rows to remove was made from another dataset "
+        "(other files, blocksize or partitions, or documents filtered since). Remove from "
+        "the dataset the list was made from, or make the list again from this one"
+    )
+
+
+def _host(df):
+    """A cuDF frame's small slice as pandas (rows lists and the ids they are checked on)."""
+    return df.to_pandas() if type(df).__module__.split(".")[0] == "cudf" else df
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _drop_rows(df, hit, reason: str):

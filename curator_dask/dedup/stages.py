@@ -4,7 +4,9 @@
 and :class:`~curator_dask.dedup.FuzzyDuplicates`. An executor streams the partition stages
 before one into its cache directory, hands it the whole dataset, and streams on from the
 documents it keeps: the lowest id of each group of duplicates. Removed documents are counted
-as ``exact_duplicate`` / ``fuzzy_duplicate``.
+as ``exact_duplicate`` / ``fuzzy_duplicate``. Exact dedup removes by row, so it keeps one
+copy of each text even where ids repeat; fuzzy dedup needs unique ids and stops with
+:class:`~curator_dask.dedup.ids.DuplicateIdError` (naming the stage) if they are not.
 
 After a run each stage holds what it found in :attr:`last_run` (a :class:`DedupStats`): the
 duplicates removed, the groups, and how many groups there were of each size, which the
@@ -17,7 +19,7 @@ Usage::
 
     p = (Pipeline("dedup")
          .add_stage(JsonlReader("raw/"))
-         .add_stage(AddId())                    # both stages need integer ids
+         .add_stage(AddId())                    # unique integer ids (FuzzyDedup needs them)
          .add_stage(ExactDedup())
          .add_stage(FuzzyDedup(char_ngrams=24))
          .add_stage(ParquetWriter("clean/")))
@@ -33,6 +35,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.exact import DUPLICATE_REASON, HASH_FIELD, ExactDuplicates
 from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
+from curator_dask.dedup.ids import DuplicateIdError
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.stages.base import WholeDatasetStage
 
@@ -78,7 +81,9 @@ class ExactDedup(WholeDatasetStage):
     Parameters
     ----------
     id_field : str, default "id"
-        Integer or string ids, unique (``AddId``); the lowest id of each group is kept.
+        Integer or string ids (``AddId``); the lowest id of each group is kept. Ids may
+        repeat: documents are removed by row, and of copies sharing the lowest id the
+        first is kept.
     text_field : str, default "text"
     hash_method : {"md5", "xxh3_128"}, default "md5"
     on_null : {"error", "skip"}, default "error"
@@ -142,7 +147,8 @@ class FuzzyDedup(WholeDatasetStage):
     false_positive_check : bool, default False
     jaccard_threshold : float, default 0.8
     id_field, text_field : str
-        Ids must be integers (``AddId``).
+        Ids must be unique integers (``AddId``); a repeated id raises
+        :class:`~curator_dask.dedup.ids.DuplicateIdError` before anything is removed.
     max_local_edges, removal_strategy, broadcast_threshold
         See :class:`~curator_dask.dedup.FuzzyDuplicates`.
     name : str, default "fuzzy_dedup"
@@ -184,7 +190,11 @@ class FuzzyDedup(WholeDatasetStage):
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Find the groups of near duplicates and keep one document of each."""
-        groups = DocumentDataset(self.dedup.identify(ds).df.persist())
+        try:
+            found = self.dedup.identify(ds)
+        except DuplicateIdError as err:
+            raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
+        groups = DocumentDataset(found.df.persist())
         sizes = groups.df.groupby(GROUP_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(FUZZY_DUPLICATE_REASON, sizes)
         logger.info("%s: %d near duplicates in %d groups", self.stage_name,

@@ -5,8 +5,9 @@ read -> assign ids (if missing) -> identify (cached) -> remove -> write Parquet.
 The duplicate list is the one result worth keeping across a crash: it costs a full pass
 of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
 completion marker; a rerun with the same input and parameters reads it back instead of
-hashing again, then removes and writes. Ids must be the same on every run, which
-``AddId`` guarantees for the same files read with the same blocksize.
+hashing again, then removes and writes. The list names documents by row number as well
+as id, so the input's ids need not be unique; rows and ids must be the same on every run,
+which the same files read with the same blocksize guarantee (``AddId`` included).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from curator_dask.dedup.exact import (
     NULL_TEXT_REASON,
     ExactDuplicates,
 )
+from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.stages.ids import AddId
@@ -153,6 +155,11 @@ class ExactDeduplicationWorkflow:
         fingerprint = self.fingerprint()
         cached = read_duplicates(self.cache_path, fingerprint=fingerprint,
                                  storage_options=self.storage_options)
+        if cached is not None and ROW_FIELD not in cached.duplicates.df.columns:
+            # A list of ids alone (an earlier version's) cannot tell apart documents that
+            # share an id: find the duplicates again rather than trust the ids.
+            logger.warning("%s lists ids without row numbers: computing it again", cached.path)
+            cached = None
         output_mode = self._output_mode(resuming=cached is not None)  # fail before hashing
         if cached is None:
             cached = write_duplicates(self.dedup.identify(ds), self.cache_path,

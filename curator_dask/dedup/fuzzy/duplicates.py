@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+import dask
 import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
@@ -20,6 +21,7 @@ from curator_dask.dedup.fuzzy.components import (
 from curator_dask.dedup.fuzzy.jaccard import check_false_positives, pair_similarities
 from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
+from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, remove_ids
 
 __all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
@@ -53,7 +55,9 @@ class FuzzyDuplicates:
     jaccard_threshold : float, default 0.8
         The least similarity a checked pair needs.
     id_field, text_field : str
-        Ids must be integers (``AddId``).
+        Ids must be unique integers (``AddId``): the groups are groups of ids.
+        ``identify`` counts the documents of every id and raises
+        :class:`~curator_dask.dedup.ids.DuplicateIdError` if any id is on more than one.
     max_local_edges : int
         See :func:`~curator_dask.dedup.fuzzy.connected_components`.
     removal_strategy, broadcast_threshold
@@ -153,9 +157,19 @@ class FuzzyDuplicates:
 
         Computes the edges (persisted, and counted for the choice of connected-components
         algorithm); the groups themselves are lazy.
+
+        Raises
+        ------
+        DuplicateIdError
+            If an id is on more than one document: the groups would join unrelated
+            documents. The ids are counted in the same pass as the signatures.
         """
-        # Persisting each step also keeps the expressions dask optimises small.
-        edges = self.candidate_edges(self.signatures(ds)).df.persist()
+        signatures = self.signatures(ds)
+        # Persisting each step also keeps the expressions dask optimises small; the id
+        # count shares the MinHash pass with the edges.
+        edges, repeated = dask.persist(self.candidate_edges(signatures).df,
+                                       repeated_ids(signatures.df, self.id_field))
+        check_unique_ids(repeated, self.id_field, who="FuzzyDuplicates")
         if self.false_positive_check:
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
         return DocumentDataset(self.groups(edges, num_edges=len(edges)))

@@ -45,6 +45,7 @@ from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDup
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
+from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.stages.ids import AddId
@@ -111,7 +112,10 @@ class FuzzyDeduplicationWorkflow:
         Bytes per partition (the reader's default is 256 MiB). Peak worker memory
         follows it. Reruns must use the same value, or ids change and nothing is reused.
     id_field, text_field : str
-        Ids are added with :class:`~curator_dask.AddId` when the input has none.
+        Ids are added with :class:`~curator_dask.AddId` when the input has none. Ids the
+        input has must be unique integers: a repeated id raises
+        :class:`~curator_dask.dedup.ids.DuplicateIdError` after the MinHash phase,
+        before anything is grouped or removed.
     backend : {"pandas", "cudf"}
         Partitions for reading and MinHash: ``"cudf"`` computes signatures on GPUs.
     output_mode : {"error", "overwrite"}
@@ -227,6 +231,7 @@ class FuzzyDeduplicationWorkflow:
             return done
 
         signatures = phase("minhash", lambda: self._minhash(ds, fingerprints["minhash"]))
+        self._check_ids()  # every run: a cached phase may predate the check
         lsh = phase("lsh", lambda: self._lsh(fingerprints["lsh"]))
         scored = None
         if self.dedup.false_positive_check:
@@ -282,6 +287,17 @@ class FuzzyDeduplicationWorkflow:
                             pa.field(GROUP_FIELD, pa.int64())])
         return read_parquet_parts(self._path("components"), schema,
                                   storage_options=self.storage_options)
+
+    def _check_ids(self) -> None:
+        """Raise DuplicateIdError if the signatures hold an id twice (one column read)."""
+        id_field = self.dedup.id_field
+        ids = read_parquet_parts(self._path("minhash"), pa.schema([(id_field, pa.int64())]),
+                                 storage_options=self.storage_options)
+        check_unique_ids(repeated_ids(ids, id_field), id_field,
+                         who="FuzzyDeduplicationWorkflow", fix=(
+                             "pass id_field= (--id-field) naming a column of unique ids, or "
+                             "a name the input does not have, so that AddId numbers the "
+                             "documents (for example id_field='curator_id')"))
 
     def _minhash(self, ds: DocumentDataset, fingerprint: dict) -> PhaseResult:
         return write_phase(self.dedup.signatures(ds).df, self._path("minhash"),
