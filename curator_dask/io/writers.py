@@ -59,6 +59,7 @@ _PART = re.compile(r"^part-(\d+)\.")
 _PART_FILE = re.compile(r"^part-\d{5,}(\.parquet|\.jsonl(\.gz|\.zst|\.bz2)?)$")
 _MARKER_FILE = re.compile(r"^\.part-\d{5,}\.done$")
 _TMP_FILE = re.compile(r"^\..+\.tmp-[0-9a-f]{32}$")
+_MANIFEST_TMP = re.compile(r"^" + re.escape(f"{MANIFEST}.tmp-") + r"[0-9a-f]{32}$")
 _SOURCE_SUFFIX = re.compile(r"(\.(jsonl|json|ndjson|parquet|pq))?(\.(gz|zst|bz2|xz))?$",
                             re.IGNORECASE)
 
@@ -173,7 +174,7 @@ def read_manifest(fs, path: str) -> dict | None:
 
 def _write_manifest(fs, path: str, manifest: dict) -> None:
     target = posixpath.join(path, MANIFEST)
-    tmp = posixpath.join(path, f".{MANIFEST}.tmp-{uuid.uuid4().hex}")
+    tmp = posixpath.join(path, f"{MANIFEST}.tmp-{uuid.uuid4().hex}")  # hidden, as MANIFEST
     with fs.open(tmp, "wb") as handle:
         handle.write(json.dumps(manifest, sort_keys=True).encode("utf-8"))
     fs.mv(tmp, target)
@@ -203,7 +204,10 @@ def own_files(fs, path: str, manifest: dict | None = None) -> tuple[list[str], l
     """
     files = _files_under(fs, path)
     if manifest is None:
-        return [], files
+        # Only a manifest's own temporary file is unmistakably the project's: a run killed
+        # while writing its first manifest leaves it and nothing else.
+        own = [n for n in files if _MANIFEST_TMP.match(n)]
+        return own, [n for n in files if n not in own]
     own, unknown = [], []
     for name in files:
         (own if _project_name(name) else unknown).append(name)
