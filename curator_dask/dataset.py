@@ -28,13 +28,20 @@ from curator_dask.io.jsonl import (
 )
 from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
 from curator_dask.io.planner import PartitionSpec, plan_partitions
+from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.tables import (
     check_backend,
     schema_with_overrides,
     to_frame,
     with_text_column,
 )
-from curator_dask.io.writers import WriteSpec, prepare_output, write_partition
+from curator_dask.io.writers import (
+    MANIFEST,
+    WriteSpec,
+    claim_files,
+    prepare_output,
+    write_partition,
+)
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -77,6 +84,11 @@ class DocumentDataset:
     ----------
     df : dask.dataframe.DataFrame
         Partitions are pandas (Arrow-backed strings) or cuDF frames with a text column.
+    plan : list of PartitionSpec, optional
+        The partition plan the data was read with (set by the readers).
+    sources : InputPaths, optional
+        Where the data was read from (set by the readers, kept by every dataset derived
+        from this one): writes refuse an output that is, contains or lies inside them.
 
     Examples
     --------
@@ -86,7 +98,8 @@ class DocumentDataset:
     (2, 3)
     """
 
-    def __init__(self, df: dd.DataFrame, *, plan: Sequence[PartitionSpec] | None = None):
+    def __init__(self, df: dd.DataFrame, *, plan: Sequence[PartitionSpec] | None = None,
+                 sources: InputPaths | None = None):
         if not isinstance(df, dd.DataFrame):
             raise TypeError(
                 f"DocumentDataset wraps a dask.dataframe.DataFrame, got {type(df).__name__}; "
@@ -95,13 +108,14 @@ class DocumentDataset:
         self.df = df
         # The partition plan the data was read with, kept while partitions map 1:1 to it.
         self.plan = list(plan) if plan is not None else None
+        self.sources = sources
         # For a dataset read from files: the callable that reads one PartitionSpec of
         # ``plan`` (executors stream partitions through stages with it). Not carried on.
         self.partition_reader = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
-        return DocumentDataset(df, plan=self.plan if keep_plan else None)
+        return DocumentDataset(df, plan=self.plan if keep_plan else None, sources=self.sources)
 
     @property
     def npartitions(self) -> int:
@@ -182,6 +196,7 @@ class DocumentDataset:
         fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
                                blocksize=blocksize, fmt="jsonl", fs=fs)
+        sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_jsonl_schema(
             fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
             on_conflict="error" if on_bad_lines == "error" else "keep",
@@ -192,7 +207,7 @@ class DocumentDataset:
                        on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("jsonl", fs, plan, schema, options)
+        return cls._from_plan("jsonl", fs, plan, schema, options, sources)
 
     @classmethod
     def read_parquet(
@@ -220,6 +235,7 @@ class DocumentDataset:
         fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
                                blocksize=blocksize, fmt="parquet", fs=fs)
+        sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
                                         columns=columns)
         schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
@@ -227,10 +243,10 @@ class DocumentDataset:
         options = dict(text_field=text_field, add_filename=filename_column(add_filename),
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("parquet", fs, plan, schema, options)
+        return cls._from_plan("parquet", fs, plan, schema, options, sources)
 
     @classmethod
-    def _from_plan(cls, fmt, fs, plan, schema, options) -> DocumentDataset:
+    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None) -> DocumentDataset:
         full = schema
         if options["add_filename"]:
             full = schema.append(pa.field(options["add_filename"], pa.string()))
@@ -240,7 +256,7 @@ class DocumentDataset:
                          enforce_metadata=False, divisions=[None] * (len(plan) + 1))
         logger.info("planned %d partitions over %d bytes", len(plan),
                     sum(p.nbytes for p in plan))
-        ds = cls(df, plan=plan)
+        ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
         return ds
 
@@ -253,7 +269,8 @@ class DocumentDataset:
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: str = "error",
-                   storage_options: dict | None = None) -> WriteResult:
+                   storage_options: dict | None = None,
+                   fingerprint: dict | None = None) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
 
         Parameters
@@ -261,26 +278,50 @@ class DocumentDataset:
         write_to_filename : bool
             Write each document to a file named after its source file (needs
             ``add_filename`` when reading); names that would leave ``path`` are refused.
-        mode : {"error", "overwrite", "append"}
-            What to do when ``path`` already holds files.
+        mode : {"error", "overwrite", "overwrite_all", "append"}
+            What to do when ``path`` already holds files: refuse; replace the files an
+            earlier write of curator-dask made there (and refuse if anything else is
+            there); delete everything in the directory first; or add parts after the
+            existing ones.
+        fingerprint : dict, optional
+            What the output is computed from (JSON), recorded in the directory's
+            manifest (``.curator-output.json``) for whoever resumes into it.
+
+        Raises
+        ------
+        OutputOverlapsInputError
+            ``path`` is, contains or lies inside a path this dataset was read from;
+            checked before anything is deleted or written.
+        ForeignFilesError
+            ``mode="overwrite"`` and ``path`` holds files curator-dask did not write.
+
+        Examples
+        --------
+        >>> import pandas as pd, tempfile
+        >>> out = tempfile.mkdtemp()
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "b"]}))
+        >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
+        'part-00000.parquet'
         """
         return self._write(path, "parquet", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options)
+                           keep_filename_column, mode, storage_options, fingerprint)
 
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: str = "error",
-                 storage_options: dict | None = None) -> WriteResult:
+                 storage_options: dict | None = None,
+                 fingerprint: dict | None = None) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
         Other parameters are those of :meth:`to_parquet`.
         """
         return self._write(path, "jsonl", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options)
+                           keep_filename_column, mode, storage_options, fingerprint)
 
     def _write(self, path, fmt, compression, write_to_filename, filename_field,
-               keep_filename_column, mode, storage_options) -> WriteResult:
+               keep_filename_column, mode, storage_options, fingerprint) -> WriteResult:
         fs, root = url_to_fs(path, **(storage_options or {}))
+        root = root.rstrip("/") or root
         if write_to_filename:
             if filename_field not in self.df.columns:
                 raise KeyError(
@@ -289,10 +330,12 @@ class DocumentDataset:
                 )
             self._check_whole_files()
         # Validate the format options before touching the output directory.
-        spec = WriteSpec(path=root.rstrip("/") or root, fmt=fmt, compression=compression,
+        spec = WriteSpec(path=root, fmt=fmt, compression=compression,
                          filename_field=filename_field if write_to_filename else None,
                          keep_filename_column=keep_filename_column)
-        spec = replace(spec, first_index=prepare_output(fs, root, mode))
+        inputs = [self.sources] if self.sources is not None else []
+        first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
+        spec = replace(spec, first_index=first)
         token = dask.base.tokenize(self.df, spec)
         tasks = [
             dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
@@ -300,6 +343,10 @@ class DocumentDataset:
         ]
         stats = list(dask.compute(*tasks))
         files = sorted(f for s in stats for f in s["files"])
+        if write_to_filename:
+            # Files named after their sources are the project's only by this record.
+            claim_files(fs, root, [f[len(root) + 1:] for f in files
+                                   if f.startswith(root + "/") and f != f"{root}/{MANIFEST}"])
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),
             bytes=sum(s["bytes"] for s in stats),
@@ -332,8 +379,24 @@ class DocumentDataset:
         if (npartitions is None) == (partition_size is None):
             raise ValueError("give exactly one of npartitions or partition_size")
         if npartitions is not None:
-            return DocumentDataset(self.df.repartition(npartitions=npartitions))
-        return DocumentDataset(self.df.repartition(partition_size=partition_size))
+            df = self.df.repartition(npartitions=npartitions)
+        else:
+            df = self.df.repartition(partition_size=partition_size)
+        return DocumentDataset(df, sources=self.sources)
+
+    def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
+        """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources
+        (and plan), so writing it still refuses an output on top of the input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "b"]}))
+        >>> upper = ds.map_partitions(lambda df: df.assign(text=df["text"].str.upper()))
+        >>> upper.df.compute()["text"].tolist()
+        ['A', 'B']
+        """
+        return self._derive(self.df.map_partitions(func, *args, **kwargs))
 
     def to_backend(self, backend: str) -> DocumentDataset:
         """Move partitions to ``"pandas"`` (host) or ``"cudf"`` (GPU) frames."""

@@ -52,12 +52,16 @@ def test_round_trip(tmp_path, fmt, compression):
     writer = ds.to_parquet if fmt == "parquet" else ds.to_jsonl
     result = writer(str(tmp_path / "out"), compression=compression)
     assert result.rows == 50 and len(result.files) == ds.npartitions
-    names = sorted(os.listdir(tmp_path / "out"))
+    names = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))
     suffix = {"parquet": ".parquet"}.get(fmt) or ".jsonl" + {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}[compression]
     assert names == [f"part-{i:05d}{suffix}" for i in range(ds.npartitions)]
     reader = DocumentDataset.read_parquet if fmt == "parquet" else DocumentDataset.read_jsonl
     back = reader(str(tmp_path / "out")).df.compute().reset_index(drop=True)
     pd.testing.assert_frame_equal(back, source, check_dtype=False)
+
+
+def visible(path) -> list[str]:
+    return sorted(n for n in os.listdir(path) if not n.startswith("."))
 
 
 def test_non_empty_output_is_refused_unless_overwrite_or_append(tmp_path):
@@ -66,10 +70,17 @@ def test_non_empty_output_is_refused_unless_overwrite_or_append(tmp_path):
     with pytest.raises(FileExistsError, match="not empty .*mode='overwrite'"):
         ds.to_parquet(str(tmp_path / "out"))
     ds.to_parquet(str(tmp_path / "out"), mode="append")
-    assert sorted(os.listdir(tmp_path / "out")) == [f"part-{i:05d}.parquet" for i in range(4)]
-    (tmp_path / "out" / "stray.txt").write_text("old")
+    assert visible(tmp_path / "out") == [f"part-{i:05d}.parquet" for i in range(4)]
     ds.to_parquet(str(tmp_path / "out"), mode="overwrite")
-    assert sorted(os.listdir(tmp_path / "out")) == ["part-00000.parquet", "part-00001.parquet"]
+    assert visible(tmp_path / "out") == ["part-00000.parquet", "part-00001.parquet"]
+    # A file curator-dask did not write is never deleted by "overwrite" (it used to be);
+    # the whole-directory wipe has to be asked for.
+    (tmp_path / "out" / "stray.txt").write_text("old")
+    with pytest.raises(FileExistsError, match="'stray.txt'.*mode='overwrite_all'"):
+        ds.to_parquet(str(tmp_path / "out"), mode="overwrite")
+    assert (tmp_path / "out" / "stray.txt").read_text() == "old"
+    ds.to_parquet(str(tmp_path / "out"), mode="overwrite_all")
+    assert visible(tmp_path / "out") == ["part-00000.parquet", "part-00001.parquet"]
 
 
 def test_a_failing_partition_leaves_no_part_that_looks_complete(tmp_path):
@@ -78,7 +89,10 @@ def test_a_failing_partition_leaves_no_part_that_looks_complete(tmp_path):
     ds = DocumentDataset.from_pandas(bad, npartitions=1)
     with pytest.raises(pa.ArrowNotImplementedError):
         ds.to_parquet(str(tmp_path / "out"))
-    assert os.listdir(tmp_path / "out") == []
+    # Only the manifest, written before any part, is left; a retry may write there.
+    assert os.listdir(tmp_path / "out") == [".curator-output.json"]
+    good = DocumentDataset.from_pandas(frame(2), npartitions=1)
+    assert good.to_parquet(str(tmp_path / "out")).rows == 2
 
 
 def test_write_to_filename_writes_each_source_file_back(tmp_path):

@@ -124,6 +124,21 @@ def _yaml_value(text: str):
 _PATH_ARGUMENTS = {"input_path": "--input", "output_path": "--output", "cache_path": "--cache"}
 
 
+def _output_modes() -> tuple[str, ...]:
+    from curator_dask.dedup.cache import OUTPUT_MODES
+
+    return OUTPUT_MODES
+
+
+#: Options with a fixed set of values, offered as choices.
+_CHOICES = {"output_mode": _output_modes(), "input_filetype": ("jsonl", "parquet")}
+_CHOICE_HELP = {
+    "output_mode": "when --output holds files: 'error' refuses; 'overwrite' replaces what "
+                   "curator-dask wrote there and refuses if anything else is there; "
+                   "'overwrite_all' deletes everything in the directory first. ",
+}
+
+
 def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
     """One option per parameter of the workflow's constructor, typed by its default."""
     for p in inspect.signature(workflow).parameters.values():
@@ -147,6 +162,9 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
             parser.add_argument(flag, dest=p.name, type=type(default), default=default,
                                 metavar=type(default).__name__.upper(),
                                 help="default: %(default)s")
+        elif p.name in _CHOICES:
+            parser.add_argument(flag, dest=p.name, default=default, choices=_CHOICES[p.name],
+                                help=_CHOICE_HELP.get(p.name, "") + "default: %(default)s")
         elif isinstance(default, str):
             parser.add_argument(flag, dest=p.name, default=default, metavar="TEXT",
                                 help="default: %(default)s")

@@ -8,6 +8,13 @@ from (input files and parameters). A directory without the marker is an interrup
 write and is computed again; a marker with another fingerprint (other input or
 parameters) is ignored, and so is a directory missing some of the files its marker lists.
 
+Computing a phase again replaces its whole directory (the parts, the marker and the
+manifest are the project's own files), so no directory ever holds parts of two
+fingerprints: a changed parameter costs a recomputation, never a mix, and the log says
+what changed. The one place a run picks up what an earlier run wrote *outside* the cache
+is the final output of a workflow; :func:`output_mode_for` decides there, and refuses
+(naming what changed) when that output was written from other input or parameters.
+
 Reading back is per kind: the exact duplicate list as a dataset whose partitions are the
 hash partitions (:func:`read_duplicates`), a fuzzy phase with its Arrow types as they are
 (:func:`read_parquet_parts`: ``list<uint32>`` signatures stay one Arrow column).
@@ -31,10 +38,13 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.exact import HASH_FIELD, mark_hash_partitioned
+from curator_dask.io.errors import ResumeMismatchError
+from curator_dask.io.writers import claim_files, read_manifest
+from curator_dask.stages.fingerprint import param_changes
 
 __all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
            "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
-           "DUPLICATES_DIR"]
+           "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +53,8 @@ MARKER = "_COMPLETE.json"
 DUPLICATES_DIR = "exact_duplicates"
 
 _FORMAT = 1
+#: What a dedup workflow may do with an output directory that holds files.
+OUTPUT_MODES = ("error", "overwrite", "overwrite_all")
 
 
 @dataclass
@@ -65,7 +77,8 @@ def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: d
     what the marker records beside the counts (read from the files just written).
     """
     dataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
-    written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options)
+    written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options,
+                                 fingerprint=_json(fingerprint))
     result = PhaseResult(path, written.rows, len(written.files), False)
     if stats is not None:
         result.stats = dict(stats(result))
@@ -79,6 +92,7 @@ def mark_complete(path: str, *, fingerprint: dict | None, rows: int, files: int,
     """Write ``path/_COMPLETE.json`` atomically (temporary name, then a move)."""
     fs, root = url_to_fs(path, **(storage_options or {}))
     fs.makedirs(root, exist_ok=True)
+    claim_files(fs, root, [MARKER])  # so computing the phase again replaces it too
     marker = {"format": _FORMAT, "rows": int(rows), "files": int(files),
               "fingerprint": fingerprint, "stats": stats or {}}
     tmp = posixpath.join(root, f".{MARKER}.tmp-{uuid.uuid4().hex}")
@@ -97,16 +111,83 @@ def read_phase(path: str, *, fingerprint: dict | None,
             logger.info("%s has no completion marker: computing it again", path)
         return None
     marker = json.loads(fs.cat_file(target))
-    # Compare through JSON so tuples and lists, ints and numpy ints compare equal.
-    wanted = json.loads(json.dumps(fingerprint, sort_keys=True, default=_json_default))
+    wanted = _json(fingerprint)
     if marker.get("format") != _FORMAT or marker.get("fingerprint") != wanted:
-        logger.warning("%s was made from other input or parameters: computing it again", path)
+        changes = fingerprint_changes(marker.get("fingerprint"), wanted)
+        logger.warning("%s was made from other input or parameters (%s): computing it again",
+                       path, "; ".join(changes))
         return None
     if len(_parts(fs, root)) != marker["files"]:
         logger.warning("%s holds fewer files than its marker lists: computing it again", path)
         return None
     logger.info("reusing %d rows from %s", marker["rows"], path)
     return PhaseResult(path, marker["rows"], marker["files"], True, marker.get("stats", {}))
+
+
+def _json(value):
+    """``value`` through JSON, so tuples and lists, ints and numpy ints compare equal."""
+    return json.loads(json.dumps(value, sort_keys=True, default=_json_default))
+
+
+def fingerprint_changes(old, new) -> list[str]:
+    """What differs between two workflow fingerprints, in words.
+
+    Examples
+    --------
+    >>> fingerprint_changes({"files": [["a", 1]], "hash_method": "md5"},
+    ...                     {"files": [["a", 1], ["b", 2]], "hash_method": "xxh3_128"})
+    ['the input files changed (1 -> 2 files, or other sizes)', "hash_method 'md5' -> 'xxh3_128'"]
+    """
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ["no fingerprint recorded" if old is None else "another kind of fingerprint"]
+    out = []
+    if old.get("files") != new.get("files"):
+        out.append(f"the input files changed ({len(old.get('files') or [])} -> "
+                   f"{len(new.get('files') or [])} files, or other sizes)")
+    rest_old = {k: v for k, v in old.items() if k != "files"}
+    rest_new = {k: v for k, v in new.items() if k != "files"}
+    return out + param_changes(rest_old, rest_new)
+
+
+def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, fingerprint: dict,
+                    storage_options: dict | None = None) -> str:
+    """The write mode for a workflow's final output; raises now if the output holds what
+    this run must not replace.
+
+    ``"overwrite"`` and ``"overwrite_all"`` are the user's explicit choice. With
+    ``"error"``, an empty or missing directory is written; a directory holding the
+    output of an interrupted run of the same workflow, input and parameters (its manifest
+    has this ``fingerprint``) is replaced when the run resumes from its cache; one
+    written from other input or parameters is refused with
+    :class:`~curator_dask.io.errors.ResumeMismatchError` naming what changed; anything
+    else with ``FileExistsError``.
+    """
+    if output_mode not in OUTPUT_MODES:
+        raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+    if output_mode != "error":
+        return output_mode
+    fs, root = url_to_fs(output_path, **(storage_options or {}))
+    entries = fs.ls(root, detail=False) if fs.exists(root) and fs.isdir(root) else []
+    if not entries:
+        return "error"
+    manifest = read_manifest(fs, root)
+    if manifest is not None and "fingerprint" in manifest:
+        wanted = _json(fingerprint)
+        if manifest["fingerprint"] != wanted:
+            raise ResumeMismatchError(
+                output_path, fingerprint_changes(manifest["fingerprint"], wanted),
+                fix="Pass output_mode='overwrite' to replace it, or choose another output "
+                    "directory.")
+        if resuming:
+            # The parts of an interrupted run of this same job: those, and only those
+            # (overwrite refuses anything it did not write), are replaced.
+            logger.info("replacing the parts of an interrupted run in %s", output_path)
+            return "overwrite"
+    raise FileExistsError(
+        f"output directory {output_path!r} is not empty ({len(entries)} entries); pass "
+        "output_mode='overwrite' to replace what an earlier run wrote there, or choose "
+        "another path"
+    )
 
 
 def read_parquet_parts(path: str, schema: pa.Schema, *,

@@ -119,6 +119,13 @@ class ExactDedup(WholeDatasetStage):
         self.name = name
         self.last_run: DedupStats | None = None
 
+    def fingerprint(self) -> dict:
+        """The parameters that decide which documents are kept (not how fast)."""
+        d = self.dedup
+        return {"stage": "curator_dask.dedup.stages.ExactDedup",
+                "params": {"id_field": d.id_field, "text_field": d.text_field,
+                           "hash_method": d.hash_method, "on_null": d.on_null}}
+
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Identify the duplicates (written under ``cache_path``), then remove them."""
         self.dedup.cache_path = posixpath.join(cache_path, "exact")
@@ -187,6 +194,11 @@ class FuzzyDedup(WholeDatasetStage):
             broadcast_threshold=broadcast_threshold)
         self.name = name
         self.last_run: DedupStats | None = None
+
+    def fingerprint(self) -> dict:
+        """The parameters that decide which documents are kept (not how fast)."""
+        return {"stage": "curator_dask.dedup.stages.FuzzyDedup",
+                "params": self.dedup.parameters()}
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Find the groups of near duplicates and keep one document of each."""

@@ -13,15 +13,16 @@ which the same files read with the same blocksize guarantee (``AddId`` included)
 from __future__ import annotations
 
 import logging
-import posixpath
-import re
 import time
 from dataclasses import dataclass
 
-from fsspec.core import url_to_fs
-
 from curator_dask.dataset import DocumentDataset, WriteResult
-from curator_dask.dedup.cache import read_duplicates, write_duplicates
+from curator_dask.dedup.cache import (
+    OUTPUT_MODES,
+    output_mode_for,
+    read_duplicates,
+    write_duplicates,
+)
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
@@ -30,6 +31,7 @@ from curator_dask.dedup.exact import (
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.overlap import check_run_paths
 from curator_dask.stages.ids import AddId
 
 __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
@@ -37,7 +39,6 @@ __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
 logger = logging.getLogger(__name__)
 
 FILETYPES = ("jsonl", "parquet")
-_OUTPUT_PART = re.compile(r"^(part-\d+\.parquet|\..*)$")
 
 
 @dataclass
@@ -74,9 +75,12 @@ class ExactDeduplicationWorkflow:
         Files or directories (any fsspec URL).
     output_path : str
         Directory for ``part-*.parquet``. It must be empty, unless ``output_mode`` says
-        otherwise or a rerun finds only the parts of an interrupted run there.
+        otherwise or a rerun that reuses the cache finds the output of an interrupted
+        run of the same input and parameters there. It must not be, contain or lie
+        inside an input path or ``cache_path``.
     cache_path : str
-        Directory for the duplicate list (``exact_duplicates/``), kept for reruns.
+        Directory for the duplicate list (``exact_duplicates/``), kept for reruns; it
+        must not be, contain or lie inside an input path.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition (the reader's default is 256 MiB). Peak worker memory follows
@@ -87,7 +91,10 @@ class ExactDeduplicationWorkflow:
     assign_id : bool, default True
         Add ids with :class:`~curator_dask.AddId` when the input has no ``id_field``;
         when False, a missing id column is an error.
-    output_mode : {"error", "overwrite"}
+    output_mode : {"error", "overwrite", "overwrite_all"}
+        What to do when ``output_path`` holds files: refuse; replace the files an
+        earlier run wrote (refusing if anything else is there); or delete everything in
+        it. See :func:`~curator_dask.dedup.cache.output_mode_for`.
     storage_options : dict, optional
         For fsspec, used for input, output and cache.
     """
@@ -102,8 +109,8 @@ class ExactDeduplicationWorkflow:
                  output_mode: str = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in ("error", "overwrite"):
-            raise ValueError(f"output_mode must be 'error' or 'overwrite', got {output_mode!r}")
+        if output_mode not in OUTPUT_MODES:
+            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         self.input_path = input_path
         self.output_path = output_path
         self.cache_path = cache_path
@@ -152,6 +159,9 @@ class ExactDeduplicationWorkflow:
         """Deduplicate; resumes from a complete duplicate list in ``cache_path``."""
         start = time.perf_counter()
         ds = self.read()
+        # Before anything is written: neither the output nor the cache may touch the input.
+        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
+                        storage_options=self.storage_options)
         fingerprint = self.fingerprint()
         cached = read_duplicates(self.cache_path, fingerprint=fingerprint,
                                  storage_options=self.storage_options)
@@ -160,7 +170,9 @@ class ExactDeduplicationWorkflow:
             # share an id: find the duplicates again rather than trust the ids.
             logger.warning("%s lists ids without row numbers: computing it again", cached.path)
             cached = None
-        output_mode = self._output_mode(resuming=cached is not None)  # fail before hashing
+        output_mode = output_mode_for(  # fail before hashing
+            self.output_path, self.output_mode, resuming=cached is not None,
+            fingerprint=fingerprint, storage_options=self.storage_options)
         if cached is None:
             cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
                                       fingerprint=fingerprint,
@@ -173,7 +185,8 @@ class ExactDeduplicationWorkflow:
             strategy = "broadcast"
         clean = self.dedup.remove(ds, cached.duplicates, strategy=strategy)
         written = clean.to_parquet(self.output_path, mode=output_mode,
-                                   storage_options=self.storage_options)
+                                   storage_options=self.storage_options,
+                                   fingerprint=fingerprint)
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
         result = ExactDedupResult(
@@ -191,23 +204,3 @@ class ExactDeduplicationWorkflow:
                     "%d kept", result.input_documents, removed, result.duplicate_groups,
                     written.rows)
         return result
-
-    def _output_mode(self, resuming: bool) -> str:
-        """The write mode; raises now if the output holds what this run must not replace."""
-        if self.output_mode == "overwrite":
-            return "overwrite"
-        fs, root = url_to_fs(self.output_path, **(self.storage_options or {}))
-        names = ([posixpath.basename(p) for p in fs.ls(root, detail=False)]
-                 if fs.exists(root) and fs.isdir(root) else [])
-        if not names:
-            return "error"
-        # A rerun that found a complete duplicate list may find the parts an interrupted
-        # removal wrote; those, and only those, it replaces.
-        if resuming and all(_OUTPUT_PART.match(n) for n in names):
-            logger.info("replacing %d parts of an interrupted run in %s", len(names),
-                        self.output_path)
-            return "overwrite"
-        raise FileExistsError(
-            f"output directory {self.output_path!r} is not empty ({len(names)} entries); "
-            "pass output_mode='overwrite' to replace its contents, or choose another path"
-        )

@@ -33,7 +33,8 @@ from curator_dask.stages.base import (
     _key_prefix,
     teardown_stage,
 )
-from curator_dask.stages.io_stages import ReaderStage, WriterStage
+from curator_dask.io.overlap import check_run_paths
+from curator_dask.stages.io_stages import ReaderStage, WriterStage, plan_token
 
 __all__ = ["Executor", "ResourceUnavailableError", "Layout", "check_placement", "stage_kind"]
 
@@ -85,6 +86,23 @@ class Layout:
 
     def name_of(self, stage) -> str:
         return self.names[id(stage)]
+
+    def entry(self, stage) -> dict:
+        """``{"name", "kind", "fingerprint"}`` of one stage, as a resume manifest keeps it."""
+        return {"name": self.name_of(stage), "kind": stage_kind(stage),
+                "fingerprint": stage.fingerprint()}
+
+    def fingerprint(self, upto=None) -> list[dict]:
+        """What the pipeline computes: every stage's :meth:`entry`, in order.
+
+        The same under every executor (names, resources and batch sizes are not part of
+        a stage's fingerprint). With ``upto`` (a stage of the layout), only the stages
+        before it: what a barrier's input depends on.
+        """
+        stages = self.stages
+        if upto is not None:
+            stages = stages[:next(i for i, s in enumerate(stages) if s is upto)]
+        return [self.entry(stage) for stage in stages]
 
     @property
     def stages(self) -> list:
@@ -237,6 +255,27 @@ class Executor:
             return layout.writer.path.rstrip("/") + ".curator-cache"
         return tempfile.mkdtemp(prefix=f"curator-{_key_prefix(layout.name)}-")
 
+    def _open_output(self, state: RunState, ds, cache: str | None):
+        """Check where the run will write against where it reads, then prepare the
+        writer's output (or None without a writer), before any task is submitted.
+
+        The output and the barrier cache must each stay clear of every input path and
+        of each other; a resume must find a manifest with this run's fingerprint (input
+        plan and pipeline), see :meth:`WriterStage.prepare`.
+        """
+        layout = state.layout
+        state.cache = cache
+        state.inputs = [ds.sources] if ds.sources is not None else []
+        state.input_token = plan_token(ds)
+        writer = layout.writer
+        check_run_paths(state.inputs, output=writer.path if writer is not None else None,
+                        cache=cache,
+                        storage_options=writer.storage_options if writer is not None else None)
+        if layout.writer is None:
+            return None
+        return layout.writer.prepare(state.input_token, resume=self.resume,
+                                     pipeline=layout.fingerprint(), inputs=state.inputs)
+
     def _check_resume(self, layout: Layout) -> None:
         if self.resume and layout.writer is None:
             raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
@@ -267,6 +306,11 @@ class RunState:
     timelines: dict[str, StageTimeline] = field(default_factory=dict)
     #: Streaming with balancing: the stage the last plan found slowest.
     bottleneck: str | None = None
+    #: Where the run reads from (writes must keep clear of them), and its input plan.
+    inputs: list = field(default_factory=list)
+    input_token: str = ""
+    #: The directory barriers keep their data in (None without barriers).
+    cache: str | None = None
 
     def setup(self, client, workers: dict[str, dict]) -> None:
         layout = self.layout

@@ -15,6 +15,7 @@ baseline the streaming executor is measured against, and the simplest to reason 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import dask
 import dask.dataframe as dd
@@ -94,11 +95,15 @@ class BatchExecutor(Executor):
     def _run(self, client, state: RunState, layout: Layout):
         ds = layout.reader.dataset()
         name = layout.name
-        output = None
         indices = list(range(len(ds.plan)))
         state.partitions = len(indices)
-        if layout.writer is not None:
-            output = layout.writer.prepare(plan_token(ds), resume=self.resume)
+        cache = self._cache_root(layout) if layout.barriers else None
+        output = self._open_output(state, ds, cache)
+        if output is not None:
+            # Parts after a barrier come from its output, held in memory: marked as such,
+            # they are resumed only by a run that computes that output again the same way.
+            output = replace(output, source=(plan_token(ds) if not layout.barriers
+                                             else "batch-barrier-output"))
             if self.resume:
                 done = output.completed()
                 state.skipped_stats.extend({s["partition"]: s for s in done.values()}.values())
@@ -146,7 +151,8 @@ class BatchExecutor(Executor):
         state.fill_barrier_rows()
         frames = [client.submit(runtime.frame_of, f, key=f"frame-{state.token}-{c[0]}")
                   for f, c in items]
-        return DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
+        return DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False),
+                               sources=ds.sources)
 
     def _barrier(self, client, state: RunState, layout: Layout, barrier, items, meta):
         import posixpath
@@ -166,7 +172,7 @@ class BatchExecutor(Executor):
         frames = [client.submit(runtime.bare_frame_of, f) for f, _ in items]
         ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         name = layout.name_of(barrier)
-        cache = posixpath.join(self._cache_root(layout), f"batch-{_key_prefix(name)}")
+        cache = posixpath.join(state.cache, f"batch-{_key_prefix(name)}")
         start = time.time()
         with state.in_span(barrier, building=True):
             out = barrier.run(ds_in, cache)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from dataclasses import replace
 
 import dask.dataframe as dd
 
@@ -63,17 +64,20 @@ class LocalExecutor(Executor):
         ds = layout.reader.dataset()
         reader_name = layout.name_of(layout.reader)
         cache = self._cache_root(layout) if layout.barriers else None
+        final = self._open_output(state, ds, cache)
         for k, stages in enumerate(layout.segments):
             last = k == len(layout.barriers)
             output = None
-            if last and layout.writer is not None:
-                output = layout.writer.prepare(plan_token(ds), resume=self.resume)
+            if last and final is not None:
+                output = replace(final, source=plan_token(ds))
                 writer_name = layout.name_of(layout.writer)
             elif not last:
-                barrier_cache = posixpath.join(
-                    cache, f"{k}-{_key_prefix(layout.name_of(layout.barriers[k]))}")
-                output = ParquetWriter(posixpath.join(barrier_cache, "input"),
-                                       mode="overwrite").prepare(plan_token(ds))
+                barrier = layout.barriers[k]
+                barrier_cache = posixpath.join(cache, f"{k}-{_key_prefix(layout.name_of(barrier))}")
+                token = plan_token(ds)
+                output = ParquetWriter(posixpath.join(barrier_cache, "input"), mode="overwrite")\
+                    .prepare(token, inputs=state.inputs, pipeline=layout.fingerprint(upto=barrier))
+                output = replace(output, source=token)
                 writer_name = f"{layout.name_of(layout.barriers[k])}_input"
             indices = list(range(len(ds.plan)))
             if k == 0:
@@ -136,9 +140,11 @@ class LocalExecutor(Executor):
                     meta = stage.meta(meta)
                 state.fill_barrier_rows()
                 if not frames:  # every partition skipped or none planned
-                    return DocumentDataset(dd.from_pandas(meta, npartitions=1))
+                    return DocumentDataset(dd.from_pandas(meta, npartitions=1),
+                                           sources=state.inputs[0] if state.inputs else None)
                 return DocumentDataset(dd.from_delayed(
-                    [_delayed(f) for f in frames], meta=meta, verify_meta=False))
+                    [_delayed(f) for f in frames], meta=meta, verify_meta=False),
+                    sources=state.inputs[0] if state.inputs else None)
         state.fill_barrier_rows()
         return None
 

@@ -36,7 +36,7 @@ import posixpath
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask.dataframe as dd
 from dask.utils import parse_timedelta
@@ -63,6 +63,8 @@ from curator_dask.observe.progress import Progress
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage, _key_prefix
+from curator_dask.io.writers import claim_files
+from curator_dask.stages.fingerprint import digest
 from curator_dask.stages.io_stages import ParquetWriter, PreparedOutput, plan_token
 
 __all__ = ["StreamingExecutor"]
@@ -71,6 +73,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds an executor waits for the first worker of an adaptive cluster with minimum 0.
 ADAPTIVE_START_TIMEOUT = 300.0
+#: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
+BARRIER_DONE = ".complete"
 
 
 @dataclass
@@ -259,14 +263,15 @@ class StreamingExecutor(Executor):
         ds = layout.reader.dataset()
         source = Source(ds, layout.reader)
         cache = self._cache_root(layout) if layout.barriers else None
+        output = self._open_output(state, ds, cache)
         dataset = None
         for k, stages in enumerate(layout.segments):
             last = k == len(layout.barriers)
             if last:
                 sink = None
-                if layout.writer is not None:
-                    output = layout.writer.prepare(plan_token(source.dataset), resume=self.resume)
-                    sink = Sink(output, layout.writer)
+                if output is not None:
+                    sink = Sink(replace(output, source=plan_token(source.dataset)),
+                                layout.writer)
                 futures = self._stream(client, state, source, stages, sink,
                                        count_input=(k == 0))
                 if sink is None:
@@ -329,7 +334,8 @@ class StreamingExecutor(Executor):
             meta = stage.meta(meta)
         frames = [client.submit(runtime.frame_of, f, key=f"frame-{state.token}-{i}")
                   for i, f in enumerate(futures)]
-        return DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
+        return DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False),
+                               sources=state.layout.reader.dataset().sources)
 
     # -- barriers --------------------------------------------------------------------------
     def _register(self, state: RunState, internal: InternalStage) -> InternalStage:
@@ -344,7 +350,12 @@ class StreamingExecutor(Executor):
         name = layout.name_of(barrier)
         spill = self._register(state, InternalStage(f"{name}_input"))
         writer = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite")
-        output = writer.prepare(plan_token(source.dataset), resume=self.resume)
+        # The spill is the executor's own: written by another pipeline, it starts over.
+        token = plan_token(source.dataset)
+        output = writer.prepare(token, resume=self.resume, inputs=state.inputs,
+                                pipeline=layout.fingerprint(upto=barrier),
+                                restart_on_mismatch=True)
+        output = replace(output, source=token)
         # The spilled parts are this run's intermediate data, not its output.
         saved = (list(state.write_stats), list(state.skipped_stats), state.first_output)
         self._stream(client, state, source, stages, Sink(output, spill), count_input)
@@ -354,21 +365,34 @@ class StreamingExecutor(Executor):
         state.write_stats, state.skipped_stats, state.first_output = saved
 
         start = time.time()
-        done_marker = posixpath.join(cache, "output", ".complete")
+        out_dir = posixpath.join(cache, "output")
+        done_marker = posixpath.join(out_dir, BARRIER_DONE)
         fs = output.fs
-        if self.resume and fs.exists(done_marker):
+        # The barrier's output may be reused only by the pipeline (up to and including
+        # the barrier) that computed it, from the same input.
+        fingerprint = digest({"input": state.input_token,
+                              "pipeline": [*layout.fingerprint(upto=barrier),
+                                           layout.entry(barrier)]})
+        saved = _read_json(fs, done_marker) if self.resume else None
+        if saved is not None and saved.get("fingerprint") == fingerprint:
             logger.info("resume: barrier %r output already complete, reusing it", name)
-            out = DocumentDataset.read_parquet(posixpath.join(cache, "output"),
-                                               files_per_partition=1)
-            removed = json.loads(fs.cat_file(done_marker) or b"{}")
+            out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
+            removed = saved.get("dropped", {})
         else:
+            if saved is not None:
+                logger.info("barrier %r: the output in %s was computed by another pipeline or "
+                            "from other input: computing it again", name, out_dir)
+            if fs.exists(done_marker):
+                fs.rm(done_marker)  # the executor's own; stale from here on
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
             with state.in_span(barrier, building=True):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
-                out, removed = materialize_barrier_output(out, posixpath.join(cache, "output"))
-                if fs.exists(posixpath.join(cache, "output")):
+                out, removed = materialize_barrier_output(out, out_dir)
+                if fs.exists(out_dir):
                     # The marker keeps the barrier's drop counts for a resumed run.
-                    fs.pipe_file(done_marker, json.dumps(removed).encode())
+                    claim_files(fs, out_dir, [BARRIER_DONE])
+                    fs.pipe_file(done_marker, json.dumps(
+                        {"fingerprint": fingerprint, "dropped": removed}).encode())
         state.barrier_dropped.append(removed)
         stop = time.time()
         reread = self._register(state, InternalStage(f"{name}_output"))
@@ -379,6 +403,17 @@ class StreamingExecutor(Executor):
             "worker": "client", "rows_out_from": reread.name,
         })
         return Source(out, reread)
+
+
+def _read_json(fs, path: str) -> dict | None:
+    """A small JSON file written by the executor, or None (absent, or an older format)."""
+    if not fs.exists(path):
+        return None
+    try:
+        value = json.loads(fs.cat_file(path) or b"null")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def placement(resources: dict | None, lent: frozenset | None = None) -> dict:

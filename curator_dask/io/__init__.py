@@ -21,3 +21,14 @@ __all__ = [
     "CorruptFileError", "TruncatedFileError", "InputFile", "list_files", "FileSlice",
     "PartitionSpec", "plan_partitions",
 ]
+
+# What a write must not destroy or mix (the output contract, see curator_dask.io.writers).
+from curator_dask.io.errors import (  # noqa: E402
+    ForeignFilesError,
+    OutputOverlapsInputError,
+    ResumeMismatchError,
+)
+from curator_dask.io.overlap import InputPaths, check_output_path, input_paths  # noqa: E402
+
+__all__ += ["ForeignFilesError", "OutputOverlapsInputError", "ResumeMismatchError",
+            "InputPaths", "check_output_path", "input_paths"]

@@ -160,3 +160,67 @@ class TruncatedFileError(CorruptFileError):
             f"the {line} lines before the break (the partial line after them is counted "
             "under reader.truncated_file)."
         )
+
+
+# -- output: what a write must not destroy or mix ----------------------------------------
+
+class OutputOverlapsInputError(InputError):
+    """An output (or cache) directory that is, contains or lies inside an input path.
+
+    Writing there would delete the input (``overwrite``), or read the output back as
+    input on the next run (``append``), so it is refused before anything is written.
+    """
+
+    def __init__(self, what: str, path: str, other_what: str, other: str, relation: str,
+                 resolved: tuple[str, str] | None = None):
+        self.path, self.other, self.relation = path, other, relation
+        shown = ""
+        if resolved is not None and (resolved[0] != path or resolved[1] != other):
+            shown = f" (resolved: {resolved[0]!r} and {resolved[1]!r})"
+        super().__init__(
+            f"{what} {path!r} {relation} the {other_what} {other!r}{shown}; writing there "
+            "could delete or re-read the input. Write to a directory that is neither "
+            "inside nor around an input path, for example a sibling such as "
+            f"{_sibling(other)!r}."
+        )
+
+
+def _sibling(path: str) -> str:
+    base = path.rstrip("/") or path
+    return f"{base}-curated"
+
+
+class ForeignFilesError(FileExistsError):
+    """``mode="overwrite"`` over a directory that holds files curator-dask did not write."""
+
+    def __init__(self, path: str, foreign: list[str]):
+        self.path, self.foreign = path, list(foreign)
+        shown = ", ".join(repr(name) for name in self.foreign[:5])
+        more = f" and {len(self.foreign) - 5} more" if len(self.foreign) > 5 else ""
+        super().__init__(
+            f"output directory {path!r} holds {len(self.foreign)} file(s) that curator-dask "
+            f"did not write: {shown}{more}. mode='overwrite' replaces only the project's own "
+            "files (its parts, markers and manifest). Move those files away, choose another "
+            "output directory, or pass mode='overwrite_all' to delete everything in the "
+            "directory."
+        )
+
+
+class ResumeMismatchError(ValueError):
+    """A resume against output (or a cache) written by another pipeline or from other input.
+
+    ``changes`` lists what differs, one line each (``"stage 'word_count': min_words 50 ->
+    20"``).
+    """
+
+    def __init__(self, path: str, changes: list[str], fix: str | None = None):
+        self.path, self.changes = path, list(changes)
+        fix = fix or ("Run with resume=False and mode='overwrite' to start over (the parts "
+                      "written so far are replaced), or write to a new output directory.")
+        super().__init__(
+            f"cannot resume into {path!r}: it was written by a different run "
+            f"({'; '.join(self.changes)}). {fix}"
+        )
+
+
+__all__ += ["OutputOverlapsInputError", "ForeignFilesError", "ResumeMismatchError"]

@@ -62,6 +62,9 @@ class ProcessingStage:
     needs_partition_index : bool
         When true, ``process`` is called as ``process(df, partition_index=i)`` with the
         index of the input partition (stable for a given input; used by ``AddId``).
+    fingerprint_ignores : tuple of str
+        Attributes that change how fast the stage runs but not what it computes (a
+        device, an inference batch size); left out of :meth:`fingerprint`.
     """
 
     name: str | None = None
@@ -70,6 +73,7 @@ class ProcessingStage:
     output_columns: Mapping[str, Any] = {}
     removed_columns: Sequence[str] = ()
     needs_partition_index: bool = False
+    fingerprint_ignores: tuple[str, ...] = ()
 
     # -- lifecycle hooks, overridden by stages that hold state -------------------------
     def setup_on_node(self) -> None:
@@ -103,6 +107,29 @@ class ProcessingStage:
 
     def __dask_tokenize__(self):
         return (type(self).__qualname__, self.stage_id)
+
+    def fingerprint(self) -> dict:
+        """What this stage computes, as JSON: a resume refuses output whose pipeline had
+        another fingerprint.
+
+        The default is the class's qualified name and the public instance attributes
+        (nested objects by their own attributes), less ``name``, ``resources``,
+        ``batch_size``, ``storage_options`` and :attr:`fingerprint_ignores`: the same
+        under every executor. Override it when a stage depends on more than its
+        attributes (a file it reads, a function it calls).
+
+        Examples
+        --------
+        >>> from curator_dask.stages.filters import ScoreFilter, WordCountFilter
+        >>> stage = ScoreFilter(WordCountFilter(min_words=20))
+        >>> stage.fingerprint()["params"]["filter_obj"]["min_words"]
+        20
+        >>> stage.fingerprint() == stage.with_(name="other", batch_size=4).fingerprint()
+        True
+        """
+        from curator_dask.stages.fingerprint import object_fingerprint
+
+        return object_fingerprint(self, ignore=self.fingerprint_ignores)
 
     def meta(self, input_meta):
         """The empty output frame for an input with schema ``input_meta``.
@@ -263,6 +290,17 @@ class FunctionStage(ProcessingStage):
     def process(self, df):
         return self.func(df)
 
+    def fingerprint(self) -> dict:
+        """The function's qualified name and a hash of its code (constants, defaults and
+        closed-over values included), and the declared columns: editing the function
+        changes it, moving it to another module does not."""
+        from curator_dask.stages.fingerprint import function_fingerprint, jsonable
+
+        return {"stage": f"function {self.func.__qualname__}",
+                "params": {**function_fingerprint(self.func),
+                           "output_columns": jsonable(self.output_columns),
+                           "removed_columns": jsonable(self.removed_columns)}}
+
 
 def processing_stage(func: Callable | None = None, *, name: str | None = None,
                      resources: Resources | None = None, batch_size: int = 1,
@@ -360,6 +398,16 @@ class WholeDatasetStage:
     @property
     def stage_name(self) -> str:
         return self.name or type(self).__name__
+
+    def fingerprint(self) -> dict:
+        """What this stage computes, as JSON; see :meth:`ProcessingStage.fingerprint`.
+
+        The default leaves out ``name``, ``storage_options``, private attributes and
+        ``last_run`` (what the latest run found).
+        """
+        from curator_dask.stages.fingerprint import object_fingerprint
+
+        return object_fingerprint(self, ignore=("last_run",))
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Transform the whole dataset; intermediate data goes under ``cache_path``."""

@@ -7,30 +7,47 @@ deterministic name (``part-00042.parquet`` for input partition 42).
 
 After each part is renamed into place the writer records a completion marker
 (``.part-00042.done``, hidden from readers) holding the part's stats. A rerun with
-``resume=True`` skips input partitions whose marker exists, and a manifest
-(``.curator-output.json``) ties the output directory to the input it was written from,
-so a resume against different input is refused instead of mixing two datasets.
+``resume=True`` skips input partitions whose marker exists. The output's manifest
+(``.curator-output.json``, :mod:`curator_dask.io.writers`) records a fingerprint of the
+input plan and of the pipeline (every stage with its parameters, see
+:meth:`~curator_dask.ProcessingStage.fingerprint`), so a resume against other input or
+a changed pipeline is refused, naming what changed, instead of mixing two outputs.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import dask
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.io.writers import WriteSpec, part_name, prepare_output, write_partition
+from curator_dask.io.errors import ResumeMismatchError
+from curator_dask.io.overlap import InputPaths, check_output_path
+from curator_dask.io.writers import (
+    MANIFEST,
+    WriteSpec,
+    check_mode,
+    own_files,
+    part_name,
+    prepare_output,
+    read_manifest,
+    remove_leftovers,
+    write_partition,
+)
 from curator_dask.resources import Resources
+from curator_dask.stages.fingerprint import param_changes, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WriterStage", "JsonlWriter",
-           "ParquetWriter", "PreparedOutput", "write_part"]
+           "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
 
-MANIFEST = ".curator-output.json"
+logger = logging.getLogger(__name__)
+
 MARKER_SUFFIX = ".done"
 
 
@@ -63,6 +80,15 @@ class ReaderStage:
     @property
     def stage_name(self) -> str:
         return self.name
+
+    def fingerprint(self) -> dict:
+        """How the input is read (the files themselves are in the input plan's token;
+        ``storage_options`` are left out: they may hold credentials)."""
+        from curator_dask.stages.fingerprint import jsonable, qualified_name
+
+        options = {k: jsonable(v) for k, v in sorted(self.options.items())
+                   if k != "storage_options"}
+        return {"stage": qualified_name(type(self)), "params": options}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r} ({self.resources})>"
@@ -118,27 +144,57 @@ class ParquetReader(ReaderStage):
 
 @dataclass(frozen=True)
 class PreparedOutput:
-    """An output directory made ready for one run: what each write task needs."""
+    """An output directory made ready for one run: what each write task needs.
+
+    ``source`` identifies what the parts are computed from (the plan token of the
+    partitions the writer's segment streams): each completion marker records it, and a
+    resume counts only parts computed from the same source.
+    """
 
     fs: object
     spec: WriteSpec
+    source: str | None = None
 
     def marker_path(self, index: int) -> str:
         return posixpath.join(self.spec.path,
                               "." + part_name(self.spec.first_index + index, MARKER_SUFFIX))
 
     def completed(self) -> dict[int, dict]:
-        """Stats of the parts already complete, by (first) input partition index."""
+        """Stats of the parts already complete, by (first) input partition index.
+
+        Parts computed from another source (a barrier's output that was computed again
+        since) cannot be matched to this run's partitions: they are deleted (they are
+        the project's own) and every partition is written again.
+        """
         done: dict[int, dict] = {}
+        stale = False
         prefix = "." + "part-"
         for entry in self.fs.ls(self.spec.path, detail=False):
             base = posixpath.basename(entry)
             if base.startswith(prefix) and base.endswith(MARKER_SUFFIX):
                 with self.fs.open(entry, "rb") as handle:
                     stats = json.loads(handle.read())
+                if stats.get("source") != self.source:
+                    stale = True
+                    break
                 for index in stats["input_partitions"]:
                     done[index] = stats
+        if stale:
+            logger.warning("%s: the parts written so far were computed from another version "
+                           "of their input (a barrier's output computed again): writing every "
+                           "part again", self.spec.path)
+            self.discard()
+            return {}
         return done
+
+    def discard(self) -> None:
+        """Delete the parts, markers and temporary files of earlier runs (keeping the
+        manifest): the project's own files only."""
+        root = self.spec.path
+        own, _ = own_files(self.fs, root, read_manifest(self.fs, root))
+        for name in sorted(own, key=lambda n: not n.startswith(".part-")):  # markers first
+            if name != MANIFEST:
+                self.fs.rm(posixpath.join(root, name))
 
 
 class WriterStage:
@@ -148,10 +204,10 @@ class WriterStage:
     ----------
     path : str
         Output directory (any fsspec URL).
-    mode : {"error", "overwrite", "append"}, default "error"
+    mode : {"error", "overwrite", "overwrite_all", "append"}, default "error"
         What to do when ``path`` already holds files; see
         :meth:`DocumentDataset.to_parquet`. A run with ``resume=True`` keeps the parts
-        of the earlier run instead.
+        of the earlier run instead (when its manifest matches this run).
     write_to_filename, filename_field, keep_filename_column
         Write each document to a file named after its source file.
     storage_options : dict, optional
@@ -165,7 +221,7 @@ class WriterStage:
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, storage_options: dict | None = None):
         self.path = str(path)
-        self.mode = mode
+        self.mode = check_mode(mode)
         self.storage_options = dict(storage_options or {})
         # Validates format and compression now, not on the first worker.
         self.spec = WriteSpec(path=self.path, fmt=self.fmt, compression=compression,
@@ -176,29 +232,51 @@ class WriterStage:
     def stage_name(self) -> str:
         return self.name
 
-    def prepare(self, input_token: str, resume: bool = False) -> PreparedOutput:
+    def fingerprint(self) -> dict:
+        """How parts are written (format, compression, file naming); the path and mode
+        are not part of it."""
+        from curator_dask.stages.fingerprint import qualified_name
+
+        spec = self.spec
+        return {"stage": qualified_name(type(self)),
+                "params": {"format": spec.fmt, "compression": spec.compression,
+                           "filename_field": spec.filename_field,
+                           "keep_filename_column": spec.keep_filename_column}}
+
+    def prepare(self, input_token: str, resume: bool = False, *,
+                pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
+                restart_on_mismatch: bool = False) -> PreparedOutput:
         """Create or check the output directory on the client, before any task runs.
 
-        ``input_token`` identifies the input plan; with ``resume=True`` an output
-        directory written from another input is refused.
+        ``input_token`` identifies the input plan and ``pipeline`` the stages (a list of
+        ``{"name", "kind", "fingerprint"}``, see
+        :meth:`~curator_dask.executors.base.Layout.fingerprint`); both are recorded in
+        the manifest. With ``resume=True`` and a manifest in the directory, an output
+        written from other input or by another pipeline is refused
+        (:class:`~curator_dask.io.errors.ResumeMismatchError`, naming what changed), or
+        with ``restart_on_mismatch`` (an executor's own cache) started over; a matching
+        one is resumed, after deleting the temporary files a killed run left. An output
+        that is, contains or lies inside one of ``inputs`` is always refused.
         """
         fs, root = url_to_fs(self.path, **self.storage_options)
         root = root.rstrip("/") or root
-        manifest = posixpath.join(root, MANIFEST)
-        if resume and fs.exists(manifest):
-            with fs.open(manifest, "rb") as handle:
-                saved = json.loads(handle.read())
-            if saved.get("input") != input_token:
-                raise ValueError(
-                    f"cannot resume into {self.path!r}: it was written from different input "
-                    "(another file listing or partitioning). Run without resume=True and "
-                    "with mode='overwrite' to start over."
-                )
-            return PreparedOutput(fs, replace(self.spec, path=root,
-                                              first_index=saved["first_index"]))
-        first_index = prepare_output(fs, root, self.mode)
-        with fs.open(manifest, "wb") as handle:
-            handle.write(json.dumps({"input": input_token, "first_index": first_index}).encode())
+        fingerprint = {"input": input_token, "pipeline": pipeline}
+        mode = self.mode
+        if resume:
+            check_output_path(root, inputs, fs=fs)
+            saved = read_manifest(fs, root)
+            if saved is not None:
+                changes = resume_changes(saved.get("fingerprint"), fingerprint)
+                if not changes:
+                    remove_leftovers(fs, root, saved)
+                    return PreparedOutput(fs, replace(self.spec, path=root,
+                                                      first_index=saved["first_index"]))
+                if not restart_on_mismatch:
+                    raise ResumeMismatchError(self.path, changes)
+                logger.info("%s was written by another run (%s): starting it over", self.path,
+                            "; ".join(changes))
+                mode = "overwrite"
+        first_index = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
         return PreparedOutput(fs, replace(self.spec, path=root, first_index=first_index))
 
     def __repr__(self) -> str:
@@ -239,6 +317,7 @@ def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> d
     index = input_partitions[0]
     stats = write_partition(df, output.spec, index, output.fs)
     stats["input_partitions"] = list(input_partitions)
+    stats["source"] = output.source
     marker = output.marker_path(index)
     tmp = f"{marker}.tmp-{uuid.uuid4().hex}"
     with output.fs.open(tmp, "wb") as handle:
@@ -250,3 +329,33 @@ def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> d
 def plan_token(ds: DocumentDataset) -> str:
     """A fingerprint of the input plan (files, sizes, partitioning)."""
     return dask.base.tokenize([repr(p) for p in ds.plan]) if ds.plan is not None else ""
+
+
+def resume_changes(saved, wanted: dict) -> list[str]:
+    """What differs between the fingerprint a manifest recorded and this run's, in words
+    (empty: the run may resume).
+
+    Examples
+    --------
+    >>> stage = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 50}}}
+    >>> changed = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 20}}}
+    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "a", "pipeline": [changed]})
+    ["stage 'word_count': n 50 -> 20"]
+    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "b", "pipeline": [stage]})
+    ['different input (the input files, their sizes or the partitioning changed)']
+    """
+    if not isinstance(saved, dict) or "input" not in saved:
+        return ["the output was written without a fingerprint of its input and pipeline "
+                "(by an earlier version, or not by a pipeline)"]
+    changes = []
+    if saved.get("input") != wanted.get("input"):
+        changes.append("different input (the input files, their sizes or the partitioning "
+                       "changed)")
+    old, new = saved.get("pipeline"), wanted.get("pipeline")
+    if isinstance(old, list) and isinstance(new, list):
+        # Stage names are for messages: a renamed stage computes the same.
+        if [e.get("fingerprint") for e in old] != [e.get("fingerprint") for e in new]:
+            changes += pipeline_changes(old, new) or ["the pipeline changed"]
+    elif old != new:
+        changes += param_changes(old, new) or ["the pipeline changed"]
+    return changes

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -34,8 +33,10 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
+    OUTPUT_MODES,
     PhaseResult,
     mark_complete,
+    output_mode_for,
     read_parquet_parts,
     read_phase,
     write_phase,
@@ -48,6 +49,7 @@ from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.overlap import check_run_paths
 from curator_dask.stages.ids import AddId
 
 __all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
@@ -56,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 FILETYPES = ("jsonl", "parquet")
 PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
-_OUTPUT_PART = re.compile(r"^(part-\d+\.parquet|\..*)$")
 
 
 @dataclass
@@ -95,11 +96,14 @@ class FuzzyDeduplicationWorkflow:
     input_path : str or list of str
         Files or directories (any fsspec URL).
     cache_path : str
-        Directory for each phase's result (``fuzzy/...``), kept for reruns.
+        Directory for each phase's result (``fuzzy/...``), kept for reruns; it must not
+        be, contain or lie inside an input path.
     output_path : str, optional
         Directory for ``part-*.parquet`` of the kept documents; needed with
-        ``perform_removal=True``. It must be empty, unless a rerun finds only the parts
-        of an interrupted removal there, or ``output_mode="overwrite"``.
+        ``perform_removal=True``. It must be empty, unless a rerun that reuses the cache
+        finds the output of an interrupted removal of the same input and parameters
+        there, or ``output_mode`` says otherwise. It must not be, contain or lie inside
+        an input path or ``cache_path``.
     perform_removal : bool, default False
         Remove all but the lowest id of each group and write the rest. Without it, the
         run ends with the groups in ``cache_path/fuzzy/components``.
@@ -118,7 +122,8 @@ class FuzzyDeduplicationWorkflow:
         before anything is grouped or removed.
     backend : {"pandas", "cudf"}
         Partitions for reading and MinHash: ``"cudf"`` computes signatures on GPUs.
-    output_mode : {"error", "overwrite"}
+    output_mode : {"error", "overwrite", "overwrite_all"}
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     storage_options : dict, optional
         For fsspec, used for input, cache and output.
 
@@ -151,8 +156,8 @@ class FuzzyDeduplicationWorkflow:
                  output_mode: str = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in ("error", "overwrite"):
-            raise ValueError(f"output_mode must be 'error' or 'overwrite', got {output_mode!r}")
+        if output_mode not in OUTPUT_MODES:
+            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if perform_removal and not output_path:
             raise ValueError("perform_removal=True needs an output_path for the kept documents")
         self.input_path = input_path
@@ -212,7 +217,14 @@ class FuzzyDeduplicationWorkflow:
     def run(self) -> FuzzyDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
         ds = self.read()
+        # Before anything is written: neither the output nor the cache may touch the input.
+        check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
+                        cache=self.cache_path, storage_options=self.storage_options)
         fingerprints = self.fingerprints()
+        if self.perform_removal:  # an output this run may not replace: refuse before MinHash
+            output_mode_for(self.output_path, self.output_mode, resuming=True,
+                            fingerprint=fingerprints["removal"],
+                            storage_options=self.storage_options)
         from_cache: list[str] = []
         seconds: dict[str, float] = {}
 
@@ -360,9 +372,11 @@ class FuzzyDeduplicationWorkflow:
                            stats=count_groups, storage_options=self.storage_options)
 
     def _removal(self, ds: DocumentDataset, fingerprint: dict, resuming: bool) -> PhaseResult:
+        mode = output_mode_for(self.output_path, self.output_mode, resuming=resuming,
+                               fingerprint=fingerprint, storage_options=self.storage_options)
         clean = self.dedup.remove(ds, self.groups())
-        written = clean.to_parquet(self.output_path, mode=self._output_mode(resuming),
-                                   storage_options=self.storage_options)
+        written = clean.to_parquet(self.output_path, mode=mode,
+                                   storage_options=self.storage_options, fingerprint=fingerprint)
         stats = {"path": written.path, "files": written.files, "rows": written.rows,
                  "bytes": written.bytes, "dropped": written.dropped}
         mark_complete(self._path("removal"), fingerprint=fingerprint, rows=written.rows,
@@ -376,18 +390,3 @@ class FuzzyDeduplicationWorkflow:
         logger.warning("the output of the finished removal is gone from %s: removing again",
                        self.output_path)
         return False
-
-    def _output_mode(self, resuming: bool) -> str:
-        if self.output_mode == "overwrite" or not resuming:
-            return self.output_mode
-        # A rerun may find the parts an interrupted removal wrote; those, and only
-        # those, it replaces.
-        fs, root = url_to_fs(self.output_path, **(self.storage_options or {}))
-        if not fs.exists(root):
-            return "error"
-        names = [posixpath.basename(p) for p in fs.ls(root, detail=False)]
-        if names and all(_OUTPUT_PART.match(n) for n in names):
-            logger.info("replacing %d parts of an interrupted run in %s", len(names),
-                        self.output_path)
-            return "overwrite"
-        return "error"

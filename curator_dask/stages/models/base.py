@@ -178,6 +178,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
     resources: Resources = Resources(gpus=1)
     #: Executors may run this stage on CPU workers when the cluster has no GPU worker.
     cpu_fallback: bool = True
+    #: Where and in what batches the model runs does not change what a resume may reuse.
+    fingerprint_ignores = ("device", "model_inference_batch_size", "max_tokens_per_batch")
     _model: loading.LoadedModel | None = None
     _model_key: Hashable | None = None
 

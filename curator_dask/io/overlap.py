@@ -1,0 +1,185 @@
+"""Where output may go: never onto, into or around an input.
+
+Every write path (``DocumentDataset.to_parquet``/``to_jsonl``, pipeline writers, the
+executors' barrier caches, the dedup workflows and the CLI on top of them) calls
+:func:`check_output_path` before it deletes or writes anything. Paths are compared
+after resolving ``..`` and, on a local filesystem, symbolic links, and only when they
+are on the same filesystem (``file://`` and ``s3://`` never overlap).
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> (root / "raw").mkdir()
+>>> inputs = input_paths(str(root / "raw"))
+>>> check_output_path(str(root / "clean"), [inputs])  # a sibling: fine
+>>> check_output_path(str(root / "raw" / ".." / "raw" / "out"), [inputs])
+Traceback (most recent call last):
+...
+curator_dask.io.errors.OutputOverlapsInputError: output directory ... lies inside the input path ...
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fsspec.core import url_to_fs
+
+from curator_dask.io.errors import OutputOverlapsInputError
+
+__all__ = ["InputPaths", "input_paths", "check_output_path", "check_apart", "check_run_paths"]
+
+
+@dataclass(frozen=True)
+class InputPaths:
+    """Paths on one filesystem that an output must keep clear of.
+
+    ``paths`` are as the user gave them (a glob counts as the directory before its first
+    wildcard); ``files`` are the files found under them, checked too because a file
+    inside an input directory may be a symbolic link to somewhere else.
+    """
+
+    fs: object
+    paths: tuple[str, ...]
+    files: tuple[str, ...] = ()
+    label: str = "input path"
+
+
+def input_paths(paths: str | Sequence[str], storage_options: dict | None = None, *,
+                files: Iterable[str] = (), label: str = "input path") -> InputPaths:
+    """The :class:`InputPaths` of ``paths`` (any fsspec URLs on one filesystem)."""
+    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        paths = [str(paths)]
+    paths = [str(p) for p in paths]
+    fs, _ = url_to_fs(paths[0], **(storage_options or {}))
+    roots = []
+    for raw in paths:
+        path = fs._strip_protocol(raw)
+        if any(ch in path for ch in "*?["):
+            path = _before_wildcard(path)
+        roots.append(path)
+    return InputPaths(fs, tuple(roots), tuple(files), label)
+
+
+def _before_wildcard(pattern: str) -> str:
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if any(ch in part for ch in "*?["):
+            return "/".join(parts[:i]) or "/"
+    return pattern
+
+
+def check_output_path(path: str, others: Iterable[InputPaths], *,
+                      what: str = "output directory", storage_options: dict | None = None,
+                      fs=None) -> None:
+    """Raise :class:`~curator_dask.io.errors.OutputOverlapsInputError` when ``path`` is,
+    contains or lies inside any of ``others`` on the same filesystem.
+
+    ``fs`` (with ``path`` already stripped of its protocol) skips parsing the URL again.
+    """
+    if fs is None:
+        fs, path = url_to_fs(path, **(storage_options or {}))
+    target = _resolve(fs, path)
+    for other in others:
+        if other is None or not _same_filesystem(fs, other.fs):
+            continue
+        for given in other.paths:
+            _compare(what, path, target, other.label, given, _resolve(other.fs, given))
+        if other.files and _is_local(fs):
+            resolve = _DirectoryResolver()
+            for file in other.files:
+                _compare(what, path, target, "input file", file, resolve(file))
+
+
+def check_apart(path: str, other: str, *, what: str, other_what: str,
+                storage_options: dict | None = None) -> None:
+    """Refuse two directories of one run (an output and a cache) that are the same or
+    nest; ``what`` and ``other_what`` name them in the error."""
+    other_fs, other_path = url_to_fs(other, **(storage_options or {}))
+    check_output_path(path, [InputPaths(other_fs, (other_path,), label=other_what)],
+                      what=what, storage_options=storage_options)
+
+
+def _compare(what: str, path: str, target: str, other_what: str, other: str,
+             resolved: str) -> None:
+    if target == resolved:
+        relation = "is"
+    elif _inside(target, resolved):
+        relation = "lies inside"
+    elif _inside(resolved, target):
+        relation = "contains"
+    else:
+        return
+    raise OutputOverlapsInputError(what, path, other_what, other, relation,
+                                   resolved=(target, resolved))
+
+
+def _inside(path: str, directory: str) -> bool:
+    directory = directory.rstrip("/")
+    return path.startswith(directory + "/") if directory else path != "/"
+
+
+def _protocols(fs) -> set[str]:
+    protocol = getattr(fs, "protocol", "")
+    names = {protocol} if isinstance(protocol, str) else set(protocol)
+    return {"file" if name == "local" else name for name in names}
+
+
+def _same_filesystem(a, b) -> bool:
+    return bool(_protocols(a) & _protocols(b))
+
+
+def _is_local(fs) -> bool:
+    return "file" in _protocols(fs)
+
+
+def _resolve(fs, path: str) -> str:
+    path = fs._strip_protocol(path)
+    if _is_local(fs):
+        return os.path.realpath(path)
+    return posixpath.normpath(path) if path else path
+
+
+class _DirectoryResolver:
+    """``realpath`` of many files, resolving each directory once."""
+
+    def __init__(self):
+        self.directories: dict[str, str] = {}
+
+    def __call__(self, file: str) -> str:
+        if os.path.islink(file):
+            return os.path.realpath(file)
+        directory, name = os.path.split(file)
+        resolved = self.directories.get(directory)
+        if resolved is None:
+            resolved = self.directories[directory] = os.path.realpath(directory)
+        return os.path.join(resolved, name)
+
+
+def check_run_paths(inputs: Sequence[InputPaths], *, output: str | None = None,
+                    cache: str | None = None, storage_options: dict | None = None) -> None:
+    """What every run checks before it writes anything: its output directory and its
+    cache directory each stay clear of every input path, and of each other.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "raw").mkdir()
+    >>> check_run_paths([input_paths(str(root / "raw"))], output=str(root / "out"),
+    ...                 cache=str(root / "out" / "cache"))
+    Traceback (most recent call last):
+    ...
+    curator_dask.io.errors.OutputOverlapsInputError: ... contains the cache directory ...
+    """
+    if output is not None:
+        check_output_path(output, inputs, storage_options=storage_options)
+    if cache is not None:
+        check_output_path(cache, inputs, what="cache directory",
+                          storage_options=storage_options)
+    if output is not None and cache is not None:
+        check_apart(output, cache, what="output directory", other_what="cache directory",
+                    storage_options=storage_options)
