@@ -221,6 +221,12 @@ class Executor:
         try:
             with report_ctx:
                 dataset = body()
+        except BaseException:
+            # Before the error reaches the caller: its traceback holds the run's futures,
+            # and the client holds the erred one's exception, so they would stay alive
+            # (and their keys on the cluster) until the garbage collector breaks the cycle.
+            release_run(client, state.token)
+            raise
         finally:
             if cleanup is not None:
                 cleanup()
@@ -354,6 +360,25 @@ def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: li
     metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
 
 
+def release_run(client, token: str) -> int:
+    """Cancel every future of the run ``token`` that the client holds; how many.
+
+    Every key of a run carries its token (:meth:`RunState.key`). Cancelling pops the
+    futures' states from the client, so the scheduler forgets the keys at once, whatever
+    still refers to the futures (a traceback, an ``as_completed``).
+    """
+    from distributed import Future
+
+    keys = [key for key in list(client.futures) if token in str(key)]
+    if keys:
+        try:
+            client.cancel([Future(key, client) for key in keys], reason="run failed")
+        except Exception:  # releasing must not hide the run's own error
+            logger.warning("could not release the failed run's %d futures", len(keys),
+                           exc_info=True)
+    return len(keys)
+
+
 def teardown_everywhere(client, stages: Sequence, token: str | None = None,
                         wait: float = 30.0) -> None:
     """Call ``teardown()`` on every worker's live copy of each stage (ids the stages).
@@ -409,5 +434,5 @@ def teardown_local(stages: Sequence) -> None:
             teardown_stage(stage.stage_id)
 
 
-__all__ += ["RunState", "materialize_barrier_output", "span_annotation", "teardown_everywhere",
-            "teardown_local"]
+__all__ += ["RunState", "materialize_barrier_output", "release_run", "span_annotation",
+            "teardown_everywhere", "teardown_local"]

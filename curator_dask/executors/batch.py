@@ -163,16 +163,21 @@ class BatchExecutor(Executor):
         # barrier's output then carries only what the barrier removed.
         state.barrier_dropped.extend(client.gather(
             [client.submit(runtime.dropped_of, f) for f, _ in items]))
-        frames = [client.submit(runtime.bare_frame_of, f) for f, _ in items]
-        ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         name = layout.name_of(barrier)
+        # Keys with the run's token, so that a failed run releases them.
+        prefix = f"{_key_prefix(name)}_input-{state.token}"
+        frames = [client.submit(runtime.bare_frame_of, f, key=f"{prefix}-{c[0]}")
+                  for f, c in items]
+        ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         cache = posixpath.join(self._cache_root(layout), f"batch-{_key_prefix(name)}")
         start = time.time()
         with state.in_span(barrier, building=True):
             out = barrier.run(ds_in, cache)
             # The barrier's own graph (shuffles) runs unrestricted: it is not a stage with
             # resources, and P2P shuffles place their own tasks.
-            parts = [dask.delayed(runtime.carry)(d) for d in out.df.to_delayed()]
+            prefix = f"{_key_prefix(name)}_output-{state.token}"
+            parts = [dask.delayed(runtime.carry)(d, dask_key_name=f"{prefix}-{i}")
+                     for i, d in enumerate(out.df.to_delayed())]
             persisted = client.persist(parts)
         from distributed import futures_of, wait
 

@@ -508,6 +508,7 @@ class _Stream:
                 self.pump()
         except BaseException:
             self.cancel()
+            self.forget()
             raise
         now = time.time()
         self.sample(now)
@@ -533,6 +534,14 @@ class _Stream:
             for unit in queue:
                 for future, _ in unit.items:
                     future.cancel()
+
+    def forget(self) -> None:
+        """Drop every future this stream holds: the error's traceback keeps the stream."""
+        self.watcher.clear()
+        self.pending.clear()
+        self.results.clear()
+        for queue in self.ready:
+            queue.clear()
 
     # -- moving units ------------------------------------------------------------------------
     def admits(self, k: int, size: int) -> bool:
