@@ -21,7 +21,7 @@ import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
-from curator_dask.executors.base import Executor, Layout, RunState
+from curator_dask.executors.base import Executor, Layout, RunState, raise_task_error
 from curator_dask.executors.streaming import StreamingExecutor, batch_groups
 from curator_dask.observe.progress import Progress
 from curator_dask.stages.io_stages import plan_token
@@ -82,7 +82,7 @@ class BatchExecutor(Executor):
         try:
             for future in as_completed(futures):
                 if future.status == "error":
-                    future.result()  # raises the task's error, with its stage noted
+                    raise_task_error(client, future)  # the task's error, its stage noted
                 progress.update(1)
         except BaseException:
             client.cancel(futures)
@@ -185,7 +185,7 @@ class BatchExecutor(Executor):
         wait(futures)
         for f in futures:
             if f.status == "error":
-                f.result()
+                raise_task_error(client, f)
         stop = time.time()
         lengths = client.gather([client.submit(lambda c: len(c[0]), f) for f in futures])
         state.records.append({

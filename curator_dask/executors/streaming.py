@@ -57,6 +57,7 @@ from curator_dask.executors.base import (
     ResourceUnavailableError,
     RunState,
     materialize_barrier_output,
+    raise_task_error,
     span_annotation,
 )
 from curator_dask.observe.progress import Progress
@@ -628,7 +629,7 @@ class _Stream:
     def complete(self, future) -> None:
         unit, covered = self.pending.pop(future)
         if future.status != "finished":
-            future.result()  # raises the task's error, with its stage noted
+            raise_task_error(self.client, future)  # the task's error, with its stage noted
         k = unit.step
         kind = self.steps[k].kind
         if kind in ("write", "records"):
