@@ -23,7 +23,7 @@ from curator_dask.pipeline import Pipeline
 from curator_dask.stages.base import NODE_SETUP_PREFIX
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 N_FILES, PER_FILE = 8, 25  # one partition per file
 
