@@ -17,10 +17,16 @@ executor holds back (restricted tasks are never queued at the scheduler). So
 :class:`AdaptiveDemand`, a scheduler plugin, adds what streaming runs report they still
 have to do, and keeps workers that offer a GPU while a stage that needs one has work
 waiting.
+
+``worker_lifetime=...`` recycles workers with :class:`WorkerRecycler`, a scheduler plugin
+that retires them one at a time: never the last running worker, and the next only once
+the previous one's replacement is up (distributed's own ``lifetime`` retires each worker
+on its own random clock, and two that meet at once take the cluster down).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -31,12 +37,16 @@ from collections.abc import Mapping
 import dask
 from dask.utils import parse_timedelta
 from distributed import Client, LocalCluster, Nanny
+from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
+from tornado.ioloop import PeriodicCallback
 
 __all__ = [
     "ADAPTIVE_OPTIONS",
     "CLUSTER_TYPES",
+    "MIN_WORKER_LIFETIME",
     "AdaptiveDemand",
+    "WorkerRecycler",
     "dashboard_link",
     "get_client",
     "worker_resources",
@@ -45,8 +55,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CLUSTER_TYPES = ("cpu", "gpu", "mixed")
-NO_WORKERS_TIMEOUT = "5 minutes"
-RECYCLING_ALLOWED_FAILURES = 20
+#: A worker process of a local cluster restarts in about 3 s (measured here, idle machine);
+#: a GPU worker takes longer. A minute without any worker means none is coming back.
+NO_WORKERS_TIMEOUT = "1 minute"
+#: Shortest ``worker_lifetime`` accepted. A worker process needs about 3 s to start here
+#: (importing pandas, pyarrow and distributed, then registering), so below 2 s a worker
+#: would spend longer starting than working, which is never what recycling is for; it is
+#: also how ``worker_lifetime=1`` (meant as an hour, read as seconds) is caught.
+MIN_WORKER_LIFETIME = 2.0
 #: What ``get_client(adaptive=...)`` takes: distributed's ``Adaptive`` arguments.
 ADAPTIVE_OPTIONS = ("minimum", "maximum", "interval", "wait_count", "target_duration")
 #: Scheduler metadata: streaming runs' remaining work, by run token (see AdaptiveDemand).
@@ -69,6 +85,7 @@ def get_client(
     worker_lifetime: str | float | None = None,
     worker_lifetime_stagger: str | float | None = None,
     worker_lifetime_restart: bool = True,
+    worker_lifetime_max_retiring: int | float = 1,
     dashboard_address: str | None = "127.0.0.1:8787",
     protocol: str | None = None,
     rmm_pool_size: str | int | None = None,
@@ -108,12 +125,25 @@ def get_client(
     n_gpu_workers : int, optional
         GPU workers (default: every visible GPU).
     worker_lifetime : str or float, optional
-        Recycle each worker after this long (``"1 hour"``): it finishes its running
-        tasks, hands its data to other workers and is restarted by its nanny. Use it for
-        stages that leak memory. Lifetimes are staggered by ``worker_lifetime_stagger``
-        (default: a tenth of the lifetime) so workers do not all leave at once.
+        Recycle each worker after this long (``"1 hour"``, or seconds): it stops taking
+        tasks, hands its data to the other workers, finishes the tasks it is running and
+        is restarted by its nanny. Use it for stages that leak memory. Workers are
+        recycled one at a time (see ``worker_lifetime_max_retiring``) by
+        :class:`WorkerRecycler`: never the last running worker, and the next one only
+        once the replacement of the previous one is up, so the cluster never empties.
+        At least ``MIN_WORKER_LIFETIME`` (2 s). A task that runs longer than the
+        lifetime fails with :class:`~curator_dask.executors.WorkerLifetimeError`.
+    worker_lifetime_stagger : str or float, optional
+        The first lifetimes of the workers started here are spread evenly over
+        ``[worker_lifetime - stagger, worker_lifetime]`` so that their recycling does not
+        bunch up (default: a tenth of the lifetime); replacements live the full lifetime.
     worker_lifetime_restart : bool, default True
-        Start a fresh worker when one reaches its lifetime.
+        Start a fresh worker when one reaches its lifetime. ``False``: recycled workers
+        are not replaced, and the last running worker is kept.
+    worker_lifetime_max_retiring : int or float, default 1
+        How many workers may be recycling at once (retiring, or waiting for their
+        replacement): a count, or a fraction of the workers below 1 (``0.25``: a quarter,
+        at least one). Never all of them: one running worker always stays.
     dashboard_address : str, default "127.0.0.1:8787"
         Where the dashboard listens; ``None`` turns it off. A port in use falls back to
         a free one.
@@ -123,10 +153,12 @@ def get_client(
         GPU workers: size of the RAPIDS memory pool allocated at start (``"60GB"``).
     enable_cudf_spill : bool, default False
         GPU workers: let cuDF spill device memory to host when it runs short.
-    no_workers_timeout : str or float, default "5 minutes"
+    no_workers_timeout : str or float, default "1 minute"
         On a cluster started here: a task whose resources no worker offers for this long
-        fails with ``NoValidWorkerError`` instead of waiting forever (a lost GPU worker).
-        ``None`` waits forever.
+        fails with ``NoValidWorkerError`` instead of waiting forever (a lost GPU worker),
+        and with no worker at all for this long, a run fails with
+        :class:`~curator_dask.executors.NoWorkersError` naming the workers that left.
+        Keep it above the time a worker takes to restart. ``None`` waits forever.
     cluster : distributed cluster object, optional
         A cluster you made (``SLURMCluster(...)``, ``KubeCluster(...)``): the client
         connects to it and does not close it. Its workers must advertise resources
@@ -172,18 +204,15 @@ def get_client(
         _log_dashboard(client)
         return client
 
+    recycler = _recycler(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
+                         worker_lifetime_max_retiring)
     worker_kwargs = dict(cluster_kwargs)
-    worker_kwargs.update(_lifetime_kwargs(worker_lifetime, worker_lifetime_stagger,
-                                          worker_lifetime_restart))
+    for option in ("lifetime", "lifetime_stagger", "lifetime_restart"):
+        if option in worker_kwargs:
+            raise ValueError(
+                f"{option}= would recycle each worker on its own clock, and workers that "
+                f"reach it together empty the cluster; use worker_{option}= instead")
     config = {"distributed.scheduler.no-workers-timeout": no_workers_timeout}
-    if worker_lifetime is not None:
-        # A worker that reaches its lifetime while its data cannot be moved (no other
-        # worker is up to take it) is removed as if it had died, and every task assigned
-        # to it counts one failure. Restricted tasks are assigned to workers eagerly
-        # (never queued), so with recycling a task can be caught several times through no
-        # fault of its own; allow more than distributed's default 3 before KilledWorker.
-        config["distributed.scheduler.allowed-failures"] = max(
-            RECYCLING_ALLOWED_FAILURES, dask.config.get("distributed.scheduler.allowed-failures"))
     with dask.config.set(config):
         if cluster_type == "cpu":
             cluster = _cpu_cluster(n_workers, threads_per_worker, memory_limit,
@@ -204,6 +233,9 @@ def get_client(
     # client.close() exactly when the client was created without an address
     # (``_start_arg is None``), as ``Client()`` does with the LocalCluster it makes.
     client._start_arg = None
+    if recycler is not None:
+        # The scheduler of a local cluster runs in this process, beside the recycler.
+        client.register_plugin(recycler)
     if adaptive is not None:
         if cluster_type == "gpu":
             grows, keep = frozenset({"GPU", "GPU_MEMORY_GB"}), ()
@@ -441,14 +473,254 @@ class AdaptiveDemand(SchedulerPlugin):
         return kept
 
 
-def _lifetime_kwargs(lifetime, stagger, restart) -> dict:
+def _recycler(lifetime, stagger, restart, max_retiring) -> WorkerRecycler | None:
+    """The recycler for ``get_client``'s lifetime options, checked; None without one.
+
+    Examples
+    --------
+    >>> r = _recycler("10s", None, True, 1)
+    >>> (r.lifetime, r.stagger, r.restart, r.max_retiring)
+    (10.0, 1.0, True, 1)
+    >>> _recycler(None, None, True, 1) is None
+    True
+    """
     if lifetime is None:
-        return {}
-    seconds = parse_timedelta(lifetime)
-    if stagger is None:
-        stagger = seconds / 10
-    return {"lifetime": seconds, "lifetime_stagger": parse_timedelta(stagger),
-            "lifetime_restart": restart}
+        return None
+    seconds = (float(lifetime) if isinstance(lifetime, (int, float))
+               else parse_timedelta(lifetime, default="seconds"))
+    if not seconds >= MIN_WORKER_LIFETIME:
+        raise ValueError(
+            f"worker_lifetime={lifetime!r} is too short: a worker needs seconds to start, "
+            f"so lifetimes under {MIN_WORKER_LIFETIME:g} s recycle workers faster than they "
+            "can work. Give a duration like '1 hour' (a plain number counts seconds), "
+            "several times as long as your longest task, or None to turn recycling off")
+    stagger = seconds / 10 if stagger is None else parse_timedelta(stagger, default="seconds")
+    if not 0 <= stagger < seconds:
+        raise ValueError(f"worker_lifetime_stagger={stagger!r} must be at least 0 and "
+                         f"shorter than worker_lifetime ({seconds:g} s)")
+    bad_count = isinstance(max_retiring, bool) or not isinstance(max_retiring, (int, float))
+    if bad_count or not (max_retiring >= 1 and float(max_retiring).is_integer()
+                         or 0 < max_retiring < 1):
+        raise ValueError(
+            f"worker_lifetime_max_retiring={max_retiring!r} must be a whole number of "
+            "workers (1, 2, ...) or a fraction of them between 0 and 1 (0.25)")
+    return WorkerRecycler(seconds, stagger=stagger, restart=bool(restart),
+                          max_retiring=int(max_retiring) if max_retiring >= 1 else max_retiring)
+
+
+class WorkerRecycler(SchedulerPlugin):
+    """Scheduler plugin: recycle workers after a lifetime, one at a time, never the last.
+
+    distributed's own ``lifetime`` gives each worker a clock of its own: workers that reach
+    it together all retire at once, none is left to take their data, and the cluster is
+    empty until the nannies have restarted them. Here the scheduler decides instead. Every
+    ``interval`` it looks for workers past their lifetime and recycles one when
+
+    - fewer than ``max_retiring`` workers are recycling (retiring, or waiting for their
+      replacement to come up), and
+    - at least one other worker is running and not recycling.
+
+    Recycling a worker: it stops taking tasks and its data moves to the other workers
+    (``Scheduler.retire_workers``); the tasks it is running finish; then it closes through
+    its own graceful path and its nanny starts a replacement (with ``restart``). The next
+    worker is recycled only once that replacement is up (or after ``replacement_timeout``).
+    When the data cannot move (the other workers are paused), the worker goes back to
+    work and is tried again later. A recycled worker's tasks are rescheduled without
+    counting as failures.
+
+    A task that runs longer than the lifetime would keep its worker past it; such a task
+    fails with :class:`~curator_dask.executors.WorkerLifetimeError`, which names it, its
+    stage and the lifetime.
+
+    Parameters
+    ----------
+    lifetime : float
+        Seconds a worker lives, counted from when it joined.
+    stagger : float, default 0
+        The workers present when the plugin starts get first lifetimes spread evenly over
+        ``[lifetime - stagger, lifetime]`` (in the order of their names).
+    restart : bool, default True
+        Recycled workers are restarted by their nanny; False: they are not, and the last
+        running worker is kept.
+    max_retiring : int or float, default 1
+        Workers recycling at once: a count, or a fraction (below 1) of the workers.
+    replacement_timeout : float, optional
+        How long the next recycling waits for a replacement (default: the lifetime, at
+        least a minute).
+    """
+
+    name = "curator-dask-recycler"
+
+    def __init__(self, lifetime: float, *, stagger: float = 0.0, restart: bool = True,
+                 max_retiring: int | float = 1, replacement_timeout: float | None = None):
+        self.lifetime = float(lifetime)
+        self.stagger = float(stagger)
+        self.restart = bool(restart)
+        self.max_retiring = max_retiring
+        self.replacement_timeout = (max(60.0, self.lifetime) if replacement_timeout is None
+                                    else float(replacement_timeout))
+        self.interval = min(1.0, max(0.05, self.lifetime / 20))
+        self.scheduler = None
+
+    async def start(self, scheduler) -> None:
+        self.scheduler = scheduler
+        self.due: dict[str, float] = {}  # worker address -> when its lifetime ends
+        self.recycling: dict[str, asyncio.Task] = {}
+        self.refused: set = set()  # keys failed for outliving the lifetime
+        now = time.time()
+        first = sorted(scheduler.workers.values(), key=lambda ws: str(ws.name))
+        for i, ws in enumerate(first):
+            spread = self.stagger * i / (len(first) - 1) if len(first) > 1 else 0.0
+            self.due[ws.address] = now + self.lifetime - spread
+        self._callback = PeriodicCallback(self.check, self.interval * 1000)
+        self._callback.start()
+
+    async def close(self) -> None:
+        callback = getattr(self, "_callback", None)
+        if callback is not None:
+            callback.stop()
+        for task in list(getattr(self, "recycling", {}).values()):
+            task.cancel()
+
+    def add_worker(self, scheduler, worker: str) -> None:
+        self.due[worker] = time.time() + self.lifetime
+
+    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
+        self.due.pop(worker, None)
+
+    def valid_workers_downscaling(self, scheduler, workers: list) -> list:
+        """Downscaling (adapt) may not take the last running worker that is not recycling."""
+        candidates = [ws for ws in workers if ws.address not in self.recycling]
+        staying = [ws for ws in scheduler.running
+                   if ws.address not in self.recycling and ws not in candidates]
+        if staying:
+            return candidates
+        spare = [ws for ws in candidates if ws in scheduler.running]
+        return [ws for ws in candidates if ws is not spare[0]] if spare else candidates
+
+    # -- deciding ------------------------------------------------------------------------
+    def allowed(self) -> int:
+        """Workers that may be recycling at once now."""
+        if self.max_retiring >= 1:
+            return int(self.max_retiring)
+        return max(1, math.floor(self.max_retiring * len(self.scheduler.workers)))
+
+    def check(self) -> None:
+        """Refuse tasks that outlive the lifetime; start recycling the workers due."""
+        scheduler = self.scheduler
+        if scheduler is None or scheduler.status != Status.running:
+            return
+        self.refuse_long_tasks()
+        now = time.time()
+        due = sorted((when, address) for address, when in self.due.items()
+                     if when <= now and address not in self.recycling)
+        for _, address in due:
+            available = [ws for ws in scheduler.running if ws.address not in self.recycling]
+            if len(self.recycling) >= self.allowed() or len(available) < 2:
+                return
+            ws = scheduler.workers.get(address)
+            if ws is None or ws not in available:
+                continue  # paused, or retiring for another reason: not now
+            self.recycling[address] = asyncio.ensure_future(self.recycle(address))
+
+    def refuse_long_tasks(self) -> None:
+        """Fail every task that has run longer than the lifetime (as its worker reports)."""
+        from distributed.protocol.pickle import dumps
+
+        from curator_dask.executors.base import WorkerLifetimeError
+
+        for ws in list(self.scheduler.workers.values()):
+            for ts, seconds in list(ws.executing.items()):
+                if (seconds <= self.lifetime or ts.key in self.refused
+                        or ts.state != "processing" or ts.processing_on is not ws):
+                    continue
+                self.refused.add(ts.key)
+                error = WorkerLifetimeError(ts.key, seconds, self.lifetime, ws.address)
+                logger.error("%s", error)
+                self.scheduler.handle_task_erred(
+                    key=ts.key, worker=ws.address, run_id=ts.run_id,
+                    stimulus_id=f"worker-lifetime-exceeded-{time.time()}",
+                    exception=dumps(error), traceback=None, exception_text=str(error),
+                    traceback_text="")
+
+    # -- recycling one worker ----------------------------------------------------------------
+    async def recycle(self, address: str) -> None:
+        scheduler = self.scheduler
+        try:
+            name = scheduler.workers[address].name
+            logger.info("recycling worker %s (%r) after its lifetime of %.0f s", address,
+                        name, self.lifetime)
+            retired = await scheduler.retire_workers(
+                workers=[address], close_workers=False, remove=False,
+                stimulus_id=f"worker-lifetime-{time.time()}")
+            if address not in retired:
+                # Its data had nowhere to go (the other workers are paused); the
+                # scheduler put it back to work. Try again a little later.
+                if address in self.due:
+                    self.due[address] = time.time() + min(self.lifetime / 4, 10.0)
+                return
+            await self._tasks_finished(address)
+            logger.debug("worker %s has handed its data over and finished its tasks", address)
+            if address in scheduler.workers:
+                await scheduler.broadcast(
+                    msg={"op": "run", "function": _dumps(_close_for_recycling),
+                         "args": _dumps((self.restart,)), "wait": False},
+                    workers=[address], on_error="ignore")
+            deadline = time.monotonic() + self.replacement_timeout
+            while address in scheduler.workers and time.monotonic() < deadline:
+                await asyncio.sleep(self.interval)
+            logger.debug("worker %s has left", address)
+            if not self.restart:
+                return
+            while time.monotonic() < deadline:
+                if any(ws.name == name and ws.status == Status.running
+                       for ws in scheduler.workers.values()):
+                    logger.debug("worker %r is back", name)
+                    return
+                await asyncio.sleep(self.interval)
+            logger.warning("worker %r was recycled and has not come back within %.0f s; "
+                           "recycling goes on without it", name, self.replacement_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # recycling must never take the scheduler down
+            logger.exception("recycling worker %s failed", address)
+        finally:
+            self.recycling.pop(address, None)
+
+    async def _tasks_finished(self, address: str) -> None:
+        """Wait until the worker runs no task but refused ones, as a fresh heartbeat says.
+
+        A retiring worker starts no new task; the scheduler learns what it runs from its
+        heartbeats, so one that arrived after the retirement is waited for.
+        """
+        since = time.time()
+        while True:
+            ws = self.scheduler.workers.get(address)
+            if ws is None:
+                return
+            if ws.last_seen > since and not {ts.key for ts in ws.executing} - self.refused:
+                return
+            await asyncio.sleep(self.interval)
+
+
+def _dumps(value) -> bytes:
+    from distributed.protocol.pickle import dumps
+
+    return dumps(value)
+
+
+async def _close_for_recycling(restart: bool, dask_worker=None) -> None:
+    """Run on a worker: leave the cluster gracefully; its nanny restarts it (``restart``).
+
+    The steps of ``Worker.close_gracefully`` (which distributed's ``lifetime`` takes), for
+    a worker that is closing gracefully already (and on which that method would wait
+    forever): it retires itself at the scheduler, handing over any data it made since,
+    then closes without its nanny, which starts a fresh worker.
+    """
+    await dask_worker.scheduler.retire_workers(
+        workers=[dask_worker.address], close_workers=False, remove=True,
+        stimulus_id=f"worker-lifetime-{time.time()}")
+    await dask_worker.close(nanny=not restart, reason="worker-lifetime-reached")
 
 
 def _cpu_cluster(n_workers, threads_per_worker, memory_limit, dashboard_address, protocol,

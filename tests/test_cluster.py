@@ -9,7 +9,7 @@ import logging
 import pytest
 from distributed import LocalCluster
 
-from curator_dask.cluster import _lifetime_kwargs, dashboard_link, get_client, worker_resources
+from curator_dask.cluster import _recycler, dashboard_link, get_client, worker_resources
 
 
 def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):
@@ -22,7 +22,7 @@ def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_cl
         info = client.scheduler_info(n_workers=-1)["workers"]
         assert all(addr.startswith("tcp://127.0.0.1:") for addr in info)
         # A task whose resources no worker offers fails after the timeout, never hangs.
-        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.no_workers_timeout) == 300
+        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.no_workers_timeout) == 60
         assert f"Dask dashboard: {client.dashboard_link}" in caplog.text
     finally:
         client.close()
@@ -66,7 +66,9 @@ def test_gpu_clusters_need_the_gpu_extra(cluster_type):
         get_client(cluster_type=cluster_type)
 
 
-def test_worker_lifetime_is_staggered_and_restarts_by_default():
-    assert _lifetime_kwargs("10s", None, True) == {
-        "lifetime": 10, "lifetime_stagger": 1, "lifetime_restart": True}
-    assert _lifetime_kwargs(None, None, True) == {}
+def test_worker_lifetime_is_staggered_recycles_one_worker_at_a_time_and_restarts_by_default():
+    recycler = _recycler("10s", None, True, 1)
+    assert (recycler.lifetime, recycler.stagger, recycler.restart, recycler.max_retiring) == (
+        10.0, 1.0, True, 1)
+    assert _recycler(None, None, True, 1) is None
+    assert _recycler("1 hour", "10 minutes", False, 0.25).max_retiring == 0.25

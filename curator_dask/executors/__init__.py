@@ -6,10 +6,15 @@
 - :class:`LocalExecutor`: everything in this process, for debugging a stage.
 """
 
-from curator_dask.executors.base import Executor, ResourceUnavailableError
+from curator_dask.executors.base import (
+    Executor,
+    NoWorkersError,
+    ResourceUnavailableError,
+    WorkerLifetimeError,
+)
 from curator_dask.executors.batch import BatchExecutor
 from curator_dask.executors.local import LocalExecutor
 from curator_dask.executors.streaming import StreamingExecutor
 
-__all__ = ["BatchExecutor", "Executor", "LocalExecutor", "ResourceUnavailableError",
-           "StreamingExecutor"]
+__all__ = ["BatchExecutor", "Executor", "LocalExecutor", "NoWorkersError",
+           "ResourceUnavailableError", "StreamingExecutor", "WorkerLifetimeError"]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dask
+from distributed.scheduler import NoWorkerError
 
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
@@ -36,13 +37,50 @@ from curator_dask.stages.base import (
 from curator_dask.io.overlap import check_run_paths
 from curator_dask.stages.io_stages import ReaderStage, WriterStage, plan_token
 
-__all__ = ["Executor", "ResourceUnavailableError", "Layout", "check_placement", "stage_kind"]
+__all__ = ["Executor", "NoWorkersError", "ResourceUnavailableError", "Layout",
+           "WorkerLifetimeError", "check_placement", "stage_kind"]
 
 logger = logging.getLogger(__name__)
 
 
 class ResourceUnavailableError(RuntimeError):
     """A stage asks for a resource that no worker of the cluster offers."""
+
+
+class WorkerLifetimeError(ResourceUnavailableError):
+    """A task ran longer than the workers live (``get_client(worker_lifetime=...)``).
+
+    Recycling retires a worker only between tasks, so a task longer than the lifetime
+    would keep its worker past it; the scheduler's recycler fails the task instead.
+    """
+
+    def __init__(self, key, seconds: float, lifetime: float, worker: str):
+        super().__init__(key, seconds, lifetime, worker)
+        self.key, self.seconds, self.lifetime, self.worker = key, seconds, lifetime, worker
+
+    def __str__(self) -> str:
+        from dask.utils import key_split
+
+        return (f"stage {key_split(self.key)!r}: task {self.key!r} has run for "
+                f"{self.seconds:.0f} s on {self.worker}, longer than the workers' lifetime "
+                f"({self.lifetime:g} s, get_client(worker_lifetime=...)). Workers are "
+                "recycled only between tasks; give worker_lifetime several times your "
+                "longest task, make partitions smaller (files_per_partition, blocksize), "
+                "or turn recycling off (worker_lifetime=None)")
+
+
+class NoWorkersError(ResourceUnavailableError, NoWorkerError):
+    """The cluster had no worker at all for longer than its no-workers timeout.
+
+    A :class:`distributed.scheduler.NoWorkerError` (catch either) whose message says
+    which workers left last, and why when the scheduler knows.
+    """
+
+    def __init__(self, task, timeout: float, message: str):
+        super().__init__(task, timeout, message)
+
+    def __str__(self) -> str:
+        return self.args[2]
 
 
 @dataclass
@@ -239,6 +277,12 @@ class Executor:
         try:
             with report_ctx:
                 dataset = body()
+        except BaseException:
+            # Before the error reaches the caller: its traceback holds the run's futures,
+            # and the client holds the erred one's exception, so they would stay alive
+            # (and their keys on the cluster) until the garbage collector breaks the cycle.
+            release_run(client, state.token)
+            raise
         finally:
             if cleanup is not None:
                 cleanup()
@@ -398,6 +442,70 @@ def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: li
     metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
 
 
+def release_run(client, token: str) -> int:
+    """Cancel every future of the run ``token`` that the client holds; how many.
+
+    Every key of a run carries its token (:meth:`RunState.key`). Cancelling pops the
+    futures' states from the client, so the scheduler forgets the keys at once, whatever
+    still refers to the futures (a traceback, an ``as_completed``).
+    """
+    from distributed import Future
+
+    keys = [key for key in list(client.futures) if token in str(key)]
+    if keys:
+        try:
+            client.cancel([Future(key, client) for key in keys], reason="run failed")
+        except Exception:  # releasing must not hide the run's own error
+            logger.warning("could not release the failed run's %d futures", len(keys),
+                           exc_info=True)
+    return len(keys)
+
+
+def raise_task_error(client, future) -> None:
+    """Raise the error of a future that did not finish, explaining a cluster with no worker.
+
+    distributed's :class:`~distributed.scheduler.NoWorkerError` names only a task and the
+    timeout; :class:`NoWorkersError` (a subclass) adds which workers left and why.
+    """
+    try:
+        future.result()
+    except NoWorkerError as err:
+        if isinstance(err, NoWorkersError):
+            raise
+        raise no_workers_error(client, err) from err
+
+
+def no_workers_error(client, err: NoWorkerError) -> NoWorkersError:
+    """A :class:`NoWorkersError` for ``err``, with the last workers' departures."""
+    from dask.utils import key_split
+
+    departures = []
+    try:
+        events = [e for _, e in client.get_events("all")
+                  if isinstance(e, dict) and e.get("action") == "remove-worker"]
+        for event in events[-4:]:
+            worker = event.get("worker", "?")
+            reasons = [e.get("reason") for _, e in client.get_events(worker)
+                       if isinstance(e, dict) and e.get("action") == "closing-worker"]
+            stimulus = str(event.get("stimulus_id", ""))
+            if reasons:
+                why = f"closed: {reasons[-1]}"
+            elif stimulus.startswith("handle-worker-cleanup"):
+                why = "connection lost: the process died or was killed"
+            else:
+                why = stimulus.rsplit("-", 1)[0] or "unknown"
+            departures.append(f"{worker} ({why})")
+    except Exception:  # the explanation is best effort; the error itself is not
+        logger.debug("could not read the scheduler's worker events", exc_info=True)
+    left = ("; the last workers to leave were " + ", ".join(departures)) if departures else ""
+    message = (
+        f"no worker was running for {err.timeout:g} s (the scheduler's no-workers timeout), "
+        f"so task {err.task!r} of stage {key_split(err.task)!r} could not run{left}. "
+        "Check the workers' logs (memory limit? killed?), start workers, or give "
+        "get_client(no_workers_timeout=...) more time if they restart slowly")
+    return NoWorkersError(err.task, err.timeout, message)
+
+
 def teardown_everywhere(client, stages: Sequence, token: str | None = None,
                         wait: float = 30.0) -> None:
     """Call ``teardown()`` on every worker's live copy of each stage (ids the stages).
@@ -453,5 +561,5 @@ def teardown_local(stages: Sequence) -> None:
             teardown_stage(stage.stage_id)
 
 
-__all__ += ["RunState", "materialize_barrier_output", "span_annotation", "teardown_everywhere",
-            "teardown_local"]
+__all__ += ["RunState", "materialize_barrier_output", "no_workers_error", "raise_task_error",
+            "release_run", "span_annotation", "teardown_everywhere", "teardown_local"]

@@ -22,7 +22,7 @@ import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
-from curator_dask.executors.base import Executor, Layout, RunState
+from curator_dask.executors.base import Executor, Layout, RunState, raise_task_error
 from curator_dask.executors.streaming import StreamingExecutor, batch_groups
 from curator_dask.observe.progress import Progress
 from curator_dask.stages.io_stages import plan_token
@@ -83,7 +83,7 @@ class BatchExecutor(Executor):
         try:
             for future in as_completed(futures):
                 if future.status == "error":
-                    future.result()  # raises the task's error, with its stage noted
+                    raise_task_error(client, future)  # the task's error, its stage noted
                 progress.update(1)
         except BaseException:
             client.cancel(futures)
@@ -169,16 +169,21 @@ class BatchExecutor(Executor):
         # barrier's output then carries only what the barrier removed.
         state.barrier_dropped.extend(client.gather(
             [client.submit(runtime.dropped_of, f) for f, _ in items]))
-        frames = [client.submit(runtime.bare_frame_of, f) for f, _ in items]
-        ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         name = layout.name_of(barrier)
+        # Keys with the run's token, so that a failed run releases them.
+        prefix = f"{_key_prefix(name)}_input-{state.token}"
+        frames = [client.submit(runtime.bare_frame_of, f, key=f"{prefix}-{c[0]}")
+                  for f, c in items]
+        ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         cache = posixpath.join(state.cache, f"batch-{_key_prefix(name)}")
         start = time.time()
         with state.in_span(barrier, building=True):
             out = barrier.run(ds_in, cache)
             # The barrier's own graph (shuffles) runs unrestricted: it is not a stage with
             # resources, and P2P shuffles place their own tasks.
-            parts = [dask.delayed(runtime.carry)(d) for d in out.df.to_delayed()]
+            prefix = f"{_key_prefix(name)}_output-{state.token}"
+            parts = [dask.delayed(runtime.carry)(d, dask_key_name=f"{prefix}-{i}")
+                     for i, d in enumerate(out.df.to_delayed())]
             persisted = client.persist(parts)
         from distributed import futures_of, wait
 
@@ -186,7 +191,7 @@ class BatchExecutor(Executor):
         wait(futures)
         for f in futures:
             if f.status == "error":
-                f.result()
+                raise_task_error(client, f)
         stop = time.time()
         lengths = client.gather([client.submit(lambda c: len(c[0]), f) for f in futures])
         state.records.append({

@@ -57,6 +57,7 @@ from curator_dask.executors.base import (
     ResourceUnavailableError,
     RunState,
     materialize_barrier_output,
+    raise_task_error,
     span_annotation,
 )
 from curator_dask.observe.progress import Progress
@@ -543,6 +544,7 @@ class _Stream:
                 self.pump()
         except BaseException:
             self.cancel()
+            self.forget()
             raise
         now = time.time()
         self.sample(now)
@@ -568,6 +570,14 @@ class _Stream:
             for unit in queue:
                 for future, _ in unit.items:
                     future.cancel()
+
+    def forget(self) -> None:
+        """Drop every future this stream holds: the error's traceback keeps the stream."""
+        self.watcher.clear()
+        self.pending.clear()
+        self.results.clear()
+        for queue in self.ready:
+            queue.clear()
 
     # -- moving units ------------------------------------------------------------------------
     def admits(self, k: int, size: int) -> bool:
@@ -654,7 +664,7 @@ class _Stream:
     def complete(self, future) -> None:
         unit, covered = self.pending.pop(future)
         if future.status != "finished":
-            future.result()  # raises the task's error, with its stage noted
+            raise_task_error(self.client, future)  # the task's error, with its stage noted
         k = unit.step
         kind = self.steps[k].kind
         if kind in ("write", "records"):

@@ -8,7 +8,8 @@ Worker-side lifecycle: a stage object travels to workers by pickle, once per tas
 first task of a stage in a worker process calls ``setup()`` on its copy under a lock and
 keeps that copy (with its loaded model) in a per-process registry; every later task of
 the same stage in that process uses the registered copy. ``setup_on_node()`` runs once per
-host, guarded by a file lock, before the first ``setup()`` there.
+host, guarded by a file lock, before the first ``setup()`` there; the lock and its marker
+live in a directory per stage (:func:`node_setup_dir`) that teardown removes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import functools
 import inspect
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import uuid
@@ -215,15 +217,36 @@ _live_stages: dict[str, ProcessingStage] = {}
 _live_lock = threading.Lock()
 
 
+NODE_SETUP_PREFIX = "curator-dask-node-setup-"
+
+
+def node_setup_dir(stage_id: str) -> str:
+    """The directory where this host keeps a stage's node-setup lock and done-marker.
+
+    One per stage (by :attr:`ProcessingStage.stage_id`) in the temporary directory of the
+    worker processes; :func:`teardown_stage` removes it, so a run leaves none behind.
+    """
+    return os.path.join(tempfile.gettempdir(), NODE_SETUP_PREFIX + stage_id)
+
+
 def _setup_on_node_once(stage: ProcessingStage) -> None:
     """Call ``setup_on_node`` once per host: the first process to take the lock does it."""
-    marker = os.path.join(tempfile.gettempdir(), f"curator-dask-node-setup-{stage.stage_id}")
-    with open(marker + ".lock", "a") as lock_file:
+    directory = node_setup_dir(stage.stage_id)
+    for attempt in range(2):
+        os.makedirs(directory, exist_ok=True)
+        try:
+            lock_file = open(os.path.join(directory, "lock"), "a")
+            break
+        except FileNotFoundError:  # a teardown removed it in between: make it again
+            if attempt:
+                raise
+    with lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         try:
-            if not os.path.exists(marker + ".done"):
+            done = os.path.join(directory, "done")
+            if not os.path.exists(done):
                 stage.setup_on_node()
-                with open(marker + ".done", "w"):
+                with open(done, "w"):
                     pass
         finally:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
@@ -258,9 +281,14 @@ def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
 
 
 def teardown_stage(stage_id: str) -> bool:
-    """Tear down and forget this process's copy of a stage; True if there was one."""
+    """Tear down and forget this process's copy of a stage; True if there was one.
+
+    Also removes the host's node-setup directory of the stage: executors call this on
+    every worker once no task of the run is left, so any process of the host may.
+    """
     with _live_lock:
         live = _live_stages.pop(stage_id, None)
+    shutil.rmtree(node_setup_dir(stage_id), ignore_errors=True)
     if live is None:
         return False
     live.teardown()
