@@ -225,9 +225,12 @@ def find_pattern_spans(arr: pa.Array, entities: Sequence[str] = PATTERN_ENTITIES
         docs, starts, ends, texts = _search(pattern, arr)
         if not len(docs):
             continue
+        if pattern.entity == "IBAN_CODE":
+            ends = starts + _iban_lengths(texts)
         valid = _VALIDATORS.get(pattern.entity)
         if valid is not None:
-            ok = valid(texts)
+            ok = valid([t[:n] for t, n in zip(texts, ends - starts)] if
+                       pattern.entity == "IBAN_CODE" else texts)
             docs, starts, ends = docs[ok], starts[ok], ends[ok]
         kinds = np.zeros(len(docs), np.int64)
         parts.append(Spans(docs, starts, ends, kinds, (pattern.entity,)))
@@ -314,6 +317,25 @@ def iban_valid(texts: Sequence[str]) -> np.ndarray:
         scale = np.where(is_letter[:, column], 100, 10)
         remainder = np.where(present, (remainder * scale + values[:, column]) % 97, remainder)
     return (n_chars == expected) & (remainder == 1)
+
+
+def _iban_lengths(texts: Sequence[str]) -> np.ndarray:
+    """Characters of each IBAN candidate to keep: all of it, or, where it holds more
+    characters than its country's IBAN, the prefix of that many (spaces not counted).
+    The pattern's optional last group can take in a short word after the number
+    ("DE89 3704 0044 0532 0130 00 BIC"): the check then runs on the number alone."""
+    out = np.fromiter((len(t) for t in texts), np.int64, len(texts))
+    for i, text in enumerate(texts):
+        expected = IBAN_LENGTHS.get(text[:2])
+        if expected is None or len(text) - text.count(" ") <= expected:
+            continue
+        kept = 0
+        for j, ch in enumerate(text):
+            kept += ch != " "
+            if kept == expected:
+                out[i] = j + 1
+                break
+    return out
 
 
 def ssn_valid(texts: Sequence[str]) -> np.ndarray:

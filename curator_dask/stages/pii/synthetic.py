@@ -23,6 +23,8 @@ from curator_dask.stages.pii.patterns import IBAN_LENGTHS, PATTERN_ENTITIES
 __all__ = ["make_entity", "planted_pii", "UNICODE_NEIGHBOURS"]
 
 _LOWER = list("abcdefghijklmnopqrstuvwxyz")
+_US_AREA_CODES = [201, 202, 206, 212, 213, 214, 303, 305, 312, 404, 415, 503, 512, 602, 617,
+                  646, 702, 713, 718, 818, 917, 919]
 _TLDS = ["com", "org", "net", "io", "de", "co.uk", "edu"]
 
 #: Non-ASCII neighbours put around entities: accents, combining marks, CJK, emoji (outside
@@ -64,8 +66,12 @@ def make_entity(kind: str, rng: np.random.Generator) -> str:
                             f"{_word(rng)}_{_digits(rng, 2)}", f"{_word(rng)}+{_word(rng, 2, 5)}"])
         return f"{local}@{_word(rng)}.{rng.choice(_TLDS)}"
     if kind == "PHONE_NUMBER":
-        area, exchange = f"{rng.integers(2, 10)}{_digits(rng, 2)}", \
-            f"{rng.integers(2, 10)}{_digits(rng, 2)}"
+        # Numbers in assigned ranges (libphonenumber calls them valid), so a checker that
+        # knows the numbering plans accepts them too.
+        area = str(rng.choice(_US_AREA_CODES))
+        exchange = str(rng.integers(200, 1000))
+        if exchange == "555" or exchange.endswith("11"):
+            exchange = "734"
         line = _digits(rng, 4)
         form = int(rng.integers(0, 6))
         if form == 0:
@@ -77,8 +83,8 @@ def make_entity(kind: str, rng: np.random.Generator) -> str:
         if form == 3:
             return f"+1 {area} {exchange} {line}"
         if form == 4:
-            return f"+44 {rng.integers(20, 80)} {_digits(rng, 4)} {_digits(rng, 4)}"
-        return f"+49{_digits(rng, 2, True)}{_digits(rng, 7)}"
+            return f"+44 20 {rng.choice([3, 7, 8])}{_digits(rng, 3)} {_digits(rng, 4)}"
+        return f"+4930{rng.integers(10_000_000, 100_000_000)}"
     if kind == "IP_ADDRESS":
         if rng.random() < 0.5:
             return ".".join(str(int(v)) for v in rng.integers(0, 256, size=4))
@@ -102,7 +108,8 @@ def make_entity(kind: str, rng: np.random.Generator) -> str:
     if kind == "IBAN_CODE":
         country = str(rng.choice(["DE", "GB", "FR", "NL", "ES", "IT", "CH", "NO"]))
         n = IBAN_LENGTHS[country] - 4
-        letters = 4 if country in ("GB", "NL") else 0
+        # Letters where the country's format has them (GB and NL bank codes, Italy's CIN).
+        letters = {"GB": 4, "NL": 4, "IT": 1}.get(country, 0)
         bban = "".join(rng.choice(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), size=letters)) + \
             _digits(rng, n - letters)
         iban = country + _iban_check(country, bban) + bban
