@@ -38,6 +38,64 @@ def _key(prefix, start, n, base_n, mask):
 
 
 @numba.njit(cache=True, nogil=True)
+def normalise_ascii(data, starts, ends, punctuation):
+    """Words ``data[starts[k]:ends[k]]`` with ASCII letters lowercased and the bytes in
+    ``punctuation`` (a 128-entry table) removed, in one pass: (bytes, int64 offsets, and
+    which words hold non-ASCII characters: those are copied as they are, for the caller
+    to lowercase)."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    other = np.zeros(n, np.bool_)
+    total = 0
+    for k in range(n):
+        total += ends[k] - starts[k]
+    out = np.empty(total, np.uint8)
+    j = 0
+    offsets[0] = 0
+    for k in range(n):
+        for i in range(starts[k], ends[k]):
+            b = data[i]
+            if b < 0x80:
+                if punctuation[b]:
+                    continue
+                if 65 <= b <= 90:
+                    b += 32
+            else:
+                other[k] = True
+            out[j] = b
+            j += 1
+        offsets[k + 1] = j
+    return out[:j], offsets, other
+
+
+@numba.njit(cache=True, nogil=True)
+def splice(data, offsets, rows, new_data, new_offsets):
+    """The strings ``data``/``offsets`` with string ``rows[k]`` replaced by string ``k`` of
+    ``new_data``/``new_offsets`` (``rows`` sorted): (bytes, offsets)."""
+    n = offsets.shape[0] - 1
+    out_offsets = np.empty(n + 1, np.int64)
+    size = offsets[n] - offsets[0]
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        size += (new_offsets[k + 1] - new_offsets[k]) - (offsets[r + 1] - offsets[r])
+    out = np.empty(size, np.uint8)
+    j = 0
+    k = 0
+    out_offsets[0] = 0
+    for i in range(n):
+        if k < rows.shape[0] and rows[k] == i:
+            a, b, source = new_offsets[k], new_offsets[k + 1], new_data
+            k += 1
+        else:
+            a, b, source = offsets[i], offsets[i + 1], data
+        for x in range(a, b):
+            out[j] = source[x]
+            j += 1
+        out_offsets[i + 1] = j
+    return out, out_offsets
+
+
+@numba.njit(cache=True, nogil=True)
 def powers(max_n):
     """``_BASE ** n`` for ``n`` in ``0..max_n`` (mod 2**64)."""
     out = np.empty(max_n + 1, np.uint64)
@@ -128,8 +186,20 @@ def directory(keys, bits):
 
 
 @numba.njit(cache=True, nogil=True)
+def key_filter(keys, filter_bits):
+    """A bit set over the top ``filter_bits`` bits of the keys: a window whose bit is
+    clear is no task n-gram, known from one read of a small array (most windows)."""
+    bitset = np.zeros(max(1, (1 << filter_bits) // 64), np.uint64)
+    shift = np.uint64(64 - filter_bits)
+    for k in range(keys.shape[0]):
+        slot = keys[k] >> shift
+        bitset[slot >> np.uint64(6)] |= np.uint64(1) << (slot & np.uint64(63))
+    return bitset
+
+
+@numba.njit(cache=True, nogil=True)
 def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits, mask,
-                 enabled):
+                 enabled, bitset, filter_bits):
     """Every position of every document where a task n-gram starts (the longest enabled
     one there, ``sizes`` being the n-gram lengths in decreasing order).
 
@@ -144,12 +214,9 @@ def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits
         prefix[i + 1] = prefix[i] * _BASE + np.uint64(ids[i] + 1)
         unknown[i + 1] = unknown[i] + (ids[i] < 0)
     pw = powers(sizes[0])
-    shift = np.uint64(64 - bits)
-    cap = 64
-    m_doc = np.empty(cap, np.int64)
-    m_pos = np.empty(cap, np.int64)
-    m_len = np.empty(cap, np.int64)
-    m_entry = np.empty(cap, np.int64)
+    shift = np.uint64(64 - bits) if bits else np.uint64(63)
+    filter_shift = np.uint64(64 - filter_bits)
+    found = np.empty((64, 4), np.int64)
     count = 0
     for d in range(doc_offsets.shape[0] - 1):
         lo, hi = doc_offsets[d], doc_offsets[d + 1]
@@ -161,27 +228,35 @@ def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits
                 if p + n > hi or unknown[p + n] != unknown[p]:
                     continue
                 key = _key(prefix, p, n, pw[n], mask)
-                b = np.int64(key >> shift) if bits else 0
-                found = -1
-                for e in range(dir_[b], dir_[b + 1]):
-                    if keys[e] == key and lens[e] == n and enabled[e] and \
-                            _same(ids, p, tokens, starts[e], n):
-                        found = e
-                        break
-                if found >= 0:
-                    if count == cap:
-                        cap *= 2
-                        m_doc = _grow(m_doc, cap)
-                        m_pos = _grow(m_pos, cap)
-                        m_len = _grow(m_len, cap)
-                        m_entry = _grow(m_entry, cap)
-                    m_doc[count] = d
-                    m_pos[count] = p
-                    m_len[count] = n
-                    m_entry[count] = found
+                slot = key >> filter_shift
+                if not (bitset[slot >> np.uint64(6)] >> (slot & np.uint64(63))) & np.uint64(1):
+                    continue
+                b = np.int64(key >> shift) if bits else np.int64(0)
+                e = _entry(key, n, p, ids, keys, starts, lens, tokens, enabled, dir_[b],
+                           dir_[b + 1])
+                if e >= 0:
+                    if count == found.shape[0]:
+                        bigger = np.empty((2 * count, 4), np.int64)
+                        bigger[:count] = found
+                        found = bigger
+                    found[count, 0] = d
+                    found[count, 1] = p
+                    found[count, 2] = n
+                    found[count, 3] = e
                     count += 1
                     break
-    return m_doc[:count], m_pos[:count], m_len[:count], m_entry[:count]
+    return found[:count, 0].copy(), found[:count, 1].copy(), found[:count, 2].copy(), \
+        found[:count, 3].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _entry(key, n, p, ids, keys, starts, lens, tokens, enabled, first, last):
+    """The enabled index entry equal to the ``n`` words at ``p``, or -1."""
+    for e in range(first, last):
+        if keys[e] == key and lens[e] == n and enabled[e] and _same(ids, p, tokens,
+                                                                     starts[e], n):
+            return e
+    return -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -18,9 +18,10 @@ windows of ids with a rolling hash (:mod:`._kernels`); a key match is confirmed 
 ids, word for word, so the result is exact whatever the hash does.
 
 Memory, per task n-gram: 8 bytes (key) + 8 (where its words start) + 1 (length) + 2 (task)
-+ about 2 (directory), plus 4 bytes per task word (each 13-gram adds one word to the
-token array when texts are longer than 13 words), about **25 MB per million n-grams**,
-plus the vocabulary (the distinct task words, a few MB for large evaluation suites).
++ 1 (enabled flag) + 2 to 4 (directory) + 2 to 4 (bit set; both round to powers of two),
+plus 4 bytes per task word (a text of ``n >= 13`` words has ``n - 12`` n-grams):
+**about 30 MB per million n-grams**, vocabulary included for typical suites
+(``benchmarks/decontamination.py`` measured 31.4 bytes per n-gram on 200,000).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import pyarrow.compute as pc
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.tasks import EvalTask, load_task_texts
 from curator_dask.stages.filters import _kernels as _text_kernels
-from curator_dask.stages.filters._text import buffers, char_table, lengths, string_array
+from curator_dask.stages.filters._text import buffers, char_table, string_array
 
 __all__ = ["Words", "words_of", "TaskNgramIndex", "build_index"]
 
@@ -46,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 #: RE2 class of the characters removed from words (Python's ``string.punctuation``).
 PUNCTUATION = "[" + "".join(f"\\x{ord(c):02x}" for c in string.punctuation) + "]"
+
+_PUNCTUATION = np.zeros(128, np.bool_)
+_PUNCTUATION[[ord(c) for c in string.punctuation]] = True
 
 #: Every key bit is used by default; tests narrow it to force hash collisions.
 ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -81,17 +85,25 @@ def words_of(arr: pa.Array) -> Words:
         arr = arr.fill_null("")
     data, offsets = buffers(arr)
     starts, ends, _, counts = _text_kernels.split_whitespace(data, offsets, char_table("space"))
-    raw = string_array(*_text_kernels.gather_segments(data, starts, ends))
-    values = pc.replace_substring_regex(pc.utf8_lower(raw), PUNCTUATION, "")
-    doc_offsets = np.zeros(len(counts) + 1, np.int64)
-    keep = lengths(values) > 0
+    # ASCII words are lowercased and stripped in one compiled pass; the few with other
+    # characters go through Arrow's Unicode lowercasing.
+    normal, normal_offsets, other = _kernels.normalise_ascii(data, starts, ends, _PUNCTUATION)
+    if other.any():
+        rows = np.flatnonzero(other)
+        raw = string_array(*_text_kernels.gather_segments(data, starts[rows], ends[rows]))
+        fixed = pc.replace_substring_regex(pc.utf8_lower(raw), PUNCTUATION, "")
+        normal, normal_offsets = _kernels.splice(normal, normal_offsets, rows,
+                                                 *buffers(fixed.cast(pa.large_string())))
+    values = string_array(normal, normal_offsets)
+    keep = np.diff(normal_offsets) > 0  # words that were all punctuation are gone
     if not keep.all():
         values = values.filter(pa.array(keep))
         starts, ends = starts[keep], ends[keep]
         counts = _text_kernels.segment_sums(keep.view(np.uint8).astype(np.int64),
                                             np.r_[0, np.cumsum(counts)])
+    doc_offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=doc_offsets[1:])
-    return Words(values.cast(pa.large_string()), starts, ends, doc_offsets, data, offsets)
+    return Words(values, starts, ends, doc_offsets, data, offsets)
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,8 @@ class TaskNgramIndex:
     enabled: np.ndarray
     fingerprint: str
     max_ngram_size: int
+    key_filter: np.ndarray
+    filter_bits: int
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -142,7 +156,7 @@ class TaskNgramIndex:
     def nbytes(self) -> int:
         """Bytes held (what every worker receives)."""
         arrays = (self.tokens, self.keys, self.starts, self.lengths, self.task_of,
-                  self.directory, self.enabled)
+                  self.directory, self.enabled, self.key_filter)
         return sum(a.nbytes for a in arrays) + self.vocabulary.nbytes
 
     def with_enabled(self, enabled: np.ndarray) -> TaskNgramIndex:
@@ -170,7 +184,8 @@ class TaskNgramIndex:
         ids = self.ids(words.values)
         return _kernels.find_matches(ids, words.doc_offsets, self.sizes, self.keys, self.starts,
                                      self.lengths, self.tokens, self.directory, self.bits,
-                                     self.mask, self.enabled)
+                                     self.mask, self.enabled, self.key_filter,
+                                     self.filter_bits)
 
 
 def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_size: int = 8,
@@ -212,6 +227,9 @@ def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_s
     keys, starts, lens, text_of = keys[first], starts[first], lens[first], text_of[first]
     task_of = np.asarray(text_task, np.int16)[text_of] if len(text_of) else np.zeros(0, np.int16)
     bits = max(0, int(np.ceil(np.log2(max(len(keys), 1)))) - 2)
+    # About 16 filter bits per n-gram: a window that is no task n-gram passes the filter
+    # with probability about 1/16 (fewer when keys repeat their top bits).
+    filter_bits = min(40, max(6, int(np.ceil(np.log2(max(len(keys), 1) * 16)))))
     sizes = np.unique(lens).astype(np.int64)[::-1].copy()
     fingerprint = hashlib.sha1(keys.tobytes() + tokens.tobytes() + starts.tobytes()
                                + "\x00".join(t.name for t in tasks).encode()).hexdigest()
@@ -220,7 +238,8 @@ def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_s
         starts=starts, lengths=lens, task_of=task_of, directory=_kernels.directory(keys, bits),
         bits=bits, sizes=sizes if len(sizes) else np.array([max_ngram_size], np.int64),
         mask=np.uint64(mask), enabled=np.ones(len(keys), bool), fingerprint=fingerprint,
-        max_ngram_size=max_ngram_size)
+        max_ngram_size=max_ngram_size, key_filter=_kernels.key_filter(keys, filter_bits),
+        filter_bits=filter_bits)
     logger.info("task n-gram index: %d n-grams of %d task(s), %d distinct words, %.1f MB",
                 len(index), len(tasks), len(vocabulary), index.nbytes / 1e6)
     return index

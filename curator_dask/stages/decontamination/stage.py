@@ -63,7 +63,7 @@ class TaskDecontamination(WholeDatasetStage):
 
     The index is built once on the client and is one key in the Dask graph of each
     pass, so each worker receives it once, however many partitions it processes (about
-    25 MB per million task n-grams; :attr:`last_run` says how large it was).
+    30 MB per million task n-grams; :attr:`last_run` says how large it was).
 
     Counts, per task: documents dropped, as the drop reasons
     ``"<name>.<task>.too_many_splits"`` and ``"<name>.<task>.no_piece_left"`` (the task of
