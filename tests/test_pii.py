@@ -82,6 +82,7 @@ def test_each_format_of_each_type_is_found_alone():
     "ip 256.1.2.3 and 1.2.3.4.5 and 01.02.03.04 are not addresses",
     "phone 415-155-2671 has an exchange starting with 1; +12 34 is too short",
     "version 3.11.2 at 12:30:45 on 2024-01-05 for $3.50, std::vector, user@localhost",
+    "+123 456789 123456 123456 123456 123456 123456 has more digits than a phone number",
 ])
 def test_entity_shaped_text_that_fails_the_checks_is_not_found(text):
     assert found_spans(pd.DataFrame({"text": [text]})) == [set()]

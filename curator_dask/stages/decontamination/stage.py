@@ -13,7 +13,7 @@ from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.index import TaskNgramIndex, build_index, words_of
-from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks
+from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_files
 from curator_dask.stages.filters import _kernels as _text_kernels
 from curator_dask.stages.filters._text import arrow_text, is_cudf, string_array
 
@@ -121,6 +121,8 @@ class TaskDecontamination(WholeDatasetStage):
                  remove_char_each_side: int = 200, max_splits: int = 10,
                  min_ngram_size: int = 8, name: str = "task_decontamination"):
         self.tasks: tuple[EvalTask, ...] = as_tasks(tasks)
+        for task in self.tasks:  # a wrong path fails here, not after the stages before it
+            task_files(task)
         for number, value in (("max_ngram_size", max_ngram_size),
                               ("min_document_length", min_document_length),
                               ("remove_char_each_side", remove_char_each_side),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from curator_dask.io.errors import InputError
 
-__all__ = ["EvalTask", "TaskFileError", "as_tasks", "load_task_texts"]
+__all__ = ["EvalTask", "TaskFileError", "as_tasks", "load_task_texts", "task_files"]
 
 
 class TaskFileError(InputError):
@@ -95,7 +95,8 @@ def as_tasks(tasks) -> tuple[EvalTask, ...]:
     return tuple(out)
 
 
-def _files(task: EvalTask) -> list[str]:
+def task_files(task: EvalTask) -> list[str]:
+    """The files of ``task``; an error naming the path if there are none."""
     if os.path.isdir(task.path):
         files = sorted(os.path.join(task.path, f) for f in os.listdir(task.path)
                        if not f.startswith(".") and os.path.isfile(os.path.join(task.path, f)))
@@ -180,7 +181,7 @@ def _texts_of_records(records, fields: Sequence[str], path: str) -> list[str]:
 def load_task_texts(task: EvalTask) -> list[str]:
     """Every text of ``task``, in file and row order (empty texts left out)."""
     texts: list[str] = []
-    for path in _files(task):
+    for path in task_files(task):
         kind = _kind(path)
         fields = task.fields or (("text",) if kind != "text" else ())
         if kind == "jsonl":

@@ -359,7 +359,8 @@ def ssn_valid(texts: Sequence[str]) -> np.ndarray:
 
 def _phone_valid(texts: Sequence[str]) -> np.ndarray:
     # International numbers have 8 to 15 digits (E.164); North American ones 10 or 11.
-    _, counts = _digit_matrix(texts, 24)
+    digits = pc.replace_substring_regex(pa.array(texts, pa.string()), r"[^0-9]", "")
+    counts = lengths(digits)
     return (counts >= 8) & (counts <= 15)
 
 
