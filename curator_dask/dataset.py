@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
-from curator_dask.dropped import get_dropped, sum_dropped
+from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
@@ -50,13 +50,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class WriteResult:
-    """What a write produced: the files, and rows, bytes and drop counts in total."""
+    """What a write produced: the files, and rows, bytes, drop counts and counters in total."""
 
     path: str
     files: list[str]
     rows: int
     bytes: int
     dropped: dict[str, int] = field(default_factory=dict)
+    #: Events counted upstream that dropped no document (entities redacted, ...), by name.
+    counters: dict[str, int] = field(default_factory=dict)
     partitions: list[dict] = field(default_factory=list, repr=False)
 
 
@@ -347,10 +349,11 @@ class DocumentDataset:
             # Files named after their sources are the project's only by this record.
             claim_files(fs, root, [f[len(root) + 1:] for f in files
                                    if f.startswith(root + "/") and f != f"{root}/{MANIFEST}"])
+        dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),
             bytes=sum(s["bytes"] for s in stats),
-            dropped=sum_dropped(s["dropped"] for s in stats), partitions=stats,
+            dropped=dropped, counters=counters, partitions=stats,
         )
 
     def _check_whole_files(self) -> None:
@@ -406,4 +409,10 @@ class DocumentDataset:
     def dropped_counts(self) -> dict[str, int]:
         """Documents dropped upstream, by reason, summed over partitions (computes)."""
         tasks = [dask.delayed(get_dropped)(part) for part in self.df.to_delayed()]
+        return sum_dropped(dask.compute(*tasks))
+
+    def counters(self) -> dict[str, int]:
+        """Events counted upstream that dropped no document (for example entities
+        redacted, by type), by name, summed over partitions (computes)."""
+        tasks = [dask.delayed(get_counters)(part) for part in self.df.to_delayed()]
         return sum_dropped(dask.compute(*tasks))

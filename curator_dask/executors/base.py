@@ -407,11 +407,13 @@ class RunState:
         self.write_stats.append(stats)
 
     def result(self, executor: str, output_path: str | None, dataset=None) -> RunResult:
-        from curator_dask.dropped import sum_dropped
+        from curator_dask.dropped import split_counts, sum_dropped
 
         all_stats = self.write_stats + self.skipped_stats
         files = sorted(f for s in all_stats for f in s["files"])
         stages = stage_metrics(self.records, self.layout.order(self.resources))
+        dropped, counters = split_counts(sum_dropped(
+            [*(s["dropped"] for s in all_stats), *self.barrier_dropped]))
         for metrics in stages:
             timeline = self.timelines.get(metrics.name)
             if timeline is not None:
@@ -421,7 +423,7 @@ class RunState:
             bottleneck=self.bottleneck,
             output_path=output_path, files=files,
             rows=sum(s["rows"] for s in all_stats), bytes=sum(s["bytes"] for s in all_stats),
-            dropped=sum_dropped([*(s["dropped"] for s in all_stats), *self.barrier_dropped]),
+            dropped=dropped, counters=counters,
             partitions=self.partitions, partitions_skipped=self.skipped,
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=self.records,
@@ -547,12 +549,13 @@ def materialize_barrier_output(out, directory: str) -> tuple:
     files do not keep: the counts come back here, so the run can report them.
     """
     from curator_dask.dataset import DocumentDataset
+    from curator_dask.dropped import join_counts
 
     if out.partition_reader is not None and out.plan is not None:
         return out, {}
     written = out.to_parquet(directory, mode="overwrite")
     return (DocumentDataset.read_parquet(directory, files_per_partition=1),
-            dict(written.dropped))
+            join_counts(written.dropped, written.counters))
 
 
 def teardown_local(stages: Sequence) -> None:

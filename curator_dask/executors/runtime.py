@@ -152,7 +152,7 @@ def carry(df):
 
 
 def dropped_of(carried) -> dict[str, int]:
-    """The drop counts recorded on a ``(frame, records)`` pair's partition."""
-    from curator_dask.dropped import get_dropped
+    """The drop counts (and counters) recorded on a ``(frame, records)`` pair's partition."""
+    from curator_dask.dropped import get_counts
 
-    return get_dropped(carried[0])
+    return get_counts(carried[0])

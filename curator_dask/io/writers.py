@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from curator_dask.dropped import get_dropped
+from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.overlap import InputPaths, check_output_path
 
@@ -357,9 +357,10 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
 
 
 def write_partition(df, spec: WriteSpec, index: int, fs) -> dict:
-    """Write one partition; returns its stats (rows, bytes, files, drop counts)."""
+    """Write one partition; returns its stats (rows, bytes, files, drop counts and
+    counters, see :mod:`curator_dask.dropped`)."""
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
-             "dropped": get_dropped(df)}
+             "dropped": get_counts(df)}
     if spec.filename_field is None:
         target = posixpath.join(spec.path, part_name(spec.first_index + index, spec.suffix))
         stats["bytes"] = _write_frame(df, fs, target, spec)

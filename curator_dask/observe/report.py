@@ -15,6 +15,10 @@ after (``word_count`` to the ``word_count`` filter, ``language_id.low_score`` to
 (``exact_duplicate``) to that stage, counted from its rows in and out (a whole-dataset
 stage's output may be re-read from disk without the counts on its partitions). What any
 other stage removed beyond its named reasons is counted the same way, under its name.
+
+Counters (events that dropped no document, such as entities redacted by type; see
+:mod:`curator_dask.dropped`) are attributed to stages by the same naming rule and shown in
+a "counted" column beside the drops.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class StageRow:
     """One stage's line in the report.
 
     ``seconds`` is the time spent in the stage's tasks, summed over workers (for a
-    whole-dataset stage, its wall time).
+    whole-dataset stage, its wall time). ``counters`` are the stage's counted events that
+    dropped no document (entities redacted, documents split).
     """
 
     stage: str
@@ -48,6 +53,7 @@ class StageRow:
     docs_out: int
     seconds: float
     dropped: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 def _dedup_reason(stage) -> str | None:
@@ -105,6 +111,14 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
             unattributed[reason] = count
             continue
         owner.dropped[reason] = owner.dropped.get(reason, 0) + count
+    other_counters: dict[str, int] = {}
+    for name, count in result.counters.items():
+        owner = next((row for row in rows
+                      if name == row.stage or name.startswith(row.stage + ".")), None)
+        if owner is None:
+            other_counters[name] = count
+        else:
+            owner.counters[name] = owner.counters.get(name, 0) + count
     for obj, row in zip(objects, rows):
         if row.kind == "read":
             continue
@@ -112,14 +126,21 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
         if rest > 0:
             reason = _dedup_reason(obj) or row.stage
             row.dropped[reason] = row.dropped.get(reason, 0) + rest
-    if unattributed:
-        logger.debug("drop reasons not named after any stage: %s", unattributed)
-        rows.append(StageRow("(other)", "other", 0, 0, 0.0, unattributed))
+    if unattributed or other_counters:
+        logger.debug("drop reasons and counters not named after any stage: %s %s",
+                     unattributed, other_counters)
+        rows.append(StageRow("(other)", "other", 0, 0, 0.0, unattributed, other_counters))
     return rows
 
 
+def _ranked(counts: dict[str, int]) -> list[str]:
+    return [f"{name} = {count:,}" for name, count in
+            sorted(counts.items(), key=lambda item: (-item[1], item[0]))] or ["-"]
+
+
 def format_stage_table(rows: Sequence[StageRow]) -> str:
-    """The rows as a text table: stage, docs in, docs out, dropped by reason, seconds.
+    """The rows as a text table: stage, docs in, docs out, dropped by reason, seconds;
+    and counters ("counted") when a stage recorded any.
 
     Examples
     --------
@@ -128,15 +149,29 @@ def format_stage_table(rows: Sequence[StageRow]) -> str:
     stage       docs in  docs out  dropped         seconds
     ----------  -------  --------  --------------  -------
     word_count  10       7         word_count = 3  0.25
+    >>> print(format_stage_table([StageRow("pii", "process", 10, 10, 0.5, {},
+    ...                                    {"pii.EMAIL_ADDRESS": 4, "pii.URL": 2})]))
+    stage  docs in  docs out  dropped  counted                seconds
+    -----  -------  --------  -------  ---------------------  -------
+    pii    10       10        -        pii.EMAIL_ADDRESS = 4  0.50
+                                       pii.URL = 2
     """
-    header = ("stage", "docs in", "docs out", "dropped", "seconds")
+    with_counters = any(row.counters for row in rows)
+    header = ("stage", "docs in", "docs out", "dropped", *(("counted",) if with_counters
+                                                            else ()), "seconds")
     lines_per_row = []
     for row in rows:
-        reasons = [f"{reason} = {count:,}" for reason, count in
-                   sorted(row.dropped.items(), key=lambda item: (-item[1], item[0]))] or ["-"]
-        first = (row.stage, f"{row.docs_in:,}", f"{row.docs_out:,}", reasons[0],
-                 f"{row.seconds:.2f}")
-        lines_per_row.append([first, *(("", "", "", r, "") for r in reasons[1:])])
+        columns = [_ranked(row.dropped), *([_ranked(row.counters)] if with_counters else [])]
+        height = max(len(c) for c in columns)
+        lines = []
+        for i in range(height):
+            cells = [c[i] if i < len(c) else "" for c in columns]
+            if i == 0:
+                lines.append((row.stage, f"{row.docs_in:,}", f"{row.docs_out:,}", *cells,
+                              f"{row.seconds:.2f}"))
+            else:
+                lines.append(("", "", "", *cells, ""))
+        lines_per_row.append(lines)
     cells = [header, *(line for lines in lines_per_row for line in lines)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
 
@@ -166,14 +201,21 @@ def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
 # -- the HTML page ------------------------------------------------------------------------
 
 def _table_html(rows: Sequence[StageRow]) -> str:
+    with_counters = any(row.counters for row in rows)
     head = "".join(f"<th>{h}</th>" for h in ("stage", "docs in", "docs out",
-                                              "dropped (by reason)", "seconds"))
+                                              "dropped (by reason)",
+                                              *(("counted",) if with_counters else ()),
+                                              "seconds"))
+
+    def listed(counts: dict[str, int]) -> str:
+        return "<br>".join(f"{html.escape(r)}: {n:,}" for r, n in
+                           sorted(counts.items(), key=lambda i: -i[1])) or "-"
+
     body = []
     for row in rows:
-        dropped = "<br>".join(f"{html.escape(r)}: {n:,}" for r, n in
-                              sorted(row.dropped.items(), key=lambda i: -i[1])) or "-"
+        counted = f"<td>{listed(row.counters)}</td>" if with_counters else ""
         body.append(f"<tr><td>{html.escape(row.stage)}</td><td>{row.docs_in:,}</td>"
-                    f"<td>{row.docs_out:,}</td><td>{dropped}</td>"
+                    f"<td>{row.docs_out:,}</td><td>{listed(row.dropped)}</td>{counted}"
                     f"<td>{row.seconds:.2f}</td></tr>")
     style = ("<style>table.curation{border-collapse:collapse;font-family:sans-serif;"
              "font-size:13px}table.curation td,table.curation th{border:1px solid #ccc;"
@@ -253,6 +295,15 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                           color="#e45756"))
     else:
         parts.append(Div(text="<p>No document was dropped.</p>"))
+    counted: dict[str, int] = {}
+    for row in rows:
+        for name, count in row.counters.items():
+            counted[name] = counted.get(name, 0) + count
+    if counted:
+        ordered = sorted(counted.items(), key=lambda item: -item[1])
+        parts.append(_bar("Counted events (documents kept), by name", [n for n, _ in ordered],
+                          [c for _, c in ordered], horizontal=True, value_label="count",
+                          color="#54a24b"))
     matched = stages is not None and len(stages) == len(result.stages)
     sizes = cluster_sizes(stages if matched else [], [m.name for m in result.stages])
     for stage, counts in sizes.items():

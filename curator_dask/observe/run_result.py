@@ -74,6 +74,10 @@ class RunResult:
         What the writer produced (files of parts skipped by a resume included).
     dropped : dict
         Documents dropped upstream of the writer, by reason.
+    counters : dict
+        Events counted upstream of the writer that dropped no document (entities
+        redacted by type, documents split), by name; named after their stage as drop
+        reasons are (``pii_redactor.EMAIL_ADDRESS``).
     partitions, partitions_skipped : int
         Input partitions of the run, and those a resume found already written.
     wall_seconds, time_to_first_output : float
@@ -92,6 +96,7 @@ class RunResult:
     rows: int = 0
     bytes: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
     partitions: int = 0
     partitions_skipped: int = 0
     wall_seconds: float = 0.0
