@@ -27,7 +27,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io.writers import WriteSpec, part_name, prepare_output, write_partition
 from curator_dask.resources import Resources
 
-__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WriterStage", "JsonlWriter",
+__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage", "JsonlWriter",
            "ParquetWriter", "PreparedOutput", "write_part"]
 
 MANIFEST = ".curator-output.json"
@@ -110,6 +110,33 @@ class ParquetReader(ReaderStage):
 
     def _read(self) -> DocumentDataset:
         return DocumentDataset.read_parquet(self.path, **self.options)
+
+
+class WarcReader(ReaderStage):
+    """Read the HTML responses of WARC files: the options of :meth:`DocumentDataset.read_warc`.
+
+    Follow it with :class:`~curator_dask.stages.extract.HtmlExtractor` to get a ``text``
+    column.
+
+    Examples
+    --------
+    >>> WarcReader("crawl/", blocksize="32MiB")
+    <WarcReader 'crawl/' (CPU=1)>
+    """
+
+    name = "read_warc"
+
+    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
+                 files_per_partition: int | None = None,
+                 content_types: Sequence[str] = ("text/html", "application/xhtml+xml"),
+                 add_filename: bool | str = False, backend: str = "pandas",
+                 storage_options: dict | None = None):
+        super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
+                         content_types=tuple(content_types), add_filename=add_filename,
+                         backend=backend, storage_options=storage_options)
+
+    def _read(self) -> DocumentDataset:
+        return DocumentDataset.read_warc(self.path, **self.options)
 
 
 # -- writers ---------------------------------------------------------------------------
