@@ -9,7 +9,8 @@ Usage::
 Layout: :mod:`.base` (the filter model and the ``ScoreFilter``/``Score``/``Filter``
 stages), :mod:`.heuristic` (character, word and line ratios), :mod:`.repetition`
 (repeated lines, paragraphs, n-grams), :mod:`.gopher` and :mod:`.c4` (the published
-rule sets as single filters that name the rule dropping each document).
+rule sets as single filters that name the rule dropping each document), :mod:`.url`
+(blocked domains and banned words in the ``url`` column).
 """
 
 from curator_dask.stages.filters.base import DocumentFilter, Filter, Score, ScoreFilter
@@ -43,6 +44,7 @@ from curator_dask.stages.filters.repetition import (
     RepeatingDuplicateNGramsFilter,
     RepeatingTopNGramsFilter,
 )
+from curator_dask.stages.filters.url import DomainBlocklistFilter, UrlKeywordFilter
 
 __all__ = [
     "BoilerPlateStringFilter",
@@ -50,6 +52,7 @@ __all__ = [
     "C4QualityFilter",
     "CommonEnglishWordsFilter",
     "DocumentFilter",
+    "DomainBlocklistFilter",
     "EllipsisFilter",
     "Filter",
     "GopherQualityFilter",
@@ -72,6 +75,7 @@ __all__ = [
     "SubstringFilter",
     "SymbolsToWordsFilter",
     "TokenCountFilter",
+    "UrlKeywordFilter",
     "UrlsFilter",
     "WhiteSpaceFilter",
     "WordCountFilter",
