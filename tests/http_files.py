@@ -3,7 +3,7 @@
 Python's ``http.server`` ignores ``Range`` headers; this one answers them with ``206``
 as web servers and object stores do, logs what each request asked for and how many body
 bytes it sent, and can cut a response off after a number of bytes (once per path) to
-stand for a dropped connection.
+stand for a dropped connection in the middle of a download.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class FileServer:
     root: str
     server: ThreadingHTTPServer | None = None
     log: list[Request] = field(default_factory=list)
-    #: path -> bytes after which the next GET of that path is cut off (then forgotten)
+    #: path -> bytes of that path sent in all, after which a response is cut off (once)
     cut_after: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -86,16 +86,22 @@ def _handler(state: FileServer):
             state.log.append(request)
             if not body:
                 return
-            limit = state.cut_after.pop(path, None)
+            limit = state.cut_after.get(path)
+            if limit is not None:
+                limit = max(limit - state.sent(path), 0)
+                if limit >= length:
+                    limit = None
+                else:
+                    del state.cut_after[path]
             with open(local, "rb") as source:
                 source.seek(start)
-                remaining = length if limit is None else min(length, limit)
+                remaining = length if limit is None else limit
                 while remaining:
                     chunk = source.read(min(remaining, 1 << 16))
                     self.wfile.write(chunk)
                     request.sent += len(chunk)
                     remaining -= len(chunk)
-            if limit is not None and limit < length:
+            if limit is not None:
                 self.wfile.flush()
                 self.close_connection = True
                 self.connection.shutdown(2)
