@@ -211,7 +211,6 @@ class DocumentDataset:
         files_per_partition: int | None = None,
         content_types: Sequence[str] = HTML_CONTENT_TYPES,
         add_filename: bool | str = False,
-        backend: str = "pandas",
         storage_options: dict | None = None,
     ) -> DocumentDataset:
         """Read the HTML responses of WARC files (``.warc``, ``.warc.gz``), one row each.
@@ -241,9 +240,11 @@ class DocumentDataset:
             types are counted under ``reader.warc_not_html`` in :meth:`dropped_counts`.
         add_filename : bool or str
             Add a column with each record's source file.
-        backend : {"pandas", "cudf"}
         storage_options : dict, optional
             Passed to fsspec.
+
+        Partitions are pandas frames: cuDF has no bytes column for the HTML. Move the
+        extracted text to the GPU with ``to_backend("cudf")`` after extraction.
 
         Examples
         --------
@@ -251,14 +252,13 @@ class DocumentDataset:
         >>> list(ds.df.columns)  # doctest: +SKIP
         ['url', 'warc_date', 'warc_record_id', 'content_type', 'charset', 'html']
         """
-        check_backend(backend)
         if files_per_partition is None and blocksize is None:
             blocksize = WARC_BLOCKSIZE
         fs, files = list_files(path, WARC_EXTENSIONS, storage_options)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
                                blocksize=blocksize, fmt="warc", fs=fs)
         options = dict(content_types=tuple(content_types),
-                       add_filename=filename_column(add_filename), backend=backend)
+                       add_filename=filename_column(add_filename), backend="pandas")
         return cls._from_plan("warc", fs, plan, WARC_SCHEMA, options)
 
     @classmethod

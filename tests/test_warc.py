@@ -209,3 +209,22 @@ def test_warc_reader_stage_plans_the_same_dataset(tmp_path):
     assert ds.plan is not None and len(ds.plan) == ds.npartitions > 1
     parts = [ds.partition_reader(spec) for spec in ds.plan]
     assert sum(len(p) for p in parts) == N_HTML
+
+
+def test_a_pipeline_file_reads_warc_and_names_the_web_stages(tmp_path):
+    from curator_dask.cli.config import load_config_text
+
+    (tmp_path / "blocked.txt").write_text("example.com\n")
+    config = load_config_text(f"""
+reader: {{type: warc, path: {tmp_path}, blocksize: 64MiB}}
+stages:
+  - HtmlExtractor: {{algorithm: resiliparse, timeout: 5.0}}
+  - DomainBlocklistFilter: {{blocklist_file: {tmp_path / "blocked.txt"}}}
+  - UrlKeywordFilter: {{banned_words: [casino]}}
+writer: {{type: parquet, path: {tmp_path / "out"}}}
+""", source="web.yaml")
+    stages = config.pipeline.stages
+    assert [s.stage_name for s in stages] == ["read_warc", "html_extract", "domain_blocklist",
+                                              "url_keywords", "write_parquet"]
+    assert isinstance(stages[0], WarcReader) and stages[0].options["blocksize"] == "64MiB"
+    assert stages[2].text_field == "url" and stages[3].text_field == "url"

@@ -64,7 +64,8 @@ def warc_paths(paths_file: str, *, base_url: str = DEFAULT_BASE_URL, limit: int 
     --------
     >>> import fsspec
     >>> with fsspec.open("memory://cc/warc.paths", "w") as f:
-    ...     _ = f.write("crawl-data/CC-MAIN-2024-10/a.warc.gz\\ncrawl-data/CC-MAIN-2024-10/b.warc.gz\\n")
+    ...     _ = f.write("crawl-data/CC-MAIN-2024-10/a.warc.gz\\n"
+    ...                 "crawl-data/CC-MAIN-2024-10/b.warc.gz\\n")
     >>> warc_paths("memory://cc/warc.paths", limit=1)
     ['https://data.commoncrawl.org/crawl-data/CC-MAIN-2024-10/a.warc.gz']
     """

@@ -39,8 +39,9 @@ from curator_dask.io.files import InputFile
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import to_frame
 
-__all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA", "NOT_HTML_REASON",
-           "MalformedWarcError", "read_warc_partition", "warc_splittable", "find_record_start"]
+__all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA",
+           "NOT_HTML_REASON", "MalformedWarcError", "read_warc_partition", "warc_splittable",
+           "find_record_start"]
 
 WARC_EXTENSIONS = (".warc",)
 #: Partition size of WARC input: HTML is several times its gzip size in memory.
@@ -260,7 +261,8 @@ def _records(fs, piece: FileSlice, content_types: frozenset, columns: dict) -> i
 def read_warc_partition(spec: PartitionSpec, fs, *,
                         content_types: Sequence[str] = HTML_CONTENT_TYPES,
                         add_filename: str | None = None, backend: str = "pandas"):
-    """Read the HTML response records of one planned partition.
+    """Read the HTML response records of one planned partition (``backend`` is
+    ``"pandas"``: cuDF has no bytes column for the HTML).
 
     Response records of other content types (``WARC-Identified-Payload-Type`` when the
     record has one, otherwise the HTTP ``Content-Type``) are skipped and counted under

@@ -129,11 +129,10 @@ class WarcReader(ReaderStage):
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None,
                  content_types: Sequence[str] = ("text/html", "application/xhtml+xml"),
-                 add_filename: bool | str = False, backend: str = "pandas",
-                 storage_options: dict | None = None):
+                 add_filename: bool | str = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
                          content_types=tuple(content_types), add_filename=add_filename,
-                         backend=backend, storage_options=storage_options)
+                         storage_options=storage_options)
 
     def _read(self) -> DocumentDataset:
         return DocumentDataset.read_warc(self.path, **self.options)

@@ -27,7 +27,7 @@ def meta_charset(payload: bytes) -> str | None:
 
     Examples
     --------
-    >>> meta_charset(b'<head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">')
+    >>> meta_charset(b'<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">')
     'Shift_JIS'
     >>> meta_charset(b"<html><body>no declaration</body></html>") is None
     True
