@@ -167,6 +167,8 @@ def run_datatrove(files: list[Path], workers: int, logs: Path) -> tuple[int, flo
     from datatrove.pipeline.extractors import Trafilatura
     from datatrove.pipeline.readers import WarcReader
 
+    # A fresh directory each run: datatrove skips tasks its logging directory marks done.
+    logs = Path(tempfile.mkdtemp(dir=logs))
     counts = logs / "counts"
     counts.mkdir(parents=True, exist_ok=True)
 
@@ -235,7 +237,7 @@ def main() -> None:
         "curator-dask read_warc + HtmlExtractor (no timeout)":
             lambda: run_ours(files, args.workers, None),
         "datatrove WarcReader + Trafilatura (timeout 5 s)":
-            lambda: run_datatrove(files, args.workers, tmp / "datatrove"),
+            lambda: run_datatrove(files, args.workers, tmp),
         "fastwarc + trafilatura.extract, plain loop, 1 process":
             lambda: run_loop(files),
     }
