@@ -38,7 +38,6 @@ from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.extract.charset import decode_html
 from curator_dask.stages.extract.extractors import (
     ALGORITHMS,
-    ExtractionFailed,
     ExtractionSandbox,
     ExtractionTimeout,
     extract_html,
@@ -180,7 +179,8 @@ class HtmlExtractor(ProcessingStage):
             logger.warning("%s: a page took over %g s; counted under %s.timeout",
                            self.algorithm, self.timeout, self.name)
             return None, "timeout"
-        except (ExtractionFailed, Exception) as err:  # one bad page must not fail the run
+        except Exception as err:  # ExtractionFailed, or the extractor's own when inline
+            # One bad page must not fail the run: it is counted and logged.
             logger.warning("%s failed on a page (%s); counted under %s.error",
                            self.algorithm, err, self.name)
             return None, "error"
