@@ -220,7 +220,8 @@ class DocumentDataset:
         the HTTP ``Content-Type`` header, or null) and ``html``: the HTTP payload as raw
         bytes, with transfer and content encodings (chunked, gzip, brotli) undone. The
         bytes are decoded by :class:`~curator_dask.stages.extract.HtmlExtractor`, which
-        adds the ``text`` column.
+        adds the ``text`` column. Partitions are pandas frames: cuDF has no bytes column
+        for the HTML (``to_backend("cudf")`` after extraction moves the text to the GPU).
 
         Parameters
         ----------
@@ -242,9 +243,6 @@ class DocumentDataset:
             Add a column with each record's source file.
         storage_options : dict, optional
             Passed to fsspec.
-
-        Partitions are pandas frames: cuDF has no bytes column for the HTML. Move the
-        extracted text to the GPU with ``to_backend("cudf")`` after extraction.
 
         Examples
         --------
