@@ -27,8 +27,8 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io.writers import WriteSpec, part_name, prepare_output, write_partition
 from curator_dask.resources import Resources
 
-__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage", "JsonlWriter",
-           "ParquetWriter", "PreparedOutput", "write_part"]
+__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
+           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part"]
 
 MANIFEST = ".curator-output.json"
 MARKER_SUFFIX = ".done"
@@ -113,7 +113,7 @@ class ParquetReader(ReaderStage):
 
 
 class WarcReader(ReaderStage):
-    """Read the HTML responses of WARC files: the options of :meth:`DocumentDataset.read_warc`.
+    """Read the HTML responses of WARC files (:meth:`DocumentDataset.read_warc`'s options).
 
     Follow it with :class:`~curator_dask.stages.extract.HtmlExtractor` to get a ``text``
     column.
