@@ -62,11 +62,12 @@ def test_each_algorithm_extracts_the_article_and_leaves_the_page_furniture(algor
 
 @pytest.mark.parametrize("algorithm", [a for a in AVAILABLE if a != "trafilatura"])
 def test_a_page_without_main_text_is_dropped_and_counted(algorithm):
+    # jusText's parser raises on a page without elements ("<!-- -->"): that is empty too.
     payloads = [page("article_en.html"), page("boilerplate_only.html"),
-                b"<html><body></body></html>", b""]
+                b"<html><body></body></html>", b"", b"<!-- -->"]
     df, dropped = run(HtmlExtractor(algorithm), pages_dataset(payloads))
     assert df["url"].tolist() == ["http://example.com/0"]
-    assert dropped == {"html_extract.empty": 3}
+    assert dropped == {"html_extract.empty": 4}
 
 
 def test_trafilatura_counts_an_empty_page():
@@ -178,3 +179,29 @@ def test_warc_to_parquet_on_a_cluster_accounts_for_every_record(tmp_path, client
     by_url = {p.url: p for p in pages}
     for url, text in zip(out["url"], out["text"], strict=True):
         assert all(sentence in text for sentence in by_url[url].sentences)
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "child"])
+def test_a_page_the_extractor_raises_on_is_dropped_and_counted(timeout):
+    pytest.importorskip("resiliparse", reason="the html extra is not installed")
+    # Resiliparse refuses strings with lone surrogates (text decoded with surrogateescape).
+    html = page("article_en.html").decode("utf-8")
+    frame = pd.DataFrame({"url": ["a", "b", "c"],
+                          "html": pd.Series([html, "<p>bad \udcff byte</p>", html],
+                                            dtype=object)})
+    stage = HtmlExtractor("resiliparse", timeout=timeout)
+    stage.setup()
+    out = stage.process(frame)
+    stage.teardown()
+    assert out["url"].tolist() == ["a", "c"]
+    assert get_dropped(out) == {"html_extract.error": 1}
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "child"])
+def test_options_the_extractor_rejects_fail_the_run_not_every_page(timeout):
+    pytest.importorskip("resiliparse", reason="the html extra is not installed")
+    ds = pages_dataset([page("article_en.html")])
+    stage = HtmlExtractor("resiliparse", timeout=timeout, options={"no_such_option": True})
+    with pytest.raises((ValueError, RuntimeError), match="no_such_option"):
+        run(stage, ds)
+    stage.teardown()

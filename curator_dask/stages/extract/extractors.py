@@ -31,7 +31,7 @@ import sys
 import time
 
 __all__ = ["ALGORITHMS", "extract_html", "ExtractionSandbox", "ExtractionTimeout",
-           "ExtractionFailed"]
+           "ExtractionFailed", "ExtractorStartError"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +55,16 @@ def _resiliparse(html: str, options: dict) -> str | None:
 def _justext(html: str, options: dict) -> str | None:
     import justext
 
+    from lxml.etree import ParserError
+
     options = dict(options)
     stoplist = justext.get_stoplist(options.pop("language", "English"))
-    paragraphs = justext.justext(html, stoplist, **options)
+    try:
+        paragraphs = justext.justext(html, stoplist, **options)
+    except ParserError as err:
+        if "empty" in str(err):  # lxml's "Document is empty": a page without elements
+            return ""
+        raise
     return "\n\n".join(p.text for p in paragraphs if not p.is_boilerplate)
 
 
@@ -82,6 +89,10 @@ class ExtractionTimeout(TimeoutError):
 
 class ExtractionFailed(RuntimeError):
     """The extractor raised on a page, or its child process died."""
+
+
+class ExtractorStartError(RuntimeError):
+    """The child process could not start the extractor (not installed, bad options)."""
 
 
 def _write_frame(fd: int, obj) -> None:
@@ -148,14 +159,16 @@ class ExtractionSandbox:
                                          time.monotonic() + self.startup_timeout)
         except (ExtractionTimeout, EOFError) as err:
             self.close()
-            raise RuntimeError(
+            raise ExtractorStartError(
                 f"the {self.algorithm} extractor's child process did not start within "
                 f"{self.startup_timeout:g} s ({type(err).__name__}); is {self.algorithm} "
                 "installed on the workers? pip install 'curator-dask[html]'"
             ) from None
         if status != "ready":
             self.close()
-            raise RuntimeError(f"the {self.algorithm} extractor failed to start: {detail}")
+            raise ExtractorStartError(
+                f"the {self.algorithm} extractor failed on a test page with options "
+                f"{self.options}: {detail}")
 
     def extract(self, html: str) -> str | None:
         """The extracted text of one page; raises :class:`ExtractionTimeout` or

@@ -40,6 +40,7 @@ from curator_dask.stages.extract.extractors import (
     ALGORITHMS,
     ExtractionSandbox,
     ExtractionTimeout,
+    ExtractorStartError,
     extract_html,
 )
 from curator_dask.stages.filters._text import is_cudf
@@ -137,6 +138,17 @@ class HtmlExtractor(ProcessingStage):
             raise ImportError(
                 f"HtmlExtractor(algorithm={self.algorithm!r}) needs the {self.algorithm} "
                 "package on every worker: pip install 'curator-dask[html]'") from err
+        if self.timeout is None:
+            # A test page, so that options the extractor rejects fail the run here
+            # instead of every page (the child process does the same when it starts).
+            try:
+                extract_html(self.algorithm, "<html><body><p>test</p></body></html>",
+                             self.options)
+            except Exception as err:
+                raise ValueError(
+                    f"HtmlExtractor(algorithm={self.algorithm!r}): the extractor failed on "
+                    f"a test page with options {self.options}: {type(err).__name__}: {err}"
+                ) from err
 
     def teardown(self) -> None:
         with self._lock:
@@ -175,6 +187,8 @@ class HtmlExtractor(ProcessingStage):
                 text = extract_html(self.algorithm, html, self.options)
             else:
                 text = self._sandbox().extract(html)
+        except ExtractorStartError:
+            raise  # a misconfiguration fails the run rather than every page
         except ExtractionTimeout:
             logger.warning("%s: a page took over %g s; counted under %s.timeout",
                            self.algorithm, self.timeout, self.name)
