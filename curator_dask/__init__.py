@@ -5,7 +5,13 @@ from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.pipeline import Pipeline, RunResult
 from curator_dask.resources import Resources
 from curator_dask.stages import AddId, ProcessingStage, Sequential, processing_stage
-from curator_dask.stages.io_stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from curator_dask.stages.io_stages import (
+    JsonlReader,
+    JsonlWriter,
+    ParquetReader,
+    ParquetWriter,
+    WarcReader,
+)
 
 __version__ = "0.1.0"
 
@@ -21,6 +27,7 @@ __all__ = [
     "Resources",
     "RunResult",
     "Sequential",
+    "WarcReader",
     "WriteResult",
     "get_client",
     "processing_stage",

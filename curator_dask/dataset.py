@@ -19,6 +19,13 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.warc import (
+    HTML_CONTENT_TYPES,
+    WARC_BLOCKSIZE,
+    WARC_EXTENSIONS,
+    WARC_SCHEMA,
+    read_warc_partition,
+)
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
@@ -76,6 +83,8 @@ class _ReadPartition:
     def __call__(self, spec: PartitionSpec):
         if self.fmt == "jsonl":
             return read_jsonl_partition(spec, self.fs, self.schema, **self.options)
+        if self.fmt == "warc":
+            return read_warc_partition(spec, self.fs, **self.options)
         return read_parquet_partition(spec, self.fs, self.schema, **self.options)
 
 
@@ -246,6 +255,64 @@ class DocumentDataset:
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
         return cls._from_plan("parquet", fs, plan, schema, options, sources)
+
+    @classmethod
+    def read_warc(
+        cls,
+        path: str | Sequence[str],
+        *,
+        blocksize: int | str | None = None,
+        files_per_partition: int | None = None,
+        content_types: Sequence[str] = HTML_CONTENT_TYPES,
+        add_filename: bool | str = False,
+        storage_options: dict | None = None,
+    ) -> DocumentDataset:
+        """Read the HTML responses of WARC files (``.warc``, ``.warc.gz``), one row each.
+
+        Columns: ``url`` (``WARC-Target-URI``), ``warc_date`` (``WARC-Date``, as written),
+        ``warc_record_id``, ``content_type`` (the payload's MIME type), ``charset`` (from
+        the HTTP ``Content-Type`` header, or null) and ``html``: the HTTP payload as raw
+        bytes, with transfer and content encodings (chunked, gzip, brotli) undone. The
+        bytes are decoded by :class:`~curator_dask.stages.extract.HtmlExtractor`, which
+        adds the ``text`` column. Partitions are pandas frames: cuDF has no bytes column
+        for the HTML (``to_backend("cudf")`` after extraction moves the text to the GPU).
+
+        Parameters
+        ----------
+        path : str or list of str
+            A directory (searched recursively), a glob, a file or a list of them, on any
+            fsspec filesystem: local, ``s3://`` (the ``s3`` extra), ``https://`` (the
+            ``warc`` extra).
+        blocksize : int or str, optional
+            Bytes of the stored file per partition (default ``"64MiB"``, about a thousand
+            pages and a minute of extraction on one core): a large plain WARC, or a gzip WARC
+            with one member per record (as Common Crawl ships), is split into byte ranges
+            at record boundaries; other compressed files are read whole.
+        files_per_partition : int, optional
+            Whole files per partition instead of ``blocksize``; not both.
+        content_types : sequence of str
+            The payload types kept (default HTML and XHTML). Response records of other
+            types are counted under ``reader.warc_not_html`` in :meth:`dropped_counts`.
+        add_filename : bool or str
+            Add a column with each record's source file.
+        storage_options : dict, optional
+            Passed to fsspec.
+
+        Examples
+        --------
+        >>> ds = DocumentDataset.read_warc("crawl/")  # doctest: +SKIP
+        >>> list(ds.df.columns)  # doctest: +SKIP
+        ['url', 'warc_date', 'warc_record_id', 'content_type', 'charset', 'html']
+        """
+        if files_per_partition is None and blocksize is None:
+            blocksize = WARC_BLOCKSIZE
+        fs, files = list_files(path, WARC_EXTENSIONS, storage_options)
+        plan = plan_partitions(files, files_per_partition=files_per_partition,
+                               blocksize=blocksize, fmt="warc", fs=fs)
+        options = dict(content_types=tuple(content_types),
+                       add_filename=filename_column(add_filename), backend="pandas")
+        sources = input_paths(path, storage_options, files=[f.path for f in files])
+        return cls._from_plan("warc", fs, plan, WARC_SCHEMA, options, sources)
 
     @classmethod
     def _from_plan(cls, fmt, fs, plan, schema, options, sources=None) -> DocumentDataset:

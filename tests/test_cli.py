@@ -118,7 +118,7 @@ def test_the_example_pipeline_file_is_valid(capsys):
      "unknown top-level key 'writter' (did you mean 'writer'?); valid top-level keys: name,"),
     ("reader: {type: jsonl, path: in/}\nstages:\n  - AddId\n  - WordCountFiltr: {}\n", 4,
      "unknown stage 'WordCountFiltr' (did you mean 'WordCountFilter'?); valid stages: "
-     "BoilerPlateStringFilter,"),
+     "AlphaFilter, BoilerPlateStringFilter,"),
     ("reader: {type: jsonl, path: in/}\nstages:\n  - WordCountFilter:\n      min_word: 3\n", 4,
      "WordCountFilter has no parameter 'min_word' (did you mean 'min_words'?); its parameters "
      "are: min_words, max_words, lang, text_field, score_field, invert, name, resources,"),

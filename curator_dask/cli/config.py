@@ -11,7 +11,7 @@ A pipeline file::
       type: streaming               # streaming | batch | local
       max_in_flight: 8              # the executor's own options
     reader:
-      type: jsonl                   # jsonl | parquet
+      type: jsonl                   # jsonl | parquet | warc
       path: data/
       blocksize: 64MiB
     stages:                         # in order; names from `curator-dask stages`
@@ -70,6 +70,7 @@ from curator_dask.stages.io_stages import (
     JsonlWriter,
     ParquetReader,
     ParquetWriter,
+    WarcReader,
 )
 
 __all__ = ["ConfigError", "PipelineConfig", "load_config", "load_config_text",
@@ -78,7 +79,7 @@ __all__ = ["ConfigError", "PipelineConfig", "load_config", "load_config_text",
 #: The keys a pipeline file may have at its top level.
 TOP_LEVEL_KEYS = ("name", "description", "cluster", "executor", "reader", "stages", "writer",
                   "report", "performance_report")
-READERS = {"jsonl": JsonlReader, "parquet": ParquetReader}
+READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader}
 WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter}
 
 

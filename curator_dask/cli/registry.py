@@ -185,10 +185,15 @@ def _convert(name: str, value):
     return value
 
 
-def _options(kind: str, parameters: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+def _options(kind: str, parameters: tuple[Parameter, ...], cls: type | None = None
+             ) -> tuple[Parameter, ...]:
     own = {p.name for p in parameters}
     if kind == "filter":
-        wrapper = parameters_of(ScoreFilter, skip=("self", "filter_obj"))
+        # ScoreFilter reads the filter's default_field when not given text_field.
+        wrapper = tuple(
+            Parameter(p.name, getattr(cls, "default_field", "text"), "str")
+            if p.name == "text_field" else p
+            for p in parameters_of(ScoreFilter, skip=("self", "filter_obj")))
     elif kind == "modifier":
         wrapper = parameters_of(Modify, skip=("self", "modifier"))
     elif kind == "stage":
@@ -239,5 +244,5 @@ def stage_catalog() -> dict[str, StageSpec]:
                     continue
                 parameters = parameters_of(cls)
                 found[cls.__name__] = StageSpec(cls.__name__, kind, cls, parameters,
-                                                _options(kind, parameters))
+                                                _options(kind, parameters, cls))
     return dict(sorted(found.items(), key=lambda item: (KINDS.index(item[1].kind), item[0])))

@@ -27,7 +27,9 @@ class FileSlice:
     to the end); the slice holds every line that begins after the first newline at or
     after ``start`` (or at 0) up to and including the line that spans ``end``, so
     adjacent slices read each line exactly once. For Parquet, ``row_groups`` lists the
-    row groups (``None``: all).
+    row groups (``None``: all). For WARC, the slice holds the records whose first byte
+    (in the stored, possibly gzip-compressed file) lies in ``[start, end)``; see
+    :mod:`curator_dask.io.warc`.
     """
 
     file: InputFile
@@ -88,8 +90,9 @@ def plan_partitions(
     ``files_per_partition=N`` groups whole files N at a time. ``blocksize`` groups
     consecutive small files until a partition reaches the blocksize, and splits a large
     file into several partitions: uncompressed JSONL at line boundaries (byte ranges),
-    Parquet by row groups (this needs ``fs`` to read the footers). Compressed JSONL cannot
-    be split and is always read whole.
+    Parquet by row groups (this needs ``fs`` to read the footers), WARC (``fmt="warc"``)
+    at record boundaries when plain or gzip with a member per record (``fs`` checks
+    which). Compressed JSONL cannot be split and is always read whole.
 
     Examples
     --------
@@ -130,8 +133,18 @@ def plan_partitions(
 def _split_file(f: InputFile, block: int, fmt: str, fs) -> list[tuple[FileSlice, int]]:
     if fmt == "parquet":
         return _split_parquet(f, block, fs)
+    if fmt == "warc":
+        from curator_dask.io.warc import warc_splittable  # imports this module
+
+        if f.size <= block or fs is None or not warc_splittable(fs, f):
+            return [(FileSlice(f), f.size)]
+        return _byte_ranges(f, block)
     if f.compression is not None or f.size <= block:
         return [(FileSlice(f), f.size)]
+    return _byte_ranges(f, block)
+
+
+def _byte_ranges(f: InputFile, block: int) -> list[tuple[FileSlice, int]]:
     out = []
     for start in range(0, f.size, block):
         end = start + block

@@ -354,6 +354,10 @@ def to_frame(table: pa.Table, backend: str = "pandas"):
 def _string_mapper(arrow_type: pa.DataType):
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return _STRING_DTYPE
+    # Bytes stay Arrow-backed: as Python objects, Dask would convert them to strings
+    # (its convert-string option) and fail on bytes that are not UTF-8.
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return pd.ArrowDtype(arrow_type)
     return None
 
 

@@ -43,8 +43,8 @@ from curator_dask.io.writers import (
 from curator_dask.resources import Resources
 from curator_dask.stages.fingerprint import param_changes, pipeline_changes
 
-__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WriterStage", "JsonlWriter",
-           "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
+__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
+           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,32 @@ class ParquetReader(ReaderStage):
 
     def _read(self) -> DocumentDataset:
         return DocumentDataset.read_parquet(self.path, **self.options)
+
+
+class WarcReader(ReaderStage):
+    """Read the HTML responses of WARC files (:meth:`DocumentDataset.read_warc`'s options).
+
+    Follow it with :class:`~curator_dask.stages.extract.HtmlExtractor` to get a ``text``
+    column.
+
+    Examples
+    --------
+    >>> WarcReader("crawl/", blocksize="32MiB")
+    <WarcReader 'crawl/' (CPU=1)>
+    """
+
+    name = "read_warc"
+
+    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
+                 files_per_partition: int | None = None,
+                 content_types: Sequence[str] = ("text/html", "application/xhtml+xml"),
+                 add_filename: bool | str = False, storage_options: dict | None = None):
+        super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
+                         content_types=tuple(content_types), add_filename=add_filename,
+                         storage_options=storage_options)
+
+    def _read(self) -> DocumentDataset:
+        return DocumentDataset.read_warc(self.path, **self.options)
 
 
 # -- writers ---------------------------------------------------------------------------

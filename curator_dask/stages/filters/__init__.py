@@ -8,12 +8,16 @@ Usage::
 
 Layout: :mod:`.base` (the filter model and the ``ScoreFilter``/``Score``/``Filter``
 stages), :mod:`.heuristic` (character, word and line ratios), :mod:`.repetition`
-(repeated lines, paragraphs, n-grams), :mod:`.gopher` and :mod:`.c4` (the published
-rule sets as single filters that name the rule dropping each document).
+(repeated lines, paragraphs, n-grams), :mod:`.gopher`, :mod:`.c4` and :mod:`.fineweb`
+(the published rule sets as single filters that name the rule dropping each document),
+:mod:`.code` (NeMo Curator's source-code filters), :mod:`.url`
+(blocked domains and banned words in the ``url`` column).
 """
 
 from curator_dask.stages.filters.base import DocumentFilter, Filter, Score, ScoreFilter
 from curator_dask.stages.filters.c4 import C4QualityFilter
+from curator_dask.stages.filters.code import AlphaFilter, NumberOfLinesOfCodeFilter, XMLHeaderFilter
+from curator_dask.stages.filters.fineweb import FineWebQualityFilter
 from curator_dask.stages.filters.gopher import GopherQualityFilter, GopherRepetitionFilter
 from curator_dask.stages.filters.heuristic import (
     BoilerPlateStringFilter,
@@ -43,20 +47,25 @@ from curator_dask.stages.filters.repetition import (
     RepeatingDuplicateNGramsFilter,
     RepeatingTopNGramsFilter,
 )
+from curator_dask.stages.filters.url import DomainBlocklistFilter, UrlKeywordFilter
 
 __all__ = [
+    "AlphaFilter",
     "BoilerPlateStringFilter",
     "BulletsFilter",
     "C4QualityFilter",
     "CommonEnglishWordsFilter",
     "DocumentFilter",
+    "DomainBlocklistFilter",
     "EllipsisFilter",
     "Filter",
+    "FineWebQualityFilter",
     "GopherQualityFilter",
     "GopherRepetitionFilter",
     "LongWordFilter",
     "MeanWordLengthFilter",
     "NonAlphaNumericFilter",
+    "NumberOfLinesOfCodeFilter",
     "NumbersFilter",
     "ParenthesesFilter",
     "PornographicUrlsFilter",
@@ -72,8 +81,10 @@ __all__ = [
     "SubstringFilter",
     "SymbolsToWordsFilter",
     "TokenCountFilter",
+    "UrlKeywordFilter",
     "UrlsFilter",
     "WhiteSpaceFilter",
     "WordCountFilter",
     "WordsWithoutAlphabetsFilter",
+    "XMLHeaderFilter",
 ]

@@ -54,6 +54,9 @@ class DocumentFilter:
         ``"pandas"``: :meth:`score` needs a pandas Series (Arrow-backed strings); cuDF
         input is converted for it. ``"any"``: :meth:`score` uses only Series methods that
         pandas and cuDF share.
+    default_field : str
+        The column :class:`ScoreFilter` scores when not given ``text_field``
+        (``"text"``; ``"url"`` for the URL filters).
 
     Examples
     --------
@@ -73,6 +76,7 @@ class DocumentFilter:
     name: str = "document_filter"
     score_dtype: str = "float64"
     backend: str = "pandas"
+    default_field: str = "text"
 
     def score(self, text):
         """One score per document of ``text`` (a Series), on the same index."""
@@ -184,7 +188,8 @@ class ScoreFilter(ProcessingStage):
     Parameters
     ----------
     filter_obj : DocumentFilter
-    text_field : str, default "text"
+    text_field : str, optional
+        The column scored; default: the filter's ``default_field`` (``"text"``).
     score_field : str, optional
         Keep the scores in this column (otherwise they are discarded).
     invert : bool, default False
@@ -204,11 +209,11 @@ class ScoreFilter(ProcessingStage):
     {'word_count': 1}
     """
 
-    def __init__(self, filter_obj: DocumentFilter, text_field: str = "text",
+    def __init__(self, filter_obj: DocumentFilter, text_field: str | None = None,
                  score_field: str | None = None, invert: bool = False):
         _check_filter(filter_obj, "ScoreFilter")
         self.filter_obj = filter_obj
-        self.text_field = text_field
+        self.text_field = text_field if text_field is not None else filter_obj.default_field
         self.score_field = score_field
         self.invert = invert
         self.name = filter_obj.name

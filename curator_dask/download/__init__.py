@@ -1,0 +1,1 @@
+"""Sources of raw web data: Common Crawl's WARC listings, read in place or downloaded."""
