@@ -15,7 +15,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import Sampler, docs, write_jsonl
+from conftest import WorkerWatch, docs, wait_until, write_jsonl
 from distributed import LocalCluster
 
 from curator_dask import Resources, processing_stage
@@ -61,23 +61,6 @@ def assert_every_document_exactly_once(path) -> None:
     out = pd.read_parquet(str(path))
     assert sorted(out["n"]) == list(range(N_DOCS))  # none missing, none twice
     assert out["text"].str.startswith("DOC").all()
-
-
-class WorkerWatch(Sampler):
-    """Samples ``{address: resources}`` of the cluster's workers every 0.2 s."""
-
-    def __init__(self, client):
-        super().__init__(lambda: worker_resources(client), 0.2)
-
-    def counts(self, start=0.0, end=float("inf")) -> list[int]:
-        return [len(w) for t, w in self.samples if start <= t <= end]
-
-
-def wait_until(condition, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while not condition() and time.time() < deadline:
-        time.sleep(0.2)
-    return condition()
 
 
 def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus):
