@@ -126,10 +126,12 @@ def test_invalid_utf8_is_replaced_when_asked_and_no_document_is_lost(corpus):
 def test_a_file_without_the_text_column_is_an_error_naming_column_file_and_fix(corpus):
     write_jsonl(corpus.path / "f03.jsonl", [{"id": 300, "content": "x", "url": "u"}])
     corpus.resnapshot()
-    with pytest.raises(MissingColumnError,
-                       match=r"'text' not found in .*f03\.jsonl; it has \['id', 'content', "
-                             r"'url'\]\. Pass text_field=") as err:
+    with pytest.raises(MissingColumnError) as err:
         DocumentDataset.read_jsonl(str(corpus.path)).df.compute()
+    message = str(err.value)
+    assert f"'text' not found in {corpus.path / 'f03.jsonl'}" in message
+    assert "it has ['id', 'content', 'url']" in message
+    assert "Pass text_field=" in message
     assert err.value.path.endswith("f03.jsonl")
     corpus.assert_unchanged()
 

@@ -34,7 +34,7 @@ from reliability.conftest import (
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-N_DOCS = 600  # 6 files, about 40 partitions of 1 KiB
+N_DOCS = 420  # 6 files, about 25 partitions of 1 KiB
 
 
 def assert_upper_cased_exactly_once(corpus, out, result) -> None:
