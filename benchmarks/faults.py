@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -1056,7 +1057,9 @@ def leftover_temporary_part(ctx: Context) -> Outcome:
     run(False)
     (out / "part-00002.parquet").unlink()
     (out / ".part-00002.done").unlink()
-    (out / ".part-00002.parquet.tmp-0123456789abcdef").write_bytes(b"")
+    # Named as the writer names it (a uuid4 hex), as a write killed before its rename
+    # leaves it.
+    (out / f".part-00002.parquet.tmp-{uuid.uuid4().hex}").write_bytes(b"")
     result = run(True)
     outcome = exactly_once(corpus.ids, ids_of(out), result.dropped)
     left = [p.name for p in out.iterdir() if ".tmp-" in p.name]
