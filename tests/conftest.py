@@ -43,6 +43,14 @@ def docs(n: int, start: int = 0, prefix: str = "doc") -> list[dict]:
     return [{"text": f"{prefix} {i} " + "word " * (i % 7), "n": i} for i in range(start, start + n)]
 
 
+def wait_until(condition, timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``condition()`` until it is true or ``timeout`` seconds pass; its last value."""
+    deadline = time.time() + timeout
+    while not condition() and time.time() < deadline:
+        time.sleep(interval)
+    return condition()
+
+
 class Sampler:
     """Calls ``fn`` every ``interval`` seconds in a thread inside a ``with`` block;
     ``samples`` holds ``(time, value)`` pairs."""
@@ -64,3 +72,15 @@ class Sampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+class WorkerWatch(Sampler):
+    """Samples ``{address: resources}`` of the cluster's workers every 0.2 s."""
+
+    def __init__(self, client):
+        from curator_dask.cluster import worker_resources
+
+        super().__init__(lambda: worker_resources(client), 0.2)
+
+    def counts(self, start=0.0, end=float("inf")) -> list[int]:
+        return [len(w) for t, w in self.samples if start <= t <= end]

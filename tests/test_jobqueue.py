@@ -14,17 +14,9 @@ import os
 import time
 
 import pytest
-from conftest import docs, write_jsonl
+from conftest import WorkerWatch, docs, wait_until, write_jsonl
 from dask_jobqueue.local import LocalCluster as JobQueueLocalCluster
-from test_adaptive import (
-    FAST,
-    N_DOCS,
-    WorkerWatch,
-    assert_every_document_exactly_once,
-    heavy,
-    pipeline,
-    wait_until,
-)
+from test_adaptive import FAST, N_DOCS, assert_every_document_exactly_once, heavy, pipeline
 
 from curator_dask.cluster import DEMAND_KEY, get_client, worker_resources
 from curator_dask.executors import ResourceUnavailableError, StreamingExecutor

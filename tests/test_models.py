@@ -24,7 +24,6 @@ from curator_dask.stages.models import (  # noqa: E402
     LOAD_LOG_ENV,
     ClassifierStage,
     EmbeddingStage,
-    ModelDirectoryError,
     TokenizerStage,
     loaded,
 )
@@ -98,63 +97,7 @@ def as_matrix(column) -> np.ndarray:
     return np.stack(column.to_list())
 
 
-# -- the model directory is checked on the client ---------------------------------------
-
-def test_a_missing_directory_fails_at_construction_naming_the_path(tmp_path):
-    missing = tmp_path / "models" / "qualty-deberta"
-    with pytest.raises(ModelDirectoryError, match=r"qualty-deberta.*does not exist"):
-        ClassifierStage(missing)
-
-
-def test_a_directory_without_config_weights_or_tokenizer_lists_each_problem(tmp_path):
-    (tmp_path / "README.md").write_text("not a model")
-    with pytest.raises(ModelDirectoryError) as err:
-        ClassifierStage(tmp_path)
-    message = str(err.value)
-    assert str(tmp_path) in message
-    for missing in ("no config.json", "no model weights", "no tokenizer files", "README.md"):
-        assert missing in message
-
-
-def test_a_model_saved_without_its_tokenizer_is_reported(tmp_path, classifier_dir):
-    for name in os.listdir(classifier_dir):
-        if not name.startswith("tokenizer"):
-            (tmp_path / name).write_bytes(open(os.path.join(classifier_dir, name), "rb").read())
-    with pytest.raises(ModelDirectoryError, match=r"no tokenizer files.*tokenizer.save_pretrained"):
-        ClassifierStage(tmp_path)
-    # A stage that reads token ids made upstream needs no tokenizer.
-    assert ClassifierStage(tmp_path, pretokenized=True).labels == LABELS
-
-
-def test_a_truncated_weights_file_is_reported(tmp_path, classifier_dir):
-    for name in os.listdir(classifier_dir):
-        data = open(os.path.join(classifier_dir, name), "rb").read()
-        if name == "model.safetensors":
-            data = data[: len(data) // 2]
-        (tmp_path / name).write_bytes(data)
-    with pytest.raises(ModelDirectoryError, match=r"model.safetensors is truncated"):
-        EmbeddingStage(tmp_path)
-
-
-def test_an_invalid_config_is_reported(tmp_path, classifier_dir):
-    for name in os.listdir(classifier_dir):
-        (tmp_path / name).write_bytes(open(os.path.join(classifier_dir, name), "rb").read())
-    (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ModelDirectoryError, match=r"config.json is not valid JSON"):
-        ClassifierStage(tmp_path)
-
-
-def test_weights_that_do_not_fit_the_config_fail_on_load_naming_the_path(tmp_path,
-                                                                         classifier_dir):
-    for name in os.listdir(classifier_dir):
-        (tmp_path / name).write_bytes(open(os.path.join(classifier_dir, name), "rb").read())
-    config = json.loads((tmp_path / "config.json").read_text())
-    config["hidden_size"] = 64  # the saved weights are 32 wide
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    stage = ClassifierStage(tmp_path)
-    with pytest.raises(ModelDirectoryError, match=rf"could not load.*{tmp_path.name}"):
-        stage.process(frame(["a cat"]))
-
+# A broken model directory: tests/reliability/test_broken_models.py.
 
 # -- labels ---------------------------------------------------------------------------
 
