@@ -276,7 +276,7 @@ def kill_a_worker_when(condition, pid: int, timeout: float = 60) -> Killer:
     return killer
 
 
-def wait_for_idle_cluster(client, timeout: float = 30) -> bool:
+def wait_for_idle_cluster(client, timeout: float = 90) -> bool:
     """Wait until the scheduler holds no task and no worker runs one: what a killed
     driver left behind has finished or was released."""
     def idle():

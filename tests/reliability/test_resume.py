@@ -30,7 +30,7 @@ from reliability.conftest import (
     write_corpus,
 )
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 N_DOCS = 300
 
