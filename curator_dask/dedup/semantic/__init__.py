@@ -17,11 +17,14 @@ from curator_dask.dedup.semantic.duplicates import (
     embedding_matrix,
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
+from curator_dask.dedup.semantic.workflow import SemanticDedupResult, SemanticDeduplicationWorkflow
 
 __all__ = [
     "EmbeddingColumnError",
     "KMeansFit",
     "SEMANTIC_DUPLICATE_REASON",
+    "SemanticDedupResult",
+    "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",
     "embedding_matrix",
     "fit_kmeans",
