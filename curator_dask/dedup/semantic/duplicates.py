@@ -195,7 +195,8 @@ def _matrix(df, column: str) -> np.ndarray:
     return embedding_matrix(df[column])
 
 
-def _assign(df, centroids: np.ndarray, column: str, sim_metric: str, device: str):
+def _assign(df, centroids: np.ndarray, id_field: str, column: str, sim_metric: str,
+            device: str):
     x = embedding_matrix(df[column])
     if len(df) == 0:
         labels, distance = np.empty(0, np.int32), np.empty(0, np.float32)
@@ -208,8 +209,14 @@ def _assign(df, centroids: np.ndarray, column: str, sim_metric: str, device: str
             norms = np.linalg.norm(nearest, axis=1)
             cosine = np.einsum("ij,ij->i", x, nearest) / np.where(norms > 0, norms, 1)
             distance = (1 - cosine).astype(np.float32)
-    return df.assign(**{CLUSTER_FIELD: labels.astype(np.int32),
-                        DISTANCE_FIELD: distance.astype(np.float32)})
+    # The shuffle after this step moves frames through Arrow and back by their pandas
+    # metadata, which cannot rebuild an Arrow list dtype (pandas 3.1, pyarrow 26): the
+    # vectors travel as an object column of arrays instead.
+    vectors = np.empty(len(df), dtype=object)
+    vectors[:] = list(x) if len(df) else []
+    return pd.DataFrame({id_field: df[id_field].reset_index(drop=True), column: vectors,
+                         CLUSTER_FIELD: labels.astype(np.int32),
+                         DISTANCE_FIELD: distance.astype(np.float32)})
 
 
 def _ranked(df, id_field: str, which_to_keep: str):
@@ -441,7 +448,8 @@ class SemanticDuplicates:
                               embedding_column=self.embedding_column,
                               text_field=self.text_field,
                               model_inference_batch_size=self.embedding_batch_size,
-                              max_chars=self.embedding_max_chars, device=self.device)
+                              max_chars=self.embedding_max_chars,
+                              device=self.device if isinstance(self.device, str) else "auto")
 
     def embeddings(self, ds: DocumentDataset) -> dd.DataFrame:
         """``(id, embeddings)`` of every document, normalised to unit length."""
@@ -480,11 +488,13 @@ class SemanticDuplicates:
     def clusters(self, embeddings: dd.DataFrame, centroids: np.ndarray) -> dd.DataFrame:
         """``(id, embeddings, cluster, distance)``, shuffled so that each partition holds
         whole clusters."""
-        meta = embeddings._meta.assign(**{CLUSTER_FIELD: np.array([], np.int32),
-                                          DISTANCE_FIELD: np.array([], np.float32)})
+        meta = pd.DataFrame({
+            self.id_field: pd.Series([], dtype=embeddings._meta[self.id_field].dtype),
+            self.embedding_column: pd.Series([], dtype=object),
+            CLUSTER_FIELD: np.array([], np.int32), DISTANCE_FIELD: np.array([], np.float32)})
         assigned = embeddings.map_partitions(
             _assign, dask.delayed(np.asarray(centroids, np.float32), pure=True),
-            self.embedding_column, self.sim_metric, self.device, meta=meta,
+            self.id_field, self.embedding_column, self.sim_metric, self.device, meta=meta,
             align_dataframes=False, enforce_metadata=False)
         npartitions = max(1, min(self.n_clusters, embeddings.npartitions))
         return assigned.shuffle(on=CLUSTER_FIELD, npartitions=npartitions,

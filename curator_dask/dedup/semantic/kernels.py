@@ -191,8 +191,11 @@ class TorchOps(ArrayOps):
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def check_device(device: str) -> str:
-    """``device`` if it is one :func:`array_ops` understands, else a ValueError."""
+def check_device(device: str | ArrayOps) -> str | ArrayOps:
+    """``device`` if it is one :func:`array_ops` understands (or an :class:`ArrayOps`,
+    e.g. ``TorchOps("cpu")`` to run the GPU code path on a CPU), else a ValueError."""
+    if isinstance(device, ArrayOps):
+        return device
     if not isinstance(device, str) or not (device in DEVICES or device.startswith("cuda:")):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return device
