@@ -191,22 +191,26 @@ def test_minilm_finds_planted_paraphrases_and_removes_nothing_else(
         paraphrase_corpus, minilm_embeddings, tmp_path):
     corpus = paraphrase_corpus.copy()
     corpus["embeddings"] = vector_series(minilm_embeddings, corpus.index)
-    eps = 0.15  # similarity >= 0.85
-    dedup = SemanticDuplicates(n_clusters=4, eps_thresholds=[eps], eps_to_extract=eps,
+    eps = 0.2  # similarity >= 0.8
+    dedup = SemanticDuplicates(n_clusters=3, eps_thresholds=[eps], eps_to_extract=eps,
                                random_state=7)
     removed = removed_ids(dedup, dataset(corpus), tmp_path)
-    assert planted_pairs_found(corpus, removed) >= 0.85
-    # Precision: no document outside a planted pair is removed unless brute force finds
-    # it at least as similar to another document (the sample's own near-duplicates).
     similarity = minilm_embeddings @ minilm_embeddings.T
     np.fill_diagonal(similarity, -1)
-    in_pair = set(corpus.loc[corpus["of"] >= 0, "id"]) | set(corpus.loc[corpus["of"] >= 0, "of"])
+    planted = corpus[corpus["of"] >= 0]
+    # Brute force: 28 of the 30 paraphrases are at least 0.8 similar to their original.
+    reachable = np.mean(similarity[planted["id"], planted["of"]] >= 1 - eps)
+    assert reachable >= 0.9
+    assert planted_pairs_found(corpus, removed) >= 0.9
+    # Precision: no document outside a planted pair is removed unless brute force finds
+    # it as similar to another document (the sample's own close passages, 4 pairs).
+    in_pair = set(planted["id"]) | set(planted["of"])
     others = [i for i in corpus["id"] if i not in in_pair]
     close = {i for i in others if similarity[i].max() >= 1 - eps}
-    assert len(close) <= 2
+    assert len(close) <= 8
     assert set(removed["id"]) - in_pair <= close
-    kept_unrelated = [i for i in others if i not in close]
-    assert len(kept_unrelated) >= 85 and not set(kept_unrelated) & set(removed["id"])
+    unrelated = set(others) - close
+    assert len(unrelated) >= 80 and not unrelated & set(removed["id"])
 
 
 def test_near_copies_are_removed_and_nothing_else(tmp_path):
