@@ -9,8 +9,9 @@ directions, 384 dimensions like all-MiniLM-L6-v2, 5% of them near copies):
   partitions held by the workers; CPU seconds of the client and the worker processes,
   read with psutil. Baseline: scikit-learn ``KMeans(init="k-means++", n_init=1,
   algorithm="lloyd")`` on the whole array in this process, BLAS held to one thread.
-  Both run ``max_iter`` steps with ``tol=0`` (the same work a step); the inertia of
-  each is reported, so a faster but worse clustering would show.
+  Both stop when the centroids stop moving (``tol=0``) or after ``max_iter`` steps;
+  the steps and the inertia of each are reported, so a faster but worse clustering
+  would show.
 * **pairwise, docs/s per core**: within every cluster of the same labels, each
   document's highest cosine similarity to one ranked before it. Ours:
   ``max_similarity_before`` in tiles of ``--block`` rows and columns; baseline: numpy,

@@ -145,8 +145,10 @@ class TorchOps(ArrayOps):
 
     def asarray(self, values):
         torch = self._torch()
-        return torch.as_tensor(np.ascontiguousarray(values, dtype=np.float32),
-                               device=self.device)
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        if not values.flags.writeable:  # Arrow-backed: torch wants memory it may write
+            values = values.copy()
+        return torch.as_tensor(values, device=self.device)
 
     def to_numpy(self, values):
         return values.detach().cpu().numpy()
