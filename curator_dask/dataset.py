@@ -321,8 +321,11 @@ class DocumentDataset:
             full = schema.append(pa.field(options["add_filename"], pa.string()))
         meta = to_frame(full.empty_table(), options["backend"])
         reader = _ReadPartition(fmt, fs, schema, options)
-        df = dd.from_map(reader, plan, meta=meta, label=f"read_{fmt}",
-                         enforce_metadata=False, divisions=[None] * (len(plan) + 1))
+        # The reader gives text columns Arrow strings itself; dask's convert-string would
+        # also turn every other object column (vectors, lists, dicts) into their repr.
+        with dask.config.set({"dataframe.convert-string": False}):
+            df = dd.from_map(reader, plan, meta=meta, label=f"read_{fmt}",
+                             enforce_metadata=False, divisions=[None] * (len(plan) + 1))
         logger.info("planned %d partitions over %d bytes", len(plan),
                     sum(p.nbytes for p in plan))
         ds = cls(df, plan=plan, sources=sources)

@@ -1,6 +1,6 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy``, ``stages``. Exit codes:
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
 0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
 stderr, results to stdout.
 """
@@ -78,17 +78,12 @@ def _parser() -> argparse.ArgumentParser:
                     "stopped.",
     )
     methods = dedup.add_subparsers(dest="method", required=True, metavar="METHOD")
-    from curator_dask.dedup import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
-
-    for method, workflow, text in (
-        ("exact", ExactDeduplicationWorkflow, "documents with identical text (hash + shuffle)"),
-        ("fuzzy", FuzzyDeduplicationWorkflow,
-         "near duplicates (MinHash, LSH, connected components)"),
-    ):
+    for method, (workflow, text) in _workflows().items():
+        keeps = ("keep the document ranked first in its cluster by --which-to-keep"
+                 if method == "semantic" else "keep the lowest id of each group")
         sub = methods.add_parser(method, help=f"remove {text}",
-                                 description=f"Remove {text}; keep the lowest id of each "
-                                             "group. Options are the parameters of "
-                                             f"{workflow.__name__}.")
+                                 description=f"Remove {text}; {keeps}. Options are the "
+                                             f"parameters of {workflow.__name__}.")
         _add_workflow_arguments(sub, workflow)
         _add_cluster_arguments(sub)
 
@@ -101,6 +96,22 @@ def _parser() -> argparse.ArgumentParser:
     stages.add_argument("--kind", choices=("filter", "modifier", "stage", "dedup"),
                         help="only stages of this kind")
     return parser
+
+
+def _workflows() -> dict:
+    from curator_dask.dedup import (
+        ExactDeduplicationWorkflow,
+        FuzzyDeduplicationWorkflow,
+        SemanticDeduplicationWorkflow,
+    )
+
+    return {
+        "exact": (ExactDeduplicationWorkflow, "documents with identical text (hash + shuffle)"),
+        "fuzzy": (FuzzyDeduplicationWorkflow,
+                  "near duplicates (MinHash, LSH, connected components)"),
+        "semantic": (SemanticDeduplicationWorkflow,
+                     "semantic duplicates (embeddings, k-means, cosine within clusters)"),
+    }
 
 
 def _positive_int(text: str) -> int:
@@ -121,6 +132,12 @@ def _yaml_value(text: str):
         return text
 
 
+def _yaml_text(value) -> str:
+    """``value`` as one would type it: ``(0.01, 0.001)`` as ``[0.01, 0.001]``."""
+    return yaml.safe_dump(list(value) if isinstance(value, tuple) else value,
+                          default_flow_style=True).strip()
+
+
 _PATH_ARGUMENTS = {"input_path": "--input", "output_path": "--output", "cache_path": "--cache"}
 
 
@@ -131,7 +148,8 @@ def _output_modes() -> tuple[str, ...]:
 
 
 #: Options with a fixed set of values, offered as choices.
-_CHOICES = {"output_mode": _output_modes(), "input_filetype": ("jsonl", "parquet")}
+_CHOICES = {"output_mode": _output_modes(), "input_filetype": ("jsonl", "parquet"),
+            "which_to_keep": ("hard", "easy", "random"), "sim_metric": ("cosine", "l2")}
 _CHOICE_HELP = {
     "output_mode": "when --output holds files: 'error' refuses; 'overwrite' replaces what "
                    "curator-dask wrote there and refuses if anything else is there; "
@@ -168,9 +186,10 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
         elif isinstance(default, str):
             parser.add_argument(flag, dest=p.name, default=default, metavar="TEXT",
                                 help="default: %(default)s")
-        else:  # None default: a value as YAML reads it (a size, a number, a mapping)
+        else:  # a value as YAML reads it (a size, a number, a list, a mapping)
             parser.add_argument(flag, dest=p.name, type=_yaml_value, default=default,
-                                metavar="VALUE", help="default: none")
+                                metavar="VALUE", help="default: none" if default is None
+                                else f"default: {_yaml_text(default)}")
 
 
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -290,10 +309,8 @@ def _workflow_options(args, workflow) -> dict:
 
 def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
-    from curator_dask.dedup import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 
-    workflow_cls = (ExactDeduplicationWorkflow if args.method == "exact"
-                    else FuzzyDeduplicationWorkflow)
+    workflow_cls = _workflows()[args.method][0]
     try:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:

@@ -1,7 +1,8 @@
-"""Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), removal.
+"""Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), semantic
+(embeddings + k-means), removal.
 
-The fuzzy phases live in :mod:`curator_dask.dedup.fuzzy`; its main entry points are
-re-exported here.
+The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
+:mod:`curator_dask.dedup.semantic`; their main entry points are re-exported here.
 """
 
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
@@ -16,6 +17,11 @@ from curator_dask.dedup.fuzzy import (
     MinHash,
     optimal_bands,
 )
+from curator_dask.dedup.semantic import (
+    SemanticDedupResult,
+    SemanticDeduplicationWorkflow,
+    SemanticDuplicates,
+)
 
 __all__ = [
     "DuplicateIdError",
@@ -29,6 +35,9 @@ __all__ = [
     "FuzzyDuplicates",
     "MinHash",
     "NullTextError",
+    "SemanticDedupResult",
+    "SemanticDeduplicationWorkflow",
+    "SemanticDuplicates",
     "hash_texts",
     "optimal_bands",
     "remove_ids",

@@ -1,7 +1,8 @@
 """Deduplication as pipeline stages: whole-dataset barriers for a :class:`~curator_dask.Pipeline`.
 
 :class:`ExactDedup` and :class:`FuzzyDedup` wrap :class:`~curator_dask.dedup.ExactDuplicates`
-and :class:`~curator_dask.dedup.FuzzyDuplicates`. An executor streams the partition stages
+and :class:`~curator_dask.dedup.FuzzyDuplicates`; :class:`SemanticDedup` (from
+:mod:`curator_dask.dedup.semantic`) wraps :class:`~curator_dask.dedup.SemanticDuplicates`. An executor streams the partition stages
 before one into its cache directory, hands it the whole dataset, and streams on from the
 documents it keeps: the lowest id of each group of duplicates. Removed documents are counted
 as ``exact_duplicate`` / ``fuzzy_duplicate``. Exact dedup removes by row, so it keeps one
@@ -39,7 +40,7 @@ from curator_dask.dedup.ids import DuplicateIdError
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.stages.base import WholeDatasetStage
 
-__all__ = ["DedupStats", "ExactDedup", "FuzzyDedup"]
+__all__ = ["DedupStats", "ExactDedup", "FuzzyDedup", "SemanticDedup"]
 
 logger = logging.getLogger(__name__)
 
@@ -215,3 +216,7 @@ class FuzzyDedup(WholeDatasetStage):
 
     def __repr__(self) -> str:
         return f"<FuzzyDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
+
+
+# Semantic dedup lives in its own package; it is a barrier like the two above.
+from curator_dask.dedup.semantic.stage import SemanticDedup  # noqa: E402

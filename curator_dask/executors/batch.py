@@ -174,7 +174,10 @@ class BatchExecutor(Executor):
         prefix = f"{_key_prefix(name)}_input-{state.token}"
         frames = [client.submit(runtime.bare_frame_of, f, key=f"{prefix}-{c[0]}")
                   for f, c in items]
-        ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
+        # The partitions are typed already: convert-string would turn object columns
+        # (embedding vectors) into their repr strings.
+        with dask.config.set({"dataframe.convert-string": False}):
+            ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         cache = posixpath.join(state.cache, f"batch-{_key_prefix(name)}")
         start = time.time()
         with state.in_span(barrier, building=True):
