@@ -423,8 +423,10 @@ def lifetime_run(source: str, out: str, lifetime: str, stagger: str | None,
     except Exception as err:  # noqa: BLE001 - reported to the parent
         _report(report, error=short(err))
         return
-    recycled = bool(set(result.stage("slower_upper").workers) - first)
-    _report(report, **_run_summary(result), recycled=recycled)
+    # Recycled: an original worker handed its data over and left during the run (its
+    # replacement may not have started in time to run tasks on a busy machine).
+    now = set(client.scheduler_info(n_workers=-1)["workers"])
+    _report(report, **_run_summary(result), recycled=bool(first - now))
 
 
 # == the cases ===========================================================================
