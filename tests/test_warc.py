@@ -228,3 +228,16 @@ writer: {{type: parquet, path: {tmp_path / "out"}}}
                                               "url_keywords", "write_parquet"]
     assert isinstance(stages[0], WarcReader) and stages[0].options["blocksize"] == "64MiB"
     assert stages[2].text_field == "url" and stages[3].text_field == "url"
+
+
+def test_two_readers_of_one_in_memory_file_keep_their_own_positions():
+    # fsspec's memory filesystem returns one shared file object per path; readers on
+    # threads (and a reader's resync check) must not move each other's position.
+    from curator_dask.io.files import open_input
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/open-input/a.bin", b"0123456789")
+    first, second = open_input(fs, "/open-input/a.bin"), open_input(fs, "/open-input/a.bin")
+    assert first.read(4) == b"0123"
+    assert second.read(2) == b"01"
+    assert first.read(2) == b"45"

@@ -147,3 +147,24 @@ def _relative(path: str, root: str) -> str:
     if root and path.startswith(root.rstrip("/") + "/"):
         return path[len(root.rstrip("/")) + 1:]
     return posixpath.basename(path)
+
+
+def open_input(fs, path: str, **kwargs):
+    """Open ``path`` for reading with a file position of its own.
+
+    fsspec's in-memory filesystem hands every ``open`` of a path the *same* file object,
+    so two readers of one file (two partitions on threads, or a reader and its resync
+    check) would move each other's position. Such a file is copied into a private buffer;
+    every other filesystem opens as usual.
+    """
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    if isinstance(fs, MemoryFileSystem) and kwargs.get("mode", "rb") == "rb":
+        import io
+
+        from fsspec.compression import compr
+
+        handle = io.BytesIO(fs.cat_file(path))
+        compression = kwargs.get("compression")
+        return compr[compression](handle, mode="rb") if compression else handle
+    return fs.open(path, "rb", **kwargs)

@@ -28,7 +28,7 @@ from fsspec.utils import read_block
 
 from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import InvalidEncodingError, MalformedLineError, TruncatedFileError
-from curator_dask.io.files import InputFile, sample_files
+from curator_dask.io.files import InputFile, open_input, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import (
     FILENAME_COLUMN,
@@ -81,13 +81,13 @@ def _is_broken_stream(err: BaseException) -> bool:
 def _open_stream(fs, f: InputFile):
     """The decompressed bytes of a whole file, as a stream with ``read(n)``."""
     if f.compression not in _ARROW_CODECS:
-        with fs.open(f.path, "rb", compression=f.compression) as handle:
+        with open_input(fs, f.path, compression=f.compression) as handle:
             yield handle
     elif isinstance(fs, LocalFileSystem):
         with pa.input_stream(f.path, compression=_ARROW_CODECS[f.compression]) as stream:
             yield stream
     else:
-        with fs.open(f.path, "rb") as raw:
+        with open_input(fs, f.path) as raw:
             if f.compression is None:
                 yield raw
             else:
@@ -106,12 +106,12 @@ def _read_slice(fs, piece: FileSlice) -> tuple[bytes, str | None]:
     """
     f = piece.file
     if not piece.whole:
-        with fs.open(f.path, "rb") as handle:
+        with open_input(fs, f.path) as handle:
             length = None if piece.end is None else piece.end - piece.start
             return read_block(handle, piece.start, length, delimiter=b"\n"), None
     if f.compression is None:
         return fs.cat_file(f.path), None
-    with fs.open(f.path, "rb") as raw:
+    with open_input(fs, f.path) as raw:
         return _decompress(raw, f.compression)
 
 
@@ -183,7 +183,7 @@ def _first_line_number(fs, f: InputFile, start: int) -> int:
     if start == 0:
         return 1
     count = 0
-    with fs.open(f.path, "rb") as handle:
+    with open_input(fs, f.path) as handle:
         remaining = start
         while remaining:
             chunk = handle.read(min(remaining, 1 << 24))

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curator_dask.io.errors import CorruptFileError
-from curator_dask.io.files import InputFile, sample_files
+from curator_dask.io.files import InputFile, open_input, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
 
@@ -52,7 +52,7 @@ def infer_parquet_schema(fs, files: Sequence[InputFile], *, settled: Collection[
     """
     union = SchemaUnion(settled=settled, columns=columns, unit="row")
     for f in sample_files(files, SAMPLE_FILES):
-        with fs.open(f.path, "rb") as handle:
+        with open_input(fs, f.path) as handle:
             schema = open_parquet(handle, f.path).schema_arrow
         union.add(pa.schema([field for field in schema if not _INDEX_COLUMN.fullmatch(field.name)]),
                   f.path)
@@ -74,7 +74,7 @@ def _file_row(metadata, row_groups: Sequence[int] | None, row: int) -> int:
 def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, int]:
     """One slice conformed to the schema, and how many text values were cast."""
     path = piece.file.path
-    with fs.open(path, "rb") as handle:
+    with open_input(fs, path) as handle:
         parquet = open_parquet(handle, path)
         metadata = parquet.metadata
         present = parquet.schema_arrow.names

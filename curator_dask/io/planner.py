@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dask.utils import parse_bytes
 
-from curator_dask.io.files import InputFile
+from curator_dask.io.files import InputFile, open_input
 
 __all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning"]
 
@@ -157,7 +157,7 @@ def _split_parquet(f: InputFile, block: int, fs) -> list[tuple[FileSlice, int]]:
         return [(FileSlice(f), f.size)]
     from curator_dask.io.parquet import open_parquet  # parquet.py imports this module
 
-    with fs.open(f.path, "rb") as handle:
+    with open_input(fs, f.path) as handle:
         metadata = open_parquet(handle, f.path).metadata
     sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
     if len(sizes) <= 1:

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import InputError
-from curator_dask.io.files import InputFile
+from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import to_frame
 
@@ -100,7 +100,7 @@ def warc_splittable(fs, f: InputFile) -> bool:
     inflater = zlib.decompressobj(31)
     out = bytearray()
     read = 0
-    with fs.open(f.path, "rb") as handle:
+    with open_input(fs, f.path) as handle:
         while not inflater.eof and read < _FIRST_MEMBER_LIMIT:
             chunk = handle.read(_PROBE_BYTES)
             if not chunk:
@@ -213,7 +213,7 @@ def _records(fs, piece: FileSlice, content_types: frozenset, columns: dict) -> i
     f = piece.file
     gzip = _is_gzip(f)
     skipped = 0
-    with fs.open(f.path, "rb") as handle:
+    with open_input(fs, f.path) as handle:
         first = find_record_start(handle, piece.start, piece.end, gzip, f.size)
         if first is None:
             return 0
@@ -232,7 +232,7 @@ def _records(fs, piece: FileSlice, content_types: frozenset, columns: dict) -> i
                     # no member of its own that the next range could resync to, so this
                     # range reads on until a record is the first of the member at its
                     # offset.
-                    checker = checker or fs.open(f.path, "rb")
+                    checker = checker or open_input(fs, f.path)
                     if _first_record_id(checker, position) == record.record_id:
                         break
                 headers = record.headers
