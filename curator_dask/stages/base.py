@@ -534,6 +534,3 @@ class WholeDatasetStage(Stage):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.stage_name!r} (whole dataset)>"
-
-
-_key_prefix = key_prefix  # executors still import the old name; removed with them
