@@ -202,7 +202,13 @@ def test_a_killed_driver_is_resumed_without_redoing_finished_parts(corpus, clien
         driver.send_signal(signal.SIGKILL)
     finally:
         driver.wait(timeout=10)
-    time.sleep(1.0)  # let tasks the dead driver left running finish (or be released)
+    # Tasks the dead driver left running may still write a part: wait (with a deadline)
+    # until the scheduler has released them and no worker runs any.
+    deadline = time.time() + 30
+    while time.time() < deadline and (
+            client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+            or sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())):
+        time.sleep(0.05)
     finished = {n: os.stat(out / n).st_mtime_ns for n in os.listdir(out)
                 if n.startswith("part-") and (out / f".{n.split('.')[0]}.done").exists()}
     total = len(JsonlReader(str(corpus / "in"), blocksize="1KiB").dataset().plan)
