@@ -80,6 +80,7 @@ def wait_until(condition, timeout: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus):
     client = get_client(n_workers=1, adaptive={"minimum": 1, "maximum": 3, "target_duration": "2s",
                                                **FAST},
@@ -98,6 +99,7 @@ def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus)
     assert_every_document_exactly_once(corpus / "out")
 
 
+@pytest.mark.slow
 def test_a_worker_retired_by_adapt_mid_run_loses_and_duplicates_nothing(corpus):
     client = get_client(n_workers=3, adaptive={"minimum": 1, "maximum": 3, **FAST},
                         dashboard_address=None, silence_logs=logging.CRITICAL)
@@ -139,6 +141,7 @@ def workers_to_close_all(dask_scheduler):
     return dask_scheduler.workers_to_close(n=len(dask_scheduler.workers))
 
 
+@pytest.mark.slow
 def test_gpu_workers_are_not_retired_while_a_gpu_stage_has_work_waiting(corpus):
     # A cluster the user made (as with dask-jobqueue): one GPU stand-in, one CPU worker.
     cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -177,6 +180,7 @@ def _gpu_stand_in(n_gpu_workers, threads_per_worker, memory_limit, dashboard_add
                         resources={"GPU": 1, "GPU_MEMORY_GB": 80}, **worker_kwargs)
 
 
+@pytest.mark.slow
 def test_adapt_on_a_mixed_cluster_starts_cpu_workers_and_keeps_the_gpu_ones(monkeypatch):
     monkeypatch.setattr(cluster_module, "_gpu_cluster", _gpu_stand_in)
     client = get_client(cluster_type="mixed", n_workers=1, n_gpu_workers=1,

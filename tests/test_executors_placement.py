@@ -88,6 +88,7 @@ def run(corpus, *stages, executor, out="out"):
 
 @pytest.mark.parametrize("make", [partial(StreamingExecutor, lend=False), BatchExecutor],
                          ids=["StreamingExecutor", "BatchExecutor"])
+@pytest.mark.slow
 def test_gpu_stages_run_only_on_gpu_workers_and_cpu_stages_never_do(corpus, mixed, make):
     result, out = run(corpus, tokenize, classify, executor=make(progress=False))
     assert len(out) == 120
@@ -122,6 +123,7 @@ def _run_together(directory: str, wanted: int, deadline: float = 30.0) -> None:
         os.remove(mine)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("gpus", "expected"), [(0.25, 4), (1, 1)])
 def test_fractional_gpus_pack_tasks_onto_one_gpu_worker(corpus, mixed, tmp_path, gpus, expected):
     # The first tasks wait for each other until `expected` run at once: with 1/4 GPU a
@@ -144,6 +146,7 @@ def test_fractional_gpus_pack_tasks_onto_one_gpu_worker(corpus, mixed, tmp_path,
     assert result.stage(model.name).workers == [mixed.gpu_worker]
 
 
+@pytest.mark.slow
 def test_a_resource_no_worker_offers_fails_before_any_task_is_submitted(corpus, mixed):
     from distributed import get_task_stream
 
@@ -205,6 +208,7 @@ def _calls(directory) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
 def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
         corpus, mixed, tmp_path, make):
@@ -224,6 +228,7 @@ def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
     assert min(ns for _, ns in calls["teardown"]) >= max(ns for _, ns in calls["setup"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
 def test_teardown_runs_on_every_worker_also_when_the_run_fails(corpus, mixed, tmp_path, make):
     marks = tmp_path / "marks"

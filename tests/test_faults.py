@@ -33,7 +33,7 @@ DASK = str(Path(sys.executable).parent / "dask")
 N_DOCS = 600
 WORKERS = 3
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _start_worker(address: str, log) -> subprocess.Popen:

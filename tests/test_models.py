@@ -116,6 +116,7 @@ def test_a_directory_without_config_weights_or_tokenizer_lists_each_problem(tmp_
         assert missing in message
 
 
+@pytest.mark.slow
 def test_a_model_saved_without_its_tokenizer_is_reported(tmp_path, classifier_dir):
     for name in os.listdir(classifier_dir):
         if not name.startswith("tokenizer"):
@@ -171,6 +172,7 @@ def test_labels_come_from_id2label_and_can_be_renamed(classifier_dir):
 
 # -- results are those of the model, in input order -----------------------------------
 
+@pytest.mark.slow
 def test_predictions_match_a_one_document_at_a_time_reference_in_input_order(classifier_dir):
     texts = documents(60)
     index = np.random.default_rng(1).permutation(1000)[:60]  # not a RangeIndex
@@ -197,6 +199,7 @@ def test_prob_column_holds_every_label_probability(classifier_dir):
     assert "p" not in no_probs.columns
 
 
+@pytest.mark.slow
 def test_filter_by_keeps_those_labels_and_counts_the_others(classifier_dir):
     texts = documents(60)
     expected = np.array([LABELS[i] for i in reference_probs(classifier_dir, texts).argmax(1)])
@@ -297,6 +300,7 @@ def test_on_a_cpu_the_default_token_budget_applies_and_an_explicit_one_wins(clas
     assert [rows for (rows, _), _ in explicit.shapes] == [40]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("error", [torch.cuda.OutOfMemoryError, RuntimeError])
 def test_out_of_memory_halves_the_batch_and_gives_the_same_results(classifier_dir, error):
     texts = documents(50)
@@ -367,6 +371,7 @@ def test_a_pretokenized_stage_needs_the_token_column(classifier_dir):
 
 # -- lifecycle ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_stages_on_one_model_directory_share_one_load_per_process(tmp_path, monkeypatch):
     model_dir = save_tiny_classifier(tmp_path / "model", LABELS)  # not loaded by other tests
     monkeypatch.setenv(LOAD_LOG_ENV, str(tmp_path / "loads"))
