@@ -445,11 +445,10 @@ class RunState:
             self.spans[id(stage)] = span_annotation(self.layout.name, name)
         return stage
 
-    def place(self, client, workers: dict[str, dict]) -> None:
-        """On a cluster: check every stage's resources against the workers (see
-        :func:`check_placement`) and give each stage a span."""
+    def place(self, workers: dict[str, dict]) -> None:
+        """On a cluster (:attr:`client` set): check every stage's resources against the
+        workers (see :func:`check_placement`) and give each stage a span."""
         layout = self.layout
-        self.client = client
         for stage in layout.processing_stages:
             # Fix each stage's identity before it is pickled, so every task's copy maps to
             # the same worker-side instance (set up once per process, torn down by id).
@@ -808,7 +807,7 @@ class ClusterExecutor(Executor):
     def session(self, state: RunState, report: str | None):
         client = state.client = self._client()
         try:
-            state.place(client, self.workers(client, state))
+            state.place(self.workers(client, state))
         except BaseException:
             self.cleanup(state)
             raise
