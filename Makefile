@@ -1,9 +1,10 @@
-# The two commands of the README. Each makes its own virtual environment with Python 3.11+.
+# The two commands of the README (and test-fast, for development). Each makes its own
+# virtual environment with Python 3.11+.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test clean
+.PHONY: demo test test-fast clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "curator-dask needs Python 3.11 or newer"'
@@ -33,6 +34,11 @@ demo: $(VENV)/.installed-demo
 ## Run the test suite.
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The developer's loop: every test but those marked slow (clusters started per test,
+## killed workers, adaptive scaling, the docs build).
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

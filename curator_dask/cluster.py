@@ -33,6 +33,7 @@ import math
 import time
 import types
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 import dask
 from dask.utils import parse_timedelta
@@ -46,6 +47,8 @@ __all__ = [
     "CLUSTER_TYPES",
     "MIN_WORKER_LIFETIME",
     "AdaptiveDemand",
+    "RunDemand",
+    "StageDemand",
     "WorkerRecycler",
     "dashboard_link",
     "get_client",
@@ -369,6 +372,47 @@ def _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit, worker_kwa
     cluster.new_worker_spec = types.MethodType(SpecCluster.new_worker_spec, cluster)
 
 
+@dataclass
+class StageDemand:
+    """One stage of a streaming run, as the adaptive plugin weighs it: its resources,
+    busy seconds per partition (None: not measured yet), partitions still to do and the
+    slots the cluster has for it now."""
+
+    name: str
+    resources: dict
+    seconds: float | None = None
+    remaining: int = 0
+    slots: int = 0
+
+
+@dataclass
+class RunDemand:
+    """What a streaming run still has to do, published to the scheduler every second.
+
+    The scheduler itself sees only the partitions in flight (restricted tasks are never
+    queued), not the backlog the executor holds back: this is what :class:`AdaptiveDemand`
+    adds to the number of workers it asks for.
+    """
+
+    pipeline: str
+    updated: float
+    stages: list[StageDemand] = field(default_factory=list)
+
+    @classmethod
+    def from_metadata(cls, value: Mapping) -> RunDemand:
+        return cls(value.get("pipeline", ""), value.get("updated", 0.0),
+                   [StageDemand(**stage) for stage in value.get("stages", [])])
+
+
+def publish_demand(client, token: str, demand: RunDemand | None) -> None:
+    """Store a run's demand in the scheduler's metadata under ``DEMAND_KEY``, by run token
+    (None: the run is over); never fails the run."""
+    try:
+        client.set_metadata([DEMAND_KEY, token], asdict(demand) if demand is not None else None)
+    except Exception:  # telemetry for autoscaling must never fail a run
+        logger.debug("could not publish the run's demand to the scheduler", exc_info=True)
+
+
 class AdaptiveDemand(SchedulerPlugin):
     """Scheduler plugin: the backlog of streaming runs counts, GPU workers stay while needed.
 
@@ -415,11 +459,11 @@ class AdaptiveDemand(SchedulerPlugin):
             self.scheduler.adaptive_target = self._own_target
             self.scheduler.handlers["adaptive_target"] = self._own_target
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunDemand]:
         """Demands of streaming runs that reported in the last minute."""
         demand = self.scheduler.get_metadata(keys=[DEMAND_KEY], default=None) or {}
         now = time.time()
-        return [d for d in demand.values()
+        return [RunDemand.from_metadata(d) for d in demand.values()
                 if d and now - d.get("updated", 0) < DEMAND_STALE_SECONDS]
 
     def _grows_on(self, resources: Mapping) -> bool:
@@ -441,17 +485,16 @@ class AdaptiveDemand(SchedulerPlugin):
         slots = 0
         for run in runs:
             work, floor, parallel = 0.0, 0.0, 0
-            for stage in run.get("stages", []):
-                remaining = stage.get("remaining", 0)
+            for stage in run.stages:
+                remaining = stage.remaining
                 if remaining <= 0:
                     continue
-                seconds = stage.get("seconds")
-                seconds = unknown if seconds is None else seconds
-                if self._grows_on(stage.get("resources") or {}):
+                seconds = unknown if stage.seconds is None else stage.seconds
+                if self._grows_on(stage.resources or {}):
                     work += remaining * seconds
                     parallel = max(parallel, remaining)
                 else:  # adding workers does not make this stage faster
-                    floor = max(floor, remaining * seconds / max(stage.get("slots", 0), 1))
+                    floor = max(floor, remaining * seconds / max(stage.slots, 1))
             if work > 0:
                 slots += min(math.ceil(work / max(duration, floor)), parallel)
         wanted = len(workers) - len(growable) + math.ceil(slots / max(threads, 1))
@@ -460,10 +503,9 @@ class AdaptiveDemand(SchedulerPlugin):
     def valid_workers_downscaling(self, scheduler, workers: list) -> list:
         needed = set(self.keep)
         for run in self.runs():
-            for stage in run.get("stages", []):
-                if stage.get("remaining", 0) > 0:
-                    needed.update(name for name in (stage.get("resources") or {})
-                                  if name != "CPU")
+            for stage in run.stages:
+                if stage.remaining > 0:
+                    needed.update(name for name in (stage.resources or {}) if name != "CPU")
         kept = []
         for ws in workers:
             special = set(ws.resources) - {"CPU"}

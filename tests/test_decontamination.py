@@ -217,6 +217,7 @@ def corpus(tmp_path_factory):
     {"max_matches": 1, "remove_char_each_side": 30, "min_document_length": 50},
     {"remove_char_each_side": 0, "min_document_length": 0, "max_splits": 3},
 ])
+@pytest.mark.slow
 def test_output_equals_the_per_document_reference(corpus, options):
     tasks, texts, _, files = corpus
     ref_options = {"max_matches": options.get("max_matches", 10),
@@ -290,6 +291,7 @@ def test_ngrams_found_more_than_max_matches_times_are_kept(tmp_path):
     assert len(cut) == 8 and not any(passage in t for t in cut)
 
 
+@pytest.mark.slow
 def test_hash_collisions_cost_comparisons_not_false_matches(corpus):
     _, texts, _, files = corpus
     exact = build_index(files)

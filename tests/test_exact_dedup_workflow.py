@@ -53,6 +53,7 @@ def test_workflow_deduplicates_jsonl_on_a_cluster_with_p2p(client, raw):
     assert (raw / "cache" / "exact_duplicates" / "_COMPLETE.json").exists()
 
 
+@pytest.mark.slow
 def test_both_removal_strategies_write_identical_files_on_a_cluster(client, raw):
     # auto with a threshold of 0 persists and counts the ids, then takes the shuffle.
     runs = {"broadcast": {}, "shuffle": {}, "auto": {"broadcast_threshold": 0}}
@@ -83,6 +84,7 @@ def test_parquet_input_with_its_own_ids_and_xxh3(client, raw):
     assert result.kept_documents == 6
 
 
+@pytest.mark.slow
 def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch):
     from curator_dask import dataset
     from curator_dask.io.writers import write_partition
@@ -111,6 +113,7 @@ def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, mon
     assert result.duplicate_documents == 27
 
 
+@pytest.mark.slow
 def test_rerun_without_the_marker_recomputes_the_duplicates(client, raw):
     first = workflow(raw).run()
     (raw / "cache" / "exact_duplicates" / "_COMPLETE.json").unlink()

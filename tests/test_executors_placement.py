@@ -88,6 +88,7 @@ def run(corpus, *stages, executor, out="out"):
 
 @pytest.mark.parametrize("make", [partial(StreamingExecutor, lend=False), BatchExecutor],
                          ids=["StreamingExecutor", "BatchExecutor"])
+@pytest.mark.slow
 def test_gpu_stages_run_only_on_gpu_workers_and_cpu_stages_never_do(corpus, mixed, make):
     result, out = run(corpus, tokenize, classify, executor=make(progress=False))
     assert len(out) == 120
@@ -104,13 +105,38 @@ def _max_overlap(intervals) -> int:
     return max(sum(1 for lo, hi in intervals if lo <= t < hi) for t, _ in intervals)
 
 
+def _run_together(directory: str, wanted: int, deadline: float = 30.0) -> None:
+    """Stay running until ``wanted`` tasks have been running at once (or ``deadline``
+    seconds have passed): each task leaves a file while it runs; the first to count
+    ``wanted`` of them marks the rendezvous as reached for all later tasks."""
+    mine = os.path.join(directory, f"running-{os.getpid()}-{time.time_ns()}")
+    reached = os.path.join(directory, "reached")
+    open(mine, "w").close()
+    try:
+        stop = time.monotonic() + deadline
+        while not os.path.exists(reached) and time.monotonic() < stop:
+            if sum(n.startswith("running-") for n in os.listdir(directory)) >= wanted:
+                open(reached, "w").close()
+                break
+            time.sleep(0.01)
+    finally:
+        os.remove(mine)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("gpus", "expected"), [(0.25, 4), (1, 1)])
-def test_fractional_gpus_pack_tasks_onto_one_gpu_worker(corpus, mixed, gpus, expected):
+def test_fractional_gpus_pack_tasks_onto_one_gpu_worker(corpus, mixed, tmp_path, gpus, expected):
+    # The first tasks wait for each other until `expected` run at once: with 1/4 GPU a
+    # task, four must be able to (else they would wait for the deadline and overlap
+    # less); with a whole GPU, never more than one does, whatever the timing.
+    rendezvous = str(tmp_path / "rendezvous")
+    os.mkdir(rendezvous)
+
     @processing_stage(name=f"model_{int(gpus * 100)}", resources=Resources(gpus=gpus),
                       output_columns={"t0": "float64", "t1": "float64"})
     def model(df):
         start = time.time()
-        time.sleep(0.4)
+        _run_together(rendezvous, expected)
         return df.assign(t0=start, t1=time.time())
 
     result, out = run(corpus, model, executor=StreamingExecutor(max_in_flight=12, progress=False))
@@ -120,13 +146,16 @@ def test_fractional_gpus_pack_tasks_onto_one_gpu_worker(corpus, mixed, gpus, exp
     assert result.stage(model.name).workers == [mixed.gpu_worker]
 
 
-def test_a_resource_no_worker_offers_fails_at_once_naming_stage_and_resource(corpus, mixed):
+@pytest.mark.slow
+def test_a_resource_no_worker_offers_fails_before_any_task_is_submitted(corpus, mixed):
+    from distributed import get_task_stream
+
     big = classify.with_(name="big_model", resources=Resources(gpu_memory_gb=100))
-    started = time.perf_counter()
-    with pytest.raises(ResourceUnavailableError,
-                       match=r"stage 'big_model' asks for GPU_MEMORY_GB=100.*GPU_MEMORY_GB=80"):
+    with get_task_stream(mixed) as stream, pytest.raises(
+            ResourceUnavailableError,
+            match=r"stage 'big_model' asks for GPU_MEMORY_GB=100.*GPU_MEMORY_GB=80"):
         run(corpus, tokenize, big, executor=StreamingExecutor(progress=False))
-    assert time.perf_counter() - started < 5
+    assert [t for t in stream.data if t["key"][0].startswith(("read_jsonl", "tokenize"))] == []
     assert not (corpus / "out").exists()  # nothing was started
 
 
@@ -177,6 +206,7 @@ def _calls(directory) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
 def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
         corpus, mixed, tmp_path, make):
@@ -196,6 +226,7 @@ def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
     assert min(ns for _, ns in calls["teardown"]) >= max(ns for _, ns in calls["setup"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
 def test_teardown_runs_on_every_worker_also_when_the_run_fails(corpus, mixed, tmp_path, make):
     marks = tmp_path / "marks"

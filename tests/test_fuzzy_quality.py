@@ -56,6 +56,7 @@ def grouped_pairs(corpus, groups: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id_a", "id_b", "jaccard"])
 
 
+@pytest.mark.slow
 def test_recall_of_pairs_at_or_above_0_9_is_at_least_0_97(similar, default_groups):
     assert len(similar) >= 200
     a = similar["id_a"].map(default_groups)

@@ -47,6 +47,7 @@ def expected_kept(raw, **options) -> list[int]:
     return sorted(set(ds.df["id"].compute()) - removed)
 
 
+@pytest.mark.slow
 def test_workflow_on_a_local_cluster_keeps_one_document_per_group(client, raw):
     assert default_shuffle_method() == "p2p"
     result = workflow(raw).run()
@@ -71,6 +72,7 @@ def test_workflow_on_a_local_cluster_keeps_one_document_per_group(client, raw):
                                                                result.duplicate_groups)
 
 
+@pytest.mark.slow
 def test_a_crash_in_components_resumes_after_lsh(raw, monkeypatch):
     want = expected_kept(raw)
 
@@ -91,6 +93,7 @@ def test_a_crash_in_components_resumes_after_lsh(raw, monkeypatch):
     assert sorted(pd.read_parquet(raw / "out")["id"]) == want
 
 
+@pytest.mark.slow
 def test_a_crash_inside_lsh_redoes_only_the_unfinished_bands(raw, monkeypatch):
     from curator_dask.dedup.fuzzy.lsh import LSH
 
@@ -115,6 +118,7 @@ def test_a_crash_inside_lsh_redoes_only_the_unfinished_bands(raw, monkeypatch):
     assert result.kept_documents == len(want)
 
 
+@pytest.mark.slow
 def test_changed_parameters_or_input_are_not_taken_from_the_cache(raw, corpus):
     first = workflow(raw, perform_removal=False).run()
     # bands_per_iteration changes how LSH runs, not what it finds.

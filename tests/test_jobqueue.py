@@ -39,6 +39,7 @@ def jobqueue_cluster(*worker_extra_args: str) -> JobQueueLocalCluster:
         silence_logs=logging.CRITICAL)
 
 
+@pytest.mark.slow
 def test_a_jobqueue_cluster_grows_from_no_workers_for_a_streaming_run_and_back(corpus):
     with jobqueue_cluster("--resources", "CPU=1") as cluster:
         client = get_client(cluster=cluster, adaptive={"minimum": 0, "maximum": 2,
@@ -61,6 +62,7 @@ def test_a_jobqueue_cluster_grows_from_no_workers_for_a_streaming_run_and_back(c
     assert_every_document_exactly_once(corpus / "out")
 
 
+@pytest.mark.slow
 def test_jobqueue_workers_without_resources_stop_the_run_before_it_starts(corpus):
     # No worker_extra_args=["--resources", "CPU=1"]: curator-dask restricts every task to
     # a CPU or GPU resource, and tasks no worker offers would wait forever.

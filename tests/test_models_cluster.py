@@ -41,6 +41,7 @@ def _set_env(name, value):
         os.environ[name] = value
 
 
+@pytest.mark.slow
 def test_each_worker_process_loads_a_shared_model_once(client, tmp_path, caplog):
     model_dir = save_tiny_classifier(tmp_path / "model", LABELS, seed=3)
     rng = np.random.default_rng(0)

@@ -56,6 +56,7 @@ def test_whitespace_normalizer_equals_its_regex_definition():
     assert out.tolist() == [reference(plain(t)) for t in texts]
 
 
+@pytest.mark.slow
 def test_unicode_reformatter_equals_ftfy_per_document():
     ftfy = pytest.importorskip("ftfy", reason="needs the text extra (ftfy)")
 

@@ -377,7 +377,7 @@ def test_progress_bar_counts_partitions(corpus, monkeypatch):
             bars.append(self)
 
     monkeypatch.setattr(progress_module, "_interactive", lambda: True)
-    monkeypatch.setattr("curator_dask.executors.local.Progress", Recording)
+    monkeypatch.setattr("curator_dask.executors.base.Progress", Recording)
     pipeline(corpus).run(LocalExecutor())
     assert [(b.total, b.done) for b in bars] == [(12, 12)]
     assert bars[0]._bar is not None and bars[0]._bar.n == 12

@@ -32,6 +32,7 @@ def curation(root, out: str) -> Pipeline:
             .add_stage(ParquetWriter(str(root / out), mode="overwrite")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["local", "streaming", "batch"])
 def test_each_stage_row_counts_its_drops_under_its_reasons(sample, executor, request):
     root, docs = sample
@@ -56,6 +57,7 @@ def test_each_stage_row_counts_its_drops_under_its_reasons(sample, executor, req
                if row.stage in ("read_jsonl", "add_id", "write_parquet"))
 
 
+@pytest.mark.slow
 def test_dedup_stages_record_their_cluster_sizes(sample, client):
     root, docs = sample
     pipeline = curation(root, "out-sizes")
@@ -70,6 +72,7 @@ def test_dedup_stages_record_their_cluster_sizes(sample, client):
     assert fuzzy.duplicate_documents == sum((s - 1) * n for s, n in fuzzy.cluster_sizes.items())
 
 
+@pytest.mark.slow
 def test_report_is_one_offline_html_page_with_the_table_and_charts(sample, tmp_path):
     root, _ = sample
     pipeline = curation(root, "out-report")

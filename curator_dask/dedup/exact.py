@@ -57,6 +57,7 @@ from curator_dask.dedup.removal import (
 )
 from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.io.tables import to_frame
+from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",
            "DUPLICATE_REASON", "NULL_TEXT_REASON"]
@@ -352,14 +353,11 @@ class ExactDuplicates:
     def _check_columns(self, ds: DocumentDataset) -> None:
         if not isinstance(ds, DocumentDataset):
             raise TypeError(f"ExactDuplicates takes a DocumentDataset, got {type(ds).__name__}")
-        for field, what in ((self.id_field, "id"), (self.text_field, "text")):
-            if field not in ds.df.columns:
-                hint = (f"; assign ids with AddId(id_field={field!r}) first" if what == "id"
-                        else "; pass text_field= naming the text column")
-                raise KeyError(
-                    f"ExactDuplicates: no {what} column {field!r} in the dataset "
-                    f"(columns: {list(ds.df.columns)}){hint}"
-                )
+        wanted = [self.id_field, self.text_field]
+        missing = [c for c in wanted if c not in ds.df.columns]
+        require_columns("ExactDuplicates", ds.df.columns, wanted,
+                        fix=id_column_fix(self.id_field, missing)
+                        or "Pass text_field= naming the text column.")
 
     # -- remove ----------------------------------------------------------------------------
     def remove(self, ds: DocumentDataset, duplicates: DocumentDataset, *,
@@ -393,13 +391,11 @@ class ExactDuplicates:
         but the first of its group."""
         df = duplicates.df if isinstance(duplicates, DocumentDataset) else duplicates
         wanted = [self.id_field, HASH_FIELD, ROW_FIELD]
-        missing = [c for c in wanted if c not in df.columns]
-        if missing:
-            raise KeyError(
-                f"duplicates must have the columns {wanted}, as ExactDuplicates.identify "
-                f"returns them; missing {missing} (a list of ids alone cannot tell apart "
-                "documents that share an id: identify again, or use remove_ids)"
-            )
+        require_columns(
+            "ExactDuplicates.remove", df.columns, wanted,
+            fix="The duplicates must be as ExactDuplicates.identify returns them (a list of "
+                "ids alone cannot tell apart documents that share an id): identify again, "
+                "or use remove_ids.")
         if df._name not in _HASH_PARTITIONED and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
             df = df.shuffle(on=HASH_FIELD, ignore_index=True,

@@ -50,6 +50,7 @@ from curator_dask.dedup.ids import (
     partition_of_rows,
 )
 from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["remove_ids", "default_shuffle_method", "STRATEGIES",
            "DEFAULT_BROADCAST_THRESHOLD"]
@@ -146,11 +147,8 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
         raise ValueError(
             f"broadcast_threshold must be a non-negative number of ids, got {broadcast_threshold!r}"
         )
-    if id_field not in ds.df.columns:
-        raise KeyError(
-            f"remove_ids: the dataset has no id column {id_field!r} (columns: "
-            f"{list(ds.df.columns)}); assign ids with AddId(id_field={id_field!r}) first"
-        )
+    require_columns("remove_ids", ds.df.columns, [id_field],
+                    fix=id_column_fix(id_field, [id_field]))
     ids = _id_frame(ids_to_remove, id_field)
     _check_id_types(ds.df._meta[id_field], ids._meta[id_field], id_field)
 
@@ -180,11 +178,8 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
             "ids_to_remove must be a DocumentDataset, a dask DataFrame or a dask Series, got "
             f"{type(ids_to_remove).__name__}; wrap a pandas frame with dd.from_pandas"
         )
-    if id_field not in ids_to_remove.columns:
-        raise KeyError(
-            f"ids_to_remove has no column {id_field!r} (columns: "
-            f"{list(ids_to_remove.columns)}); pass id_field= naming the id column"
-        )
+    require_columns("remove_ids (ids_to_remove)", ids_to_remove.columns, [id_field],
+                    fix="Pass id_field= naming the id column.")
     if ROW_FIELD in ids_to_remove.columns and id_field != ROW_FIELD:
         if not pd.api.types.is_integer_dtype(ids_to_remove._meta[ROW_FIELD].dtype):
             raise TypeError(f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "

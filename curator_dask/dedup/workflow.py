@@ -32,6 +32,7 @@ from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
 __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
@@ -135,10 +136,8 @@ class ExactDeduplicationWorkflow:
         id_field = self.dedup.id_field
         if id_field not in ds.df.columns:
             if not self.assign_id:
-                raise KeyError(
-                    f"the input has no id column {id_field!r} (columns: "
-                    f"{list(ds.df.columns)}); pass assign_id=True to add ids with AddId"
-                )
+                require_columns("the dedup workflow", ds.df.columns, [id_field],
+                                fix="Pass assign_id=True to add ids with AddId.")
             ds = AddId(id_field=id_field)(ds)
         return ds
 

@@ -45,6 +45,10 @@ import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from curator_dask.observe.run_result import TaskRecord
 
 __all__ = [
     "Plan",
@@ -322,12 +326,11 @@ class StageMeter:
         self.latest = 0.0
         self.total_tasks = 0
 
-
-    def add(self, record: Mapping) -> None:
-        """Add one task record (``start``, ``stop``, ``seconds``, ``partitions``)."""
-        self._tasks.append((record["start"], record["stop"], record["seconds"],
-                            max(1, int(record.get("partitions", 1)))))
-        self.latest = max(self.latest, record["stop"])
+    def add(self, record: TaskRecord) -> None:
+        """Add one task's record (its ``start``, ``stop``, ``seconds``, ``partitions``)."""
+        self._tasks.append((record.start, record.stop, record.seconds,
+                            max(1, int(record.partitions))))
+        self.latest = max(self.latest, record.stop)
         self.total_tasks += 1
         while (len(self._tasks) > self.min_samples
                and self._tasks[0][1] < self.latest - self.window):

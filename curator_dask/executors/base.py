@@ -1,46 +1,89 @@
-"""What every executor shares: the run's layout, placement checks, keys, spans, teardown.
+"""The executor skeleton: what the local, batch and streaming executors share.
 
-Facts from DESIGN.md that this module encodes:
+An executor cuts a pipeline into a :class:`Layout` (a reader, segments of partition
+stages separated by whole-dataset stages, a writer) and runs it (:meth:`Executor.run`):
 
-- Only resources given at submission restrict tasks, so every task is submitted (or
-  persisted) with its stage's resources, reader and writer included.
+1. **Segments.** Every input partition goes through its segment's chain of steps:
+   :class:`ReadStep` reads it, one :class:`ProcessStep` per stage runs the stage
+   (``batch_size`` consecutive partitions concatenated), and :class:`WriteStep` writes
+   the part (or, without a writer, :class:`CollectStep` keeps the partition). The steps
+   say what each task is; an executor only decides how a partition's chain is submitted
+   and awaited (:meth:`Executor.run_segment`): here in this process (local), one stage
+   at a time over all partitions (batch), or a bounded window of partitions flowing
+   through all stages at once (streaming).
+2. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
+   written after the part's atomic rename) are skipped, after the output's manifest
+   proved to hold this run's fingerprint (input plan and pipeline, see
+   :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`).
+3. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
+   writes its parts as Parquet under the cache directory (``<cache>/<k>-<stage>/input``),
+   the stage runs on them, its output is kept in ``output`` beside a marker with a
+   fingerprint of the input and of the pipeline up to the stage, and the next segment
+   reads from there. A resumed run skips input parts already written and reuses an
+   output whose marker matches.
+4. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
+   ride with the data to the writer; the run's :class:`~curator_dask.observe.run_result.RunResult`
+   sums them per stage. Whatever happens, every stage is torn down where it was set up,
+   and a failed run releases its futures before the error reaches the caller.
+
+On a cluster (:class:`ClusterExecutor`), three facts about Dask shape the submission:
+
+- Only resources given at submission restrict tasks (with query planning, annotations
+  made while building a dataframe are dropped), so every task is submitted, or
+  persisted, with its stage's resources, the reads and writes included.
 - A task whose resources no worker offers waits forever: placement is checked against
-  the workers' advertised resources before anything is submitted.
+  the workers' advertised resources before anything is submitted (:func:`check_placement`).
 - Spans group tasks by key prefix, and the scheduler keeps the placement of keys it has
-  seen: each stage gets its own prefix and each run a fresh token.
+  seen: each stage gets its own prefix (:func:`~curator_dask.stages.base.key_prefix`)
+  and each run a fresh token, ``<stage>-<token>-<first input partition>``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import posixpath
 import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import dask
 from distributed.scheduler import NoWorkerError
 
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.observe.run_result import RunResult, StageMetrics, stage_metrics
+from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.writers import claim_files
+from curator_dask.observe.progress import Progress
+from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
 from curator_dask.stages.base import (
     ProcessingStage,
+    Stage,
     WholeDatasetStage,
-    _key_prefix,
+    key_prefix,
     teardown_stage,
 )
-from curator_dask.io.overlap import check_run_paths
-from curator_dask.stages.io_stages import ReaderStage, WriterStage, plan_token
+from curator_dask.stages.fingerprint import digest
+from curator_dask.stages.io_stages import (
+    ParquetWriter,
+    PreparedOutput,
+    ReaderStage,
+    WriterStage,
+    plan_token,
+)
 
-__all__ = ["Executor", "NoWorkersError", "ResourceUnavailableError", "Layout",
-           "WorkerLifetimeError", "check_placement", "stage_kind"]
+__all__ = ["ClusterExecutor", "Executor", "Layout", "NoWorkersError", "ResourceUnavailableError",
+           "WorkerLifetimeError", "check_placement"]
 
 logger = logging.getLogger(__name__)
+
+#: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
+BARRIER_DONE = ".complete"
 
 
 class ResourceUnavailableError(RuntimeError):
@@ -83,6 +126,8 @@ class NoWorkersError(ResourceUnavailableError, NoWorkerError):
         return self.args[2]
 
 
+# -- the pipeline, cut for execution -------------------------------------------------------
+
 @dataclass
 class Layout:
     """A pipeline cut for execution: reader, segments of partition stages, barriers, writer.
@@ -98,7 +143,7 @@ class Layout:
     names: dict[int, str] = field(default_factory=dict)  # id(stage) -> unique display name
 
     @classmethod
-    def of(cls, name: str, stages: Sequence) -> Layout:
+    def of(cls, name: str, stages: Sequence[Stage]) -> Layout:
         if not stages or not isinstance(stages[0], ReaderStage):
             raise ValueError(
                 f"pipeline {name!r} must start with a reader stage (JsonlReader or "
@@ -122,15 +167,15 @@ class Layout:
             layout.names[id(stage)] = base if seen[base] == 1 else f"{base}_{seen[base]}"
         return layout
 
-    def name_of(self, stage) -> str:
+    def name_of(self, stage: Stage) -> str:
         return self.names[id(stage)]
 
-    def entry(self, stage) -> dict:
+    def entry(self, stage: Stage) -> dict:
         """``{"name", "kind", "fingerprint"}`` of one stage, as a resume manifest keeps it."""
-        return {"name": self.name_of(stage), "kind": stage_kind(stage),
+        return {"name": self.name_of(stage), "kind": stage.kind,
                 "fingerprint": stage.fingerprint()}
 
-    def fingerprint(self, upto=None) -> list[dict]:
+    def fingerprint(self, upto: Stage | None = None) -> list[dict]:
         """What the pipeline computes: every stage's :meth:`entry`, in order.
 
         The same under every executor (names, resources and batch sizes are not part of
@@ -143,8 +188,8 @@ class Layout:
         return [self.entry(stage) for stage in stages]
 
     @property
-    def stages(self) -> list:
-        out: list = [self.reader]
+    def stages(self) -> list[Stage]:
+        out: list[Stage] = [self.reader]
         for i, segment in enumerate(self.segments):
             out.extend(segment)
             if i < len(self.barriers):
@@ -163,27 +208,643 @@ class Layout:
         for stage in self.stages:
             res = (resources or {}).get(id(stage))
             shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
-                     else str(getattr(stage, "resources", "")))
-            out.append((self.name_of(stage), stage_kind(stage), shown))
+                     else str(stage.resources or ""))
+            out.append((self.name_of(stage), stage.kind, shown))
         return out
 
 
-def stage_kind(stage) -> str:
-    """``"read"``, ``"write"``, ``"barrier"`` (a whole-dataset stage) or ``"process"``."""
-    if isinstance(stage, ReaderStage):
-        return "read"
-    if isinstance(stage, WriterStage):
-        return "write"
-    if isinstance(stage, WholeDatasetStage):
-        return "barrier"
-    return "process"
+class InternalStage(Stage):
+    """A step the executor adds around a barrier: writing its input to the cache
+    (kind ``"write"``) or reading its output back (kind ``"read"``), on one CPU."""
+
+    def __init__(self, name: str, kind: str):
+        self.name, self.kind = name, kind
+
+
+# -- one segment: the chain of steps each partition goes through ----------------------------
+
+@dataclass
+class Source:
+    """Input partitions of a segment: a planned dataset and the stage that reads them
+    (the pipeline's reader, or the :class:`InternalStage` reading a barrier's output)."""
+
+    dataset: object  # DocumentDataset with a plan and a partition_reader
+    stage: Stage
+
+    @property
+    def plan(self):
+        return self.dataset.plan
+
+
+@dataclass
+class Sink:
+    """Where a segment's parts go: the pipeline's output (``final``), or a barrier's input
+    in the cache, whose parts' stats (written or found complete) the barrier counts."""
+
+    output: PreparedOutput
+    stage: Stage
+    final: bool = True
+    stats: list[dict] = field(default_factory=list)
+
+    def written(self, state: RunState, stats: dict) -> None:
+        if self.final:
+            state.output_done(stats)
+        else:
+            self.stats.append(stats)
+
+    def found_complete(self, state: RunState, stats: list[dict]) -> None:
+        (state.skipped_stats if self.final else self.stats).extend(stats)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a step: ``func(*args)``, under ``key``, covering input partitions
+    ``covered`` (more than one after a stage with ``batch_size > 1``)."""
+
+    func: Callable
+    args: tuple
+    key: str
+    covered: tuple[int, ...]
+
+
+class Step:
+    """One link of a segment's chain. :meth:`tasks` turns what the previous step made,
+    ``(value, covered partitions)`` pairs, into this step's tasks; :meth:`finish`
+    handles the result of a last step's task."""
+
+    #: The streaming executor bounds the partitions a capped step holds.
+    capped = True
+    #: May run on any worker: the executor's own reads and writes (see lending).
+    movable = False
+
+    def __init__(self, state: RunState, stage: Stage | None, batch_size: int = 1):
+        self.stage, self.batch_size = stage, batch_size
+        self.name = state.name(stage) if stage is not None else "records"
+        self.resources = state.resources.get(id(stage)) if stage is not None else None
+        self.prefix = (f"{state.prefixes[id(stage)]}-{state.token}" if stage is not None
+                       else f"records-{state.token}")
+
+    def tasks(self, items: list[tuple]) -> list[Task]:
+        raise NotImplementedError
+
+    def finish(self, state: RunState, value) -> list[TaskRecord]:
+        """Account for a finished task's result; the records it brought back."""
+        return []
+
+
+class ReadStep(Step):
+    """Read one planned partition; its items are ``(None, (index,))``."""
+
+    movable = True
+
+    def __init__(self, state: RunState, source: Source):
+        super().__init__(state, source.stage)
+        self.source = source
+
+    def tasks(self, items):
+        reader, plan = self.source.dataset.partition_reader, self.source.plan
+        return [Task(runtime.read_task, (reader, plan[i], self.name), f"{self.prefix}-{i}", (i,))
+                for _, (i,) in items]
+
+
+class ProcessStep(Step):
+    """Run a stage, ``batch_size`` consecutive partitions concatenated into one call."""
+
+    def tasks(self, items):
+        out = []
+        for group in batch_groups(items, self.batch_size):
+            covered = tuple(i for _, indices in group for i in indices)
+            out.append(Task(runtime.stage_task,
+                            (self.stage, self.name, covered, *(value for value, _ in group)),
+                            f"{self.prefix}-{covered[0]}", covered))
+        return out
+
+
+class WriteStep(Step):
+    """Write one part, named after the first input partition it holds."""
+
+    movable = True
+
+    def __init__(self, state: RunState, sink: Sink):
+        super().__init__(state, sink.stage)
+        self.sink = sink
+
+    def tasks(self, items):
+        return [Task(runtime.write_task, (self.sink.output, self.name, covered, value),
+                     f"{self.prefix}-{covered[0]}", covered) for value, covered in items]
+
+    def finish(self, state, stats):
+        records = stats.pop("records")
+        state.records.extend(records)
+        self.sink.written(state, stats)
+        return records
+
+
+class CollectStep(Step):
+    """Without a writer: keep each final partition where it is, and fetch its records."""
+
+    capped = False
+
+    def __init__(self, state: RunState):
+        super().__init__(state, None)
+        self.results: dict[int, object] = {}  # by first input partition
+
+    def tasks(self, items):
+        for value, covered in items:
+            self.results[covered[0]] = value
+        return [Task(runtime.records_of, (value,), f"{self.prefix}-{covered[0]}", covered)
+                for value, covered in items]
+
+    def finish(self, state, records):
+        state.records.extend(records)
+        return records
+
+
+@dataclass
+class Segment:
+    """What :meth:`Executor.run_segment` runs: the input partitions left to do, the chain
+    of steps, and the schema of what comes out."""
+
+    indices: list[int]
+    steps: list[Step]
+    meta: object
+
+    @property
+    def unit(self) -> int:
+        """Partitions that move together: the largest ``batch_size`` in the chain."""
+        return max(step.batch_size for step in self.steps)
+
+
+def batch_groups(items: list[tuple], batch_size: int) -> list[list[tuple]]:
+    """Group ``(value, indices)`` items so each group covers ``batch_size`` partitions.
+
+    Examples
+    --------
+    >>> [[i for _, i in g] for g in batch_groups([(None, (0,)), (None, (1,)), (None, (2,))], 2)]
+    [[(0,), (1,)], [(2,)]]
+    """
+    groups: list[list[tuple]] = []
+    current: list[tuple] = []
+    covered = 0
+    for item in items:
+        current.append(item)
+        covered += len(item[1])
+        if covered >= batch_size:
+            groups.append(current)
+            current, covered = [], 0
+    if current:
+        groups.append(current)
+    return groups
+
+
+# -- the run --------------------------------------------------------------------------------
+
+@dataclass
+class RunState:
+    """Bookkeeping of one run: keys, resources, spans, timings, records and results."""
+
+    layout: Layout
+    client: object = None
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    resources: dict[int, dict] = field(default_factory=dict)
+    spans: dict[int, dict] = field(default_factory=dict)
+    prefixes: dict[int, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    started_wall: float = field(default_factory=time.time)
+    first_output: float | None = None
+    records: list[TaskRecord] = field(default_factory=list)
+    write_stats: list[dict] = field(default_factory=list)
+    skipped_stats: list[dict] = field(default_factory=list)
+    partitions: int = 0
+    skipped: int = 0
+    #: Drop counts of partitions that went into a whole-dataset stage (which does not
+    #: carry partition attributes through).
+    barrier_dropped: list[dict] = field(default_factory=list)
+    #: A barrier's rows out are the rows the step reading its output back read.
+    barrier_rows: dict[str, str] = field(default_factory=dict)
+    #: Streaming: each stage's cap, partitions held, queue and slots over the run.
+    timelines: dict[str, StageTimeline] = field(default_factory=dict)
+    #: Streaming with balancing: the stage the last plan found slowest.
+    bottleneck: str | None = None
+    #: Where the run reads from (writes must keep clear of them), and its input plan.
+    inputs: list = field(default_factory=list)
+    input_token: str = ""
+
+    def __post_init__(self) -> None:
+        for stage in self.layout.stages:
+            self.register(stage)
+
+    def register(self, stage: Stage) -> Stage:
+        """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix, its
+        resources and, on a cluster (:meth:`place`), its span."""
+        name = self.name(stage)
+        self.prefixes[id(stage)] = key_prefix(name)
+        if stage.resources is not None:
+            self.resources[id(stage)] = stage.resources.to_dask()
+        if self.client is not None:
+            self.spans[id(stage)] = span_annotation(self.layout.name, name)
+        return stage
+
+    def place(self, workers: dict[str, dict]) -> None:
+        """On a cluster (:attr:`client` set): check every stage's resources against the
+        workers (see :func:`check_placement`) and give each stage a span."""
+        layout = self.layout
+        for stage in layout.processing_stages:
+            # Fix each stage's identity before it is pickled, so every task's copy maps to
+            # the same worker-side instance (set up once per process, torn down by id).
+            stage.stage_id  # noqa: B018
+        placed = [s for s in layout.stages if s.resources is not None]
+        self.resources.update(check_placement(placed, layout.names, workers))
+        for stage in layout.stages:
+            self.spans[id(stage)] = span_annotation(layout.name, layout.name_of(stage))
+
+    def name(self, stage: Stage) -> str:
+        """The stage's unique name in this run (executor-internal stages use their own)."""
+        return self.layout.names.get(id(stage)) or stage.stage_name
+
+    @contextlib.contextmanager
+    def in_span(self, stage: Stage | None, building: bool = False):
+        """Tag what is submitted inside with the stage's span (on a cluster).
+
+        ``building=True`` around code that also builds dataframes (a whole-dataset
+        stage): dask warns that annotations are ignored while building, which is
+        expected; the span still applies to what that code computes or persists.
+        """
+        span = self.spans.get(id(stage))
+        with contextlib.ExitStack() as stack:
+            if span is not None:
+                if building:
+                    stack.enter_context(warnings.catch_warnings())
+                    warnings.filterwarnings("ignore", message="Dask annotations",
+                                            category=UserWarning)
+                stack.enter_context(dask.annotate(span=span))
+            yield
+
+    def output_done(self, stats: dict) -> None:
+        if self.first_output is None:
+            self.first_output = time.perf_counter() - self.started
+        self.write_stats.append(stats)
+
+    def result(self, executor: str, output_path: str | None, dataset=None) -> RunResult:
+        from curator_dask.dropped import split_counts, sum_dropped
+
+        records = [record.as_dict() for record in self.records]
+        for barrier, reader in self.barrier_rows.items():
+            rows = sum(r["rows_out"] for r in records if r["stage"] == reader)
+            for record in records:
+                if record["stage"] == barrier:
+                    record["rows_out"] = rows
+        all_stats = self.write_stats + self.skipped_stats
+        files = sorted(f for s in all_stats for f in s["files"])
+        stages = stage_metrics(records, self.layout.order(self.resources))
+        dropped, counters = split_counts(sum_dropped(
+            [*(s["dropped"] for s in all_stats), *self.barrier_dropped]))
+        for metrics in stages:
+            timeline = self.timelines.get(metrics.name)
+            if timeline is not None:
+                add_flow_metrics(metrics, timeline, records, self.started_wall)
+        return RunResult(
+            pipeline=self.layout.name, executor=executor, stages=stages,
+            bottleneck=self.bottleneck,
+            output_path=output_path, files=files,
+            rows=sum(s["rows"] for s in all_stats), bytes=sum(s["bytes"] for s in all_stats),
+            dropped=dropped, counters=counters,
+            partitions=self.partitions, partitions_skipped=self.skipped,
+            wall_seconds=time.perf_counter() - self.started,
+            time_to_first_output=self.first_output, dataset=dataset, records=records,
+        )
+
+
+class Executor:
+    """Base class: runs a pipeline's layout and returns a :class:`RunResult`.
+
+    Subclasses say how one segment's chain is submitted and awaited
+    (:meth:`run_segment`), what a run needs around it (:meth:`session`) and how kept
+    partitions become a dataset (:meth:`frames`); segments, resume, barriers, records
+    and the result are here.
+
+    Parameters
+    ----------
+    resume : bool, default False
+        Skip input partitions whose output part is already complete (see
+        :mod:`curator_dask.stages.io_stages`); a pipeline needs a writer for this.
+    cache_path : str, optional
+        Where whole-dataset stages (barriers) keep their input and intermediate data.
+        Default: beside the output, ``<output>.curator-cache``; without a writer a
+        temporary directory (single machine only).
+    progress : bool, default True
+        A progress bar over input partitions (when output is a terminal or notebook).
+    """
+
+    name = "executor"
+    #: Whether ``run(report=...)`` saves distributed's performance report.
+    writes_report = False
+
+    def __init__(self, *, resume: bool = False, cache_path: str | None = None,
+                 progress: bool = True):
+        self.resume = resume
+        self.cache_path = cache_path
+        self.progress = progress
+
+    # -- what an executor decides ----------------------------------------------------------
+    def session(self, state: RunState, report: str | None):
+        """A context manager around the run: set up before, tear down after."""
+        raise NotImplementedError
+
+    def run_segment(self, state: RunState, segment: Segment) -> None:
+        """Run every partition of ``segment.indices`` through ``segment.steps``, handing
+        each last step's result to its :meth:`Step.finish`."""
+        raise NotImplementedError
+
+    def frames(self, state: RunState, results: dict[int, object]) -> list:
+        """Kept ``(frame, records)`` results (by first partition) as ``dd.from_delayed``
+        input, in partition order."""
+        raise NotImplementedError
+
+    # -- the skeleton ------------------------------------------------------------------------
+    def run(self, layout: Layout, report: str | None = None) -> RunResult:
+        if self.resume and layout.writer is None:
+            raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
+                             "whose completed parts are what a resume skips")
+        state = RunState(layout)
+        with self.session(state, report):
+            dataset = self._run(state)
+        result = state.result(self.name, layout.writer.path if layout.writer else None,
+                              dataset=dataset)
+        result.report = report if self.writes_report else None
+        return result
+
+    def _run(self, state: RunState):
+        layout = state.layout
+        ds = layout.reader.dataset()
+        cache = self._cache_root(layout) if layout.barriers else None
+        output = self._open_output(state, ds, cache)
+        source = Source(ds, layout.reader)
+        for k, stages in enumerate(layout.segments):
+            if k < len(layout.barriers):
+                barrier = layout.barriers[k]
+                directory = posixpath.join(cache, f"{k}-{key_prefix(layout.name_of(barrier))}")
+                source = self._through_barrier(state, source, stages, barrier, directory,
+                                               first=k == 0)
+            elif output is not None:
+                sink = Sink(replace(output, source=plan_token(source.dataset)), layout.writer)
+                self._segment(state, source, stages, sink, first=k == 0)
+            else:
+                return self._collect(state, self._segment(state, source, stages, None,
+                                                          first=k == 0))
+        return None
+
+    def _segment(self, state: RunState, source: Source, stages: Sequence[ProcessingStage],
+                 sink: Sink | None, first: bool) -> Segment:
+        """Run one segment: skip what a resume finds complete, then the rest."""
+        plan = source.plan
+        indices = list(range(len(plan)))
+        if sink is not None and self.resume:
+            done = sink.output.completed()
+            indices = [i for i in indices if i not in done]
+            sink.found_complete(state, list({s["partition"]: s for s in done.values()}.values()))
+            if first:
+                state.skipped += len(plan) - len(indices)
+            if done:
+                logger.info("resume: %d of %d partitions already written, skipping them",
+                            len(plan) - len(indices), len(plan))
+        if first:
+            state.partitions += len(plan)
+        meta = source.dataset.df._meta
+        for stage in stages:  # declared columns are checked here, before anything runs
+            meta = stage.meta(meta)
+        last = WriteStep(state, sink) if sink is not None else CollectStep(state)
+        steps = [ReadStep(state, source), *(ProcessStep(state, s, s.batch_size) for s in stages),
+                 last]
+        segment = Segment(indices, steps, meta)
+        self.run_segment(state, segment)
+        return segment
+
+    def _collect(self, state: RunState, segment: Segment):
+        """Without a writer: the final partitions as a dataset (held where they are)."""
+        import dask.dataframe as dd
+
+        from curator_dask.dataset import DocumentDataset
+
+        import dask
+
+        frames = self.frames(state, segment.steps[-1].results)
+        # The partitions are typed already: convert-string would turn object columns
+        # (embedding vectors) into their repr strings.
+        with dask.config.set({"dataframe.convert-string": False}):
+            df = (dd.from_delayed(frames, meta=segment.meta, verify_meta=False) if frames
+                  else dd.from_pandas(segment.meta, npartitions=1))
+        return DocumentDataset(df, sources=state.layout.reader.dataset().sources)
+
+    def _through_barrier(self, state: RunState, source: Source, stages, barrier: WholeDatasetStage,
+                         cache: str, first: bool) -> Source:
+        """Stream the segment into the barrier's input, run the barrier (or reuse its
+        finished output), and return its output as the next segment's source."""
+        from curator_dask.dataset import DocumentDataset
+
+        layout = state.layout
+        name = layout.name_of(barrier)
+        spill = state.register(InternalStage(f"{name}_input", "write"))
+        # The spill is the executor's own: written by another pipeline, it starts over.
+        token = plan_token(source.dataset)
+        output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
+            token, resume=self.resume, inputs=state.inputs,
+            pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
+        sink = Sink(replace(output, source=token), spill, final=False)
+        self._segment(state, source, stages, sink, first)
+        state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
+
+        start = time.time()
+        out_dir = posixpath.join(cache, "output")
+        done_marker = posixpath.join(out_dir, BARRIER_DONE)
+        fs = output.fs
+        # The barrier's output may be reused only by the pipeline (up to and including
+        # the barrier) that computed it, from the same input.
+        fingerprint = digest({"input": state.input_token,
+                              "pipeline": [*layout.fingerprint(upto=barrier),
+                                           layout.entry(barrier)]})
+        saved = _read_json(fs, done_marker) if self.resume else None
+        if saved is not None and saved.get("fingerprint") == fingerprint:
+            logger.info("resume: barrier %r output already complete, reusing it", name)
+            out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
+            removed = saved.get("dropped", {})
+        else:
+            if saved is not None:
+                logger.info("barrier %r: the output in %s was computed by another pipeline or "
+                            "from other input: computing it again", name, out_dir)
+            if fs.exists(done_marker):
+                fs.rm(done_marker)  # the executor's own; stale from here on
+            ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
+            with state.in_span(barrier, building=True):
+                out = barrier.run(ds_in, posixpath.join(cache, "work"))
+                out, removed = _materialize(out, out_dir)
+                if fs.exists(out_dir):
+                    # The marker keeps the barrier's drop counts for a resumed run.
+                    claim_files(fs, out_dir, [BARRIER_DONE])
+                    fs.pipe_file(done_marker, json.dumps(
+                        {"fingerprint": fingerprint, "dropped": removed}).encode())
+        state.barrier_dropped.append(removed)
+        stop = time.time()
+        reread = state.register(InternalStage(f"{name}_output", "read"))
+        state.records.append(TaskRecord(
+            stage=name, partitions=len(out.plan), rows_in=sum(s["rows"] for s in sink.stats),
+            rows_out=0, bytes=0, seconds=stop - start, start=start, stop=stop, worker="client"))
+        state.barrier_rows[name] = reread.name
+        return Source(out, reread)
+
+    # -- shared helpers ----------------------------------------------------------------------
+    def progress_bar(self, state: RunState, total: int, description: str | None = None):
+        return Progress(total, description or state.layout.name, enabled=self.progress)
+
+    def _cache_root(self, layout: Layout) -> str:
+        if self.cache_path is not None:
+            return self.cache_path.rstrip("/")
+        if layout.writer is not None:
+            return layout.writer.path.rstrip("/") + ".curator-cache"
+        return tempfile.mkdtemp(prefix=f"curator-{key_prefix(layout.name)}-")
+
+    def _open_output(self, state: RunState, ds, cache: str | None):
+        """Check where the run will write against where it reads, then prepare the
+        writer's output (or None without a writer), before any task is submitted.
+
+        The output and the barrier cache must each stay clear of every input path and
+        of each other; a resume must find a manifest with this run's fingerprint (input
+        plan and pipeline), see :meth:`WriterStage.prepare`.
+        """
+        layout = state.layout
+        state.inputs = [ds.sources] if ds.sources is not None else []
+        state.input_token = plan_token(ds)
+        writer = layout.writer
+        check_run_paths(state.inputs, output=writer.path if writer is not None else None,
+                        cache=cache,
+                        storage_options=writer.storage_options if writer is not None else None)
+        if writer is None:
+            return None
+        return writer.prepare(state.input_token, resume=self.resume,
+                              pipeline=layout.fingerprint(), inputs=state.inputs)
+
+
+def _read_json(fs, path: str) -> dict | None:
+    """A small JSON file written by the executor, or None (absent, or an older format)."""
+    if not fs.exists(path):
+        return None
+    try:
+        value = json.loads(fs.cat_file(path) or b"null")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _materialize(out, directory: str) -> tuple:
+    """A barrier's output as a dataset the next segment can read, and its drop counts.
+
+    A barrier that returns a planned dataset (files with a reader) is read from as it
+    is. Any other output is written to ``directory`` and read back one file a partition;
+    its partitions carry the documents the barrier removed in their drop counts, which
+    files do not keep: the counts come back here, so the run can report them.
+    """
+    from curator_dask.dataset import DocumentDataset
+    from curator_dask.dropped import join_counts
+
+    if out.partition_reader is not None and out.plan is not None:
+        return out, {}
+    written = out.to_parquet(directory, mode="overwrite")
+    return (DocumentDataset.read_parquet(directory, files_per_partition=1),
+            join_counts(written.dropped, written.counters))
+
+
+def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: list[dict],
+                     started: float) -> None:
+    """Fill a stage's streaming metrics: busy fraction, queue, cap and holdings over time.
+
+    Times in the histories are seconds since ``started`` (the run's start, epoch seconds).
+    """
+    mine = [r for r in records if r["stage"] == metrics.name]
+    metrics.busy_fraction = busy_fraction(mine, timeline)
+    queue = timeline.mean_queue_length(until=max((r["stop"] for r in mine), default=None))
+    metrics.mean_queue_length = round(queue, 3) if queue is not None else None
+    metrics.cap_history = [(round(t - started, 3), cap) for t, cap in timeline.caps]
+    metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
+
+
+# -- on a cluster -----------------------------------------------------------------------------
+
+class ClusterExecutor(Executor):
+    """Base of the executors that run on a Dask cluster (batch and streaming).
+
+    Before anything is submitted the stages' resources are checked against the workers;
+    during the run distributed's performance report is recorded when asked for; after
+    it, failed or not, every worker tears the stages down, and a failed run first
+    releases its futures.
+    """
+
+    writes_report = True
+
+    def __init__(self, *, resume: bool = False, client=None, cache_path: str | None = None,
+                 progress: bool = True):
+        super().__init__(resume=resume, cache_path=cache_path, progress=progress)
+        self.client = client
+
+    def _client(self):
+        if self.client is not None:
+            return self.client
+        from distributed import default_client
+
+        try:
+            return default_client()
+        except ValueError:
+            raise ValueError(
+                f"{type(self).__name__} needs a Dask client: create one with "
+                "curator_dask.get_client(), pass client=..., or debug in-process with "
+                "LocalExecutor()"
+            ) from None
+
+    def workers(self, client, state: RunState) -> dict[str, dict]:
+        """The workers' resources, checked against the stages before the run."""
+        from curator_dask.cluster import worker_resources
+
+        return worker_resources(client)
+
+    def cleanup(self, state: RunState) -> None:
+        """Called once the run is over, failed or not (and if the workers never came)."""
+
+    @contextlib.contextmanager
+    def session(self, state: RunState, report: str | None):
+        client = state.client = self._client()
+        try:
+            state.place(self.workers(client, state))
+        except BaseException:
+            self.cleanup(state)
+            raise
+        if report:
+            from distributed import performance_report
+
+            report_ctx = performance_report(filename=report)
+        else:
+            report_ctx = contextlib.nullcontext()
+        try:
+            with report_ctx:
+                yield
+        except BaseException:
+            # Before the error reaches the caller: its traceback holds the run's futures,
+            # and the client holds the erred one's exception, so they would stay alive
+            # (and their keys on the cluster) until the garbage collector breaks the cycle.
+            release_run(client, state.token)
+            raise
+        finally:
+            self.cleanup(state)
+            teardown_everywhere(client, state.layout.processing_stages, state.token)
+
+    def frames(self, state, results):
+        return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")
+                for i, carried in sorted(results.items())]
 
 
 def _offers(worker: dict, wanted: dict) -> bool:
     return all(worker.get(name, 0) >= amount for name, amount in wanted.items())
 
 
-def check_placement(stages: Sequence, names: dict[int, str],
+def check_placement(stages: Sequence[Stage], names: dict[int, str],
                     workers: dict[str, dict]) -> dict[int, dict]:
     """The Dask resources each stage's tasks will ask for, checked against the workers.
 
@@ -203,7 +864,7 @@ def check_placement(stages: Sequence, names: dict[int, str],
         wanted = resources.to_dask()
         if not any(_offers(w, wanted) for w in workers.values()):
             fallback = {"CPU": 1.0}
-            if (resources.requires_gpu and getattr(stage, "cpu_fallback", False)
+            if (resources.requires_gpu and stage.cpu_fallback
                     and any(_offers(w, fallback) for w in workers.values())):
                 logger.warning("stage %r asks for %s but no worker offers it; running it on "
                                "CPU (cpu_fallback=True)", names[id(stage)], resources)
@@ -236,220 +897,12 @@ def span_annotation(*tags: str) -> dict:
         return dict(dask.get_annotations()["span"])
 
 
-class Executor:
-    """Base class: runs a pipeline's layout and returns a :class:`RunResult`.
-
-    Parameters
-    ----------
-    resume : bool, default False
-        Skip input partitions whose output part is already complete (see
-        :mod:`curator_dask.stages.io_stages`); a pipeline needs a writer for this.
-    cache_path : str, optional
-        Where whole-dataset stages (barriers) keep their input and intermediate data.
-        Default: beside the output, ``<output>.curator-cache``; without a writer a
-        temporary directory (single machine only).
-    progress : bool, default True
-        A progress bar over input partitions (when output is a terminal or notebook).
-    """
-
-    name = "executor"
-
-    def __init__(self, *, resume: bool = False, cache_path: str | None = None,
-                 progress: bool = True):
-        self.resume = resume
-        self.cache_path = cache_path
-        self.progress = progress
-
-    def run(self, layout: Layout, report: str | None = None):
-        raise NotImplementedError
-
-    # -- shared helpers ----------------------------------------------------------------
-    def _run_on_cluster(self, client, state: RunState, layout: Layout, report: str | None,
-                        body, cleanup=None) -> RunResult:
-        """Run ``body()`` under distributed's performance report (when asked for), then,
-        whatever happened, ``cleanup()`` and teardown on every worker; the run's result."""
-        if report:
-            from distributed import performance_report
-
-            report_ctx = performance_report(filename=report)
-        else:
-            report_ctx = contextlib.nullcontext()
-        try:
-            with report_ctx:
-                dataset = body()
-        except BaseException:
-            # Before the error reaches the caller: its traceback holds the run's futures,
-            # and the client holds the erred one's exception, so they would stay alive
-            # (and their keys on the cluster) until the garbage collector breaks the cycle.
-            release_run(client, state.token)
-            raise
-        finally:
-            if cleanup is not None:
-                cleanup()
-            teardown_everywhere(client, layout.processing_stages, state.token)
-        result = state.result(self.name, layout.writer.path if layout.writer else None,
-                              dataset=dataset)
-        result.report = report
-        return result
-
-    def _cache_root(self, layout: Layout) -> str:
-        if self.cache_path is not None:
-            return self.cache_path.rstrip("/")
-        if layout.writer is not None:
-            return layout.writer.path.rstrip("/") + ".curator-cache"
-        return tempfile.mkdtemp(prefix=f"curator-{_key_prefix(layout.name)}-")
-
-    def _open_output(self, state: RunState, ds, cache: str | None):
-        """Check where the run will write against where it reads, then prepare the
-        writer's output (or None without a writer), before any task is submitted.
-
-        The output and the barrier cache must each stay clear of every input path and
-        of each other; a resume must find a manifest with this run's fingerprint (input
-        plan and pipeline), see :meth:`WriterStage.prepare`.
-        """
-        layout = state.layout
-        state.cache = cache
-        state.inputs = [ds.sources] if ds.sources is not None else []
-        state.input_token = plan_token(ds)
-        writer = layout.writer
-        check_run_paths(state.inputs, output=writer.path if writer is not None else None,
-                        cache=cache,
-                        storage_options=writer.storage_options if writer is not None else None)
-        if layout.writer is None:
-            return None
-        return layout.writer.prepare(state.input_token, resume=self.resume,
-                                     pipeline=layout.fingerprint(), inputs=state.inputs)
-
-    def _check_resume(self, layout: Layout) -> None:
-        if self.resume and layout.writer is None:
-            raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
-                             "whose completed parts are what a resume skips")
-
-
-@dataclass
-class RunState:
-    """Bookkeeping of one run on a cluster: keys, resources, spans, timings, results."""
-
-    layout: Layout
-    token: str = field(default_factory=lambda: uuid.uuid4().hex)
-    resources: dict[int, dict] = field(default_factory=dict)
-    spans: dict[int, dict] = field(default_factory=dict)
-    prefixes: dict[int, str] = field(default_factory=dict)
-    started: float = field(default_factory=time.perf_counter)
-    started_wall: float = field(default_factory=time.time)
-    first_output: float | None = None
-    records: list[dict] = field(default_factory=list)
-    write_stats: list[dict] = field(default_factory=list)
-    skipped_stats: list[dict] = field(default_factory=list)
-    partitions: int = 0
-    skipped: int = 0
-    #: Drop counts of partitions that went into a whole-dataset stage (which does not
-    #: carry partition attributes through).
-    barrier_dropped: list[dict] = field(default_factory=list)
-    #: Streaming: each stage's cap, partitions held, queue and slots over the run.
-    timelines: dict[str, StageTimeline] = field(default_factory=dict)
-    #: Streaming with balancing: the stage the last plan found slowest.
-    bottleneck: str | None = None
-    #: Where the run reads from (writes must keep clear of them), and its input plan.
-    inputs: list = field(default_factory=list)
-    input_token: str = ""
-    #: The directory barriers keep their data in (None without barriers).
-    cache: str | None = None
-
-    def setup(self, client, workers: dict[str, dict]) -> None:
-        layout = self.layout
-        for stage in layout.processing_stages:
-            # Fix each stage's identity before it is pickled, so every task's copy maps to
-            # the same worker-side instance (set up once per process, torn down by id).
-            stage.stage_id  # noqa: B018
-        placed = [s for s in layout.stages if not isinstance(s, WholeDatasetStage)]
-        self.resources = check_placement(placed, layout.names, workers)
-        for stage in layout.stages:
-            name = layout.name_of(stage)
-            self.prefixes[id(stage)] = _key_prefix(name)
-            self.spans[id(stage)] = span_annotation(layout.name, name)
-
-    def name(self, stage) -> str:
-        """The stage's unique name in this run (executor-internal stages use their own)."""
-        return self.layout.names.get(id(stage)) or stage.stage_name
-
-    def fill_barrier_rows(self) -> None:
-        """A barrier's rows out are the rows read back from its output."""
-        for record in self.records:
-            source = record.pop("rows_out_from", None)
-            if source is not None:
-                record["rows_out"] = sum(r["rows_out"] for r in self.records
-                                         if r["stage"] == source)
-
-    def key(self, stage, index: int) -> str:
-        return f"{self.prefixes[id(stage)]}-{self.token}-{index}"
-
-    @contextlib.contextmanager
-    def in_span(self, stage, building: bool = False):
-        """Tag what is submitted inside with the stage's span.
-
-        ``building=True`` around code that also builds dataframes (a whole-dataset
-        stage): dask warns that annotations are ignored while building, which is
-        expected; the span still applies to what that code computes or persists.
-        """
-        with contextlib.ExitStack() as stack:
-            if building:
-                stack.enter_context(warnings.catch_warnings())
-                warnings.filterwarnings("ignore", message="Dask annotations",
-                                        category=UserWarning)
-            stack.enter_context(dask.annotate(span=self.spans[id(stage)]))
-            yield
-
-    def output_done(self, stats: dict) -> None:
-        if self.first_output is None:
-            self.first_output = time.perf_counter() - self.started
-        self.records.extend(stats.pop("records", []))
-        self.write_stats.append(stats)
-
-    def result(self, executor: str, output_path: str | None, dataset=None) -> RunResult:
-        from curator_dask.dropped import split_counts, sum_dropped
-
-        all_stats = self.write_stats + self.skipped_stats
-        files = sorted(f for s in all_stats for f in s["files"])
-        stages = stage_metrics(self.records, self.layout.order(self.resources))
-        dropped, counters = split_counts(sum_dropped(
-            [*(s["dropped"] for s in all_stats), *self.barrier_dropped]))
-        for metrics in stages:
-            timeline = self.timelines.get(metrics.name)
-            if timeline is not None:
-                add_flow_metrics(metrics, timeline, self.records, self.started_wall)
-        return RunResult(
-            pipeline=self.layout.name, executor=executor, stages=stages,
-            bottleneck=self.bottleneck,
-            output_path=output_path, files=files,
-            rows=sum(s["rows"] for s in all_stats), bytes=sum(s["bytes"] for s in all_stats),
-            dropped=dropped, counters=counters,
-            partitions=self.partitions, partitions_skipped=self.skipped,
-            wall_seconds=time.perf_counter() - self.started,
-            time_to_first_output=self.first_output, dataset=dataset, records=self.records,
-        )
-
-
-def add_flow_metrics(metrics: StageMetrics, timeline: StageTimeline, records: list[dict],
-                     started: float) -> None:
-    """Fill a stage's streaming metrics: busy fraction, queue, cap and holdings over time.
-
-    Times in the histories are seconds since ``started`` (the run's start, epoch seconds).
-    """
-    mine = [r for r in records if r["stage"] == metrics.name]
-    metrics.busy_fraction = busy_fraction(mine, timeline)
-    queue = timeline.mean_queue_length(until=max((r["stop"] for r in mine), default=None))
-    metrics.mean_queue_length = round(queue, 3) if queue is not None else None
-    metrics.cap_history = [(round(t - started, 3), cap) for t, cap in timeline.caps]
-    metrics.in_flight_history = [(round(t - started, 3), n) for t, n in timeline.in_flight]
-
-
 def release_run(client, token: str) -> int:
     """Cancel every future of the run ``token`` that the client holds; how many.
 
-    Every key of a run carries its token (:meth:`RunState.key`). Cancelling pops the
-    futures' states from the client, so the scheduler forgets the keys at once, whatever
-    still refers to the futures (a traceback, an ``as_completed``).
+    Every key of a run carries its token (:class:`Step`). Cancelling pops the futures'
+    states from the client, so the scheduler forgets the keys at once, whatever still
+    refers to the futures (a traceback, an ``as_completed``).
     """
     from distributed import Future
 
@@ -508,7 +961,7 @@ def no_workers_error(client, err: NoWorkerError) -> NoWorkersError:
     return NoWorkersError(err.task, err.timeout, message)
 
 
-def teardown_everywhere(client, stages: Sequence, token: str | None = None,
+def teardown_everywhere(client, stages: Sequence[ProcessingStage], token: str | None = None,
                         wait: float = 30.0) -> None:
     """Call ``teardown()`` on every worker's live copy of each stage (ids the stages).
 
@@ -531,8 +984,6 @@ def teardown_everywhere(client, stages: Sequence, token: str | None = None,
                 break
             time.sleep(0.05)
     for stage in stages:
-        if not isinstance(stage, ProcessingStage):
-            continue
         try:
             client.run(teardown_stage, stage.stage_id)
         except Exception:  # a failing teardown must not hide the run's own error
@@ -540,29 +991,6 @@ def teardown_everywhere(client, stages: Sequence, token: str | None = None,
                            exc_info=True)
 
 
-def materialize_barrier_output(out, directory: str) -> tuple:
-    """The barrier's output as a dataset the next segment can stream, and its drop counts.
-
-    A barrier that returns a planned dataset (files with a reader) is streamed from as it
-    is. Any other output is written to ``directory`` and read back one file a partition.
-    Its partitions carry the documents the barrier removed in their drop counts, which
-    files do not keep: the counts come back here, so the run can report them.
-    """
-    from curator_dask.dataset import DocumentDataset
-    from curator_dask.dropped import join_counts
-
-    if out.partition_reader is not None and out.plan is not None:
-        return out, {}
-    written = out.to_parquet(directory, mode="overwrite")
-    return (DocumentDataset.read_parquet(directory, files_per_partition=1),
-            join_counts(written.dropped, written.counters))
-
-
-def teardown_local(stages: Sequence) -> None:
-    for stage in stages:
-        if isinstance(stage, ProcessingStage):
-            teardown_stage(stage.stage_id)
-
-
-__all__ += ["RunState", "materialize_barrier_output", "no_workers_error", "raise_task_error",
-            "release_run", "span_annotation", "teardown_everywhere", "teardown_local"]
+__all__ += ["CollectStep", "InternalStage", "ProcessStep", "ReadStep", "RunState", "Segment",
+            "Sink", "Source", "Step", "Task", "WriteStep", "batch_groups", "no_workers_error",
+            "raise_task_error", "release_run", "span_annotation", "teardown_everywhere"]

@@ -2,32 +2,19 @@
 
 No cluster, no pickling, no futures: ``setup()``, ``process()`` and ``teardown()`` run
 right here, so a breakpoint or ``%debug`` in a notebook lands inside the stage. The
-results are the same as on a cluster (same task bodies, same part names, same resume
-markers); only the speed differs.
+results are the same as on a cluster (the same steps and task bodies, part names and
+resume markers, see :mod:`curator_dask.executors.base`); only the speed differs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import posixpath
-import time
-from dataclasses import replace
 
-import dask.dataframe as dd
+import dask
 
-from curator_dask.dataset import DocumentDataset
-from curator_dask.executors import runtime
-from curator_dask.executors.base import (
-    Executor,
-    Layout,
-    RunState,
-    materialize_barrier_output,
-    teardown_local,
-)
-from curator_dask.executors.streaming import batch_groups
-from curator_dask.observe.progress import Progress
-from curator_dask.stages.base import _key_prefix
-from curator_dask.stages.io_stages import ParquetWriter, plan_token
+from curator_dask.executors.base import Executor, RunState, Segment
+from curator_dask.stages.base import teardown_stage
 
 __all__ = ["LocalExecutor"]
 
@@ -46,110 +33,30 @@ class LocalExecutor(Executor):
     def __repr__(self) -> str:
         return f"LocalExecutor(resume={self.resume})"
 
-    def run(self, layout: Layout, report: str | None = None):
-        self._check_resume(layout)
+    @contextlib.contextmanager
+    def session(self, state: RunState, report: str | None):
         if report:
             logger.warning("LocalExecutor runs no Dask tasks: no performance report written")
-        state = RunState(layout)
-        state.resources = {id(s): s.resources.to_dask() for s in layout.stages
-                           if hasattr(s, "resources")}
         try:
-            dataset = self._run(state, layout)
+            yield
         finally:
-            teardown_local(layout.processing_stages)
-        return state.result(self.name, layout.writer.path if layout.writer else None,
-                            dataset=dataset)
+            for stage in state.layout.processing_stages:
+                teardown_stage(stage.stage_id)
 
-    def _run(self, state: RunState, layout: Layout):
-        ds = layout.reader.dataset()
-        reader_name = layout.name_of(layout.reader)
-        cache = self._cache_root(layout) if layout.barriers else None
-        final = self._open_output(state, ds, cache)
-        for k, stages in enumerate(layout.segments):
-            last = k == len(layout.barriers)
-            output = None
-            if last and final is not None:
-                output = replace(final, source=plan_token(ds))
-                writer_name = layout.name_of(layout.writer)
-            elif not last:
-                barrier = layout.barriers[k]
-                barrier_cache = posixpath.join(cache, f"{k}-{_key_prefix(layout.name_of(barrier))}")
-                token = plan_token(ds)
-                output = ParquetWriter(posixpath.join(barrier_cache, "input"), mode="overwrite")\
-                    .prepare(token, inputs=state.inputs, pipeline=layout.fingerprint(upto=barrier))
-                output = replace(output, source=token)
-                writer_name = f"{layout.name_of(layout.barriers[k])}_input"
-            indices = list(range(len(ds.plan)))
-            if k == 0:
-                state.partitions += len(indices)
-            if self.resume and last and output is not None:
-                done = output.completed()
-                state.skipped_stats.extend({s["partition"]: s for s in done.values()}.values())
-                if k == 0:
-                    state.skipped += sum(1 for i in indices if i in done)
-                indices = [i for i in indices if i not in done]
-            unit = max([1, *(s.batch_size for s in stages)])
-            progress = Progress(len(indices), layout.name, enabled=self.progress)
-            frames = []
+    def run_segment(self, state: RunState, segment: Segment) -> None:
+        """Each ``unit`` of partitions (the largest batch) through every step in turn."""
+        indices, unit, last = segment.indices, segment.unit, segment.steps[-1]
+        progress = self.progress_bar(state, len(indices))
+        try:
             for first in range(0, len(indices), unit):
-                items = [(runtime.read_task(ds.partition_reader, ds.plan[i], reader_name), (i,))
-                         for i in indices[first:first + unit]]
-                for stage in stages:
-                    items = [
-                        (runtime.stage_task(stage, layout.name_of(stage),
-                                            tuple(i for _, idx in g for i in idx),
-                                            *(c for c, _ in g)),
-                         tuple(i for _, idx in g for i in idx))
-                        for g in batch_groups(items, stage.batch_size)
-                    ]
-                for carried, covered in items:
-                    if output is not None:
-                        stats = runtime.write_task(output, writer_name, covered, carried)
-                        if last:
-                            state.output_done(stats)
-                        else:
-                            state.records.extend(stats.pop("records"))
-                            state.barrier_dropped.append(stats["dropped"])
-                    else:
-                        state.records.extend(carried[1])
-                        frames.append(carried[0])
-                progress.update(len(items))
+                items = [(None, (i,)) for i in indices[first:first + unit]]
+                for step in segment.steps:
+                    items = [(task.func(*task.args), task.covered) for task in step.tasks(items)]
+                for value, covered in items:
+                    last.finish(state, value)
+                    progress.update(len(covered))
+        finally:
             progress.close()
-            if not last:
-                barrier = layout.barriers[k]
-                start = time.time()
-                out = barrier.run(DocumentDataset.read_parquet(output.spec.path,
-                                                               files_per_partition=1),
-                                  posixpath.join(barrier_cache, "work"))
-                out, removed = materialize_barrier_output(
-                    out, posixpath.join(barrier_cache, "output"))
-                state.barrier_dropped.append(removed)
-                stop = time.time()
-                reader_name = f"{layout.name_of(barrier)}_output"
-                state.records.append({
-                    "stage": layout.name_of(barrier), "partitions": len(out.plan),
-                    "rows_in": sum(r["rows_in"] for r in state.records
-                                   if r["stage"] == writer_name),
-                    "rows_out": 0, "bytes": 0, "seconds": stop - start, "start": start,
-                    "stop": stop, "worker": "local", "rows_out_from": reader_name,
-                })
-                ds = out
-            elif output is None:
-                meta = ds.df._meta
-                for stage in stages:
-                    meta = stage.meta(meta)
-                state.fill_barrier_rows()
-                if not frames:  # every partition skipped or none planned
-                    return DocumentDataset(dd.from_pandas(meta, npartitions=1),
-                                           sources=state.inputs[0] if state.inputs else None)
-                return DocumentDataset(dd.from_delayed(
-                    [_delayed(f) for f in frames], meta=meta, verify_meta=False),
-                    sources=state.inputs[0] if state.inputs else None)
-        state.fill_barrier_rows()
-        return None
 
-
-def _delayed(frame):
-    import dask
-
-    return dask.delayed(frame, pure=True)
+    def frames(self, state, results):
+        return [dask.delayed(carried[0], pure=True) for _, carried in sorted(results.items())]

@@ -1,10 +1,10 @@
 """Task bodies the executors run on workers (or in-process for the LocalExecutor).
 
 Every task returns its partition together with the records of the work done on it so
-far: ``(frame, records)``. A record is one task's rows in and out, bytes, seconds and
-worker; records ride with the data to the writer, whose stats carry them back to the
-client (see :mod:`curator_dask.observe.run_result`). Each task also adds its work to the
-worker's Prometheus counters.
+far: ``(frame, records)``. A record (:class:`~curator_dask.observe.run_result.TaskRecord`)
+is one task's rows in and out, bytes, seconds and worker; records ride with the data to
+the writer, whose stats carry them back to the client. Each task also adds its work to
+the worker's Prometheus counters.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from dask.dataframe.dispatch import concat
 
 from curator_dask.dropped import add_dropped, strip_dropped, sum_dropped
 from curator_dask.observe.prometheus import count_stage_work
+from curator_dask.observe.run_result import TaskRecord
 from curator_dask.stages.base import ProcessingStage, run_stage
 from curator_dask.stages.io_stages import PreparedOutput, write_part
 
 __all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i",
-           "unfinished_tasks", "bare_frame_of"]
+           "unfinished_tasks"]
 
 #: Worker task states in which a task may still start or is still running.
 _UNFINISHED = frozenset({"waiting", "ready", "constrained", "executing", "long-running",
@@ -59,12 +60,11 @@ def _nbytes(df) -> int:
 
 
 def _record(stage: str, indices: Sequence[int], rows_in: int, df, start: float,
-            stop: float) -> dict:
+            stop: float) -> TaskRecord:
     count_stage_work(stage, rows_in, stop - start, len(indices))
-    return {"stage": stage, "index": indices[0], "partitions": len(indices),
-            "rows_in": rows_in, "rows_out": len(df),
-            "bytes": _nbytes(df), "seconds": stop - start, "start": start, "stop": stop,
-            "worker": where_am_i()}
+    return TaskRecord(stage=stage, index=indices[0], partitions=len(indices), rows_in=rows_in,
+                      rows_out=len(df), bytes=_nbytes(df), seconds=stop - start, start=start,
+                      stop=stop, worker=where_am_i())
 
 
 def _note(err: BaseException, stage: str, indices: Sequence[int]) -> None:
@@ -126,7 +126,7 @@ def write_task(output: PreparedOutput, stage: str, indices: Sequence[int], *inpu
         raise
     stop = time.time()
     record = _record(stage, indices, len(df), df, start, stop)
-    record["bytes"] = stats["bytes"]
+    record.bytes = stats["bytes"]
     stats["records"] = [*records, record]
     return stats
 
@@ -136,23 +136,7 @@ def frame_of(carried):
     return carried[0]
 
 
-def bare_frame_of(carried):
-    """The partition of a ``(frame, records)`` pair, without its drop counts."""
-    return strip_dropped(carried[0])[0]
-
-
-def records_of(carried) -> list[dict]:
+def records_of(carried) -> list[TaskRecord]:
     """The records of a ``(frame, records)`` pair."""
     return carried[1]
 
-
-def carry(df):
-    """Start a chain from a plain partition (the output of a whole-dataset stage)."""
-    return df, []
-
-
-def dropped_of(carried) -> dict[str, int]:
-    """The drop counts (and counters) recorded on a ``(frame, records)`` pair's partition."""
-    from curator_dask.dropped import get_counts
-
-    return get_counts(carried[0])

@@ -25,23 +25,57 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
 from curator_dask.dropped import add_dropped, strip_dropped
 from curator_dask.resources import Resources
+from curator_dask.stages.columns import (
+    check_output_columns,
+    nemo_declared_columns,
+    require_columns,
+)
 
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
 
-__all__ = ["ProcessingStage", "processing_stage", "Sequential", "WholeDatasetStage", "run_stage",
-           "teardown_stage"]
+__all__ = ["ProcessingStage", "processing_stage", "Sequential", "Stage", "WholeDatasetStage",
+           "key_prefix", "run_stage", "teardown_stage"]
 
 logger = logging.getLogger(__name__)
 
 
-class ProcessingStage:
+class Stage:
+    """What every kind of stage states, so that pipelines and executors treat them alike.
+
+    Readers, partition stages (:class:`ProcessingStage`), whole-dataset stages
+    (:class:`WholeDatasetStage`), writers and the executors' own internal steps all have
+
+    - ``kind``: ``"read"``, ``"process"``, ``"barrier"`` or ``"write"``;
+    - ``name`` (:attr:`stage_name` falls back to the class name), shown in metrics and
+      used in task keys;
+    - ``resources``: what one task holds (:class:`~curator_dask.resources.Resources`), or
+      None for a whole-dataset stage, which runs its own graph;
+    - declared columns: ``input_columns`` (read), ``output_columns`` (added or replaced,
+      with dtypes) and ``removed_columns``; see :mod:`curator_dask.stages.columns`;
+    - ``cpu_fallback``: run on one CPU when no worker offers the GPU it asks for.
+    """
+
+    kind: ClassVar[str] = "process"
+    name: str | None = None
+    resources: Resources | None = Resources()
+    cpu_fallback: bool = False
+    input_columns: Sequence[str] = ()
+    output_columns: Mapping[str, Any] = {}
+    removed_columns: Sequence[str] = ()
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+
+class ProcessingStage(Stage):
     """Base class of partition-wise stages.
 
     Subclasses implement :meth:`process` and declare the columns they add, replace or
@@ -57,8 +91,13 @@ class ProcessingStage:
     batch_size : int
         How many partitions an executor hands to one ``process()`` call (concatenated).
         Interactive use (``stage(ds)``) always processes one partition per call.
+    input_columns : Sequence[str]
+        Columns :meth:`process` reads; a dataset without one is refused before anything
+        runs, naming the stage and the column.
     output_columns : Mapping[str, dtype]
-        Columns this stage adds or replaces, with their dtypes.
+        Columns this stage adds or replaces, with their dtypes. Enforced: an output
+        partition with a column that is not declared (or without a declared one) fails,
+        naming the stage and what to declare.
     removed_columns : Sequence[str]
         Columns this stage removes.
     needs_partition_index : bool
@@ -69,11 +108,8 @@ class ProcessingStage:
         device, an inference batch size); left out of :meth:`fingerprint`.
     """
 
-    name: str | None = None
     resources: Resources = Resources()
     batch_size: int = 1
-    output_columns: Mapping[str, Any] = {}
-    removed_columns: Sequence[str] = ()
     needs_partition_index: bool = False
     fingerprint_ignores: tuple[str, ...] = ()
 
@@ -92,10 +128,6 @@ class ProcessingStage:
         """Run once per worker process at the end (release the model)."""
 
     # -- description --------------------------------------------------------------------
-    @property
-    def stage_name(self) -> str:
-        return self.name or type(self).__name__
-
     @property
     def stage_id(self) -> str:
         """Identity shared by every pickled copy of this stage object.
@@ -133,18 +165,52 @@ class ProcessingStage:
 
         return object_fingerprint(self, ignore=self.fingerprint_ignores)
 
+    def inputs(self) -> tuple[list[str], list[str]]:
+        """NeMo Curator 1.x spelling of the declaration: ``(["data"], input_columns)``.
+
+        A stage may override it as in NeMo Curator (``return ["data"], ["text"]``): its
+        columns are then checked like ``input_columns``.
+        """
+        return ["data"], list(self.input_columns)
+
+    def outputs(self) -> tuple[list[str], list[str]]:
+        """NeMo Curator 1.x spelling: ``(["data"], columns added or replaced)``.
+
+        Overridden, each column it names must be read (``inputs()``) or declared with its
+        dtype in ``output_columns``; a stage naming another is refused with how to declare it.
+        """
+        return ["data"], list(self.output_columns)
+
+    inputs._curator_default = outputs._curator_default = True
+
+    def check_input_columns(self, columns) -> None:
+        """Raise :class:`~curator_dask.stages.columns.ColumnNotFoundError` unless
+        ``columns`` has every column the stage reads or removes (declared, or from NeMo
+        Curator style ``inputs()``). :meth:`meta` calls it; so must an override of
+        :meth:`meta` that does not call ``super().meta``."""
+        owner = f"stage {self.stage_name!r}"
+        wanted = nemo_declared_columns(self, self.input_columns, self.output_columns)
+        require_columns(owner, columns, wanted, fix=self.missing_columns_fix(wanted))
+        require_columns(owner, columns, self.removed_columns, verb="removes")
+
+    def missing_columns_fix(self, columns: Sequence[str]) -> str:
+        """What to do when the input lacks some of ``columns``: by default, the
+        constructor arguments that name them."""
+        arguments = [key for key, value in vars(self).items()
+                     if isinstance(value, str) and value in columns
+                     and key not in ("name", "_stage_id")]
+        if arguments:
+            return f"Pass {'= or '.join(arguments)}= to name the right one."
+        return "Put a stage that makes it before this one."
+
     def meta(self, input_meta):
         """The empty output frame for an input with schema ``input_meta``.
 
-        The default drops :attr:`removed_columns` and sets :attr:`output_columns`;
+        Checks the declared input columns first (:meth:`check_input_columns`). The
+        default then drops :attr:`removed_columns` and sets :attr:`output_columns`;
         override it when the output schema depends on the input in another way.
         """
-        missing = [c for c in self.removed_columns if c not in input_meta.columns]
-        if missing:
-            raise KeyError(
-                f"stage {self.stage_name!r} removes column(s) {missing} that the input does "
-                f"not have; the input columns are {list(input_meta.columns)}"
-            )
+        self.check_input_columns(input_meta.columns)
         out = input_meta.drop(columns=list(self.removed_columns))
         for column, dtype in self.output_columns.items():
             out[column] = pd.Series([], dtype=dtype, index=out.index)
@@ -190,7 +256,7 @@ class ProcessingStage:
         # replaces every empty output partition by the shared meta frame, losing the
         # partition's attrs and with them the drop counts of whatever emptied it.
         df = ds.df.map_partitions(
-            run_stage, self, meta=meta, token=_key_prefix(self.stage_name),
+            run_stage, self, meta=meta, token=key_prefix(self.stage_name),
             align_dataframes=False, enforce_metadata=False,
         )
         return ds._derive(df)
@@ -205,9 +271,13 @@ def _check_batch_size(batch_size: int) -> int:
     return batch_size
 
 
-def _key_prefix(name: str) -> str:
-    # Dask task keys are "<prefix>-<token>"; keep the prefix a plain word so
-    # ``dask.utils.key_split`` gives the stage name back (it drops hex-looking parts).
+def key_prefix(name: str) -> str:
+    """``name`` as the prefix of Dask task keys (``<prefix>-<token>``): a plain word, so
+    that ``dask.utils.key_split`` (dashboards, spans, metrics) gives the name back.
+
+    >>> key_prefix("word count/v2")
+    'word_count_v2'
+    """
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "stage"
 
 
@@ -268,7 +338,12 @@ def live_stage(stage: ProcessingStage) -> ProcessingStage:
 
 
 def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
-    """Task body: run ``stage`` on one partition with this process's live copy."""
+    """Task body: run ``stage`` on one partition with this process's live copy.
+
+    The output's columns are checked against what the stage declares (its :meth:`meta`
+    for this input): a stage that returns undeclared columns, or lacks declared ones,
+    fails here with what to declare, instead of a schema that silently lies to Dask.
+    """
     live = live_stage(stage)
     df, upstream_drops = strip_dropped(df)
     if stage.needs_partition_index:
@@ -277,7 +352,22 @@ def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
         out = live.process(df, partition_index=partition_info["number"])
     else:
         out = live.process(df)
+    if hasattr(out, "columns"):
+        check_output_columns(stage.stage_name, _expected_columns(live, df), out)
     return add_dropped(out, upstream_drops)
+
+
+_expected: dict[tuple, list] = {}
+
+
+def _expected_columns(stage: ProcessingStage, df) -> list:
+    """The columns ``stage`` declares for an input with ``df``'s columns (once per process
+    and input schema: a meta is built from an empty frame, not from the data)."""
+    key = (stage.stage_id, tuple(df.columns))
+    expected = _expected.get(key)
+    if expected is None:
+        expected = _expected[key] = list(stage.meta(df.iloc[:0]).columns)
+    return expected
 
 
 def teardown_stage(stage_id: str) -> bool:
@@ -288,6 +378,8 @@ def teardown_stage(stage_id: str) -> bool:
     """
     with _live_lock:
         live = _live_stages.pop(stage_id, None)
+        for key in [k for k in _expected if k[0] == stage_id]:
+            _expected.pop(key, None)
     shutil.rmtree(node_setup_dir(stage_id), ignore_errors=True)
     if live is None:
         return False
@@ -396,7 +488,7 @@ class Sequential:
         return f"Sequential({[s for s in self.stages]!r})"
 
 
-class WholeDatasetStage:
+class WholeDatasetStage(Stage):
     """A stage that needs the whole dataset at once (deduplication): a pipeline barrier.
 
     Partition stages stream; a whole-dataset stage cannot, because its output for one
@@ -419,13 +511,8 @@ class WholeDatasetStage:
         output's columns without running the stage.
     """
 
-    name: str | None = None
-    output_columns: Mapping[str, Any] = {}
-    removed_columns: Sequence[str] = ()
-
-    @property
-    def stage_name(self) -> str:
-        return self.name or type(self).__name__
+    kind = "barrier"
+    resources = None  # it runs its own graph (shuffles place their own tasks)
 
     def fingerprint(self) -> dict:
         """What this stage computes, as JSON; see :meth:`ProcessingStage.fingerprint`.
@@ -443,7 +530,7 @@ class WholeDatasetStage:
 
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Interactive use: run with a fresh temporary cache directory."""
-        return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{_key_prefix(self.stage_name)}-"))
+        return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{key_prefix(self.stage_name)}-"))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.stage_name!r} (whole dataset)>"

@@ -41,6 +41,7 @@ from curator_dask.io.writers import (
     write_partition,
 )
 from curator_dask.resources import Resources
+from curator_dask.stages.base import Stage
 from curator_dask.stages.fingerprint import param_changes, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
@@ -53,13 +54,14 @@ MARKER_SUFFIX = ".done"
 
 # -- readers ---------------------------------------------------------------------------
 
-class ReaderStage:
+class ReaderStage(Stage):
     """Base of reader stages: the first stage of a pipeline.
 
     The plan is made once, on the client, when an executor first asks for
     :meth:`dataset`; each task then reads one planned partition.
     """
 
+    kind = "read"
     name: str = "read"
     resources: Resources = Resources(cpus=1)
 
@@ -76,10 +78,6 @@ class ReaderStage:
         if self._dataset is None:
             self._dataset = self._read()
         return self._dataset
-
-    @property
-    def stage_name(self) -> str:
-        return self.name
 
     def fingerprint(self) -> dict:
         """How the input is read (the files themselves are in the input plan's token;
@@ -223,7 +221,7 @@ class PreparedOutput:
                 self.fs.rm(posixpath.join(root, name))
 
 
-class WriterStage:
+class WriterStage(Stage):
     """Base of writer stages: the last stage of a pipeline, one output part per task.
 
     Parameters
@@ -239,6 +237,7 @@ class WriterStage:
     storage_options : dict, optional
     """
 
+    kind = "write"
     name = "write"
     fmt = "parquet"
     resources: Resources = Resources(cpus=1)
@@ -255,8 +254,9 @@ class WriterStage:
                               keep_filename_column=keep_filename_column)
 
     @property
-    def stage_name(self) -> str:
-        return self.name
+    def input_columns(self) -> list[str]:
+        """The file name column, when each document goes to a file named after it."""
+        return [self.spec.filename_field] if self.spec.filename_field else []
 
     def fingerprint(self) -> dict:
         """How parts are written (format, compression, file naming); the path and mode

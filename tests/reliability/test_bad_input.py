@@ -99,6 +99,7 @@ def test_a_field_only_in_a_later_line_is_an_error_naming_file_and_line(tmp_path)
     assert digests(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_field_only_in_an_unsampled_file_is_an_error_naming_it(tmp_path, client):
     for i in range(3 * SAMPLE_FILES):
         write_lines(tmp_path / f"f{i:03d}.jsonl", rows(3, start=3 * i))

@@ -195,6 +195,7 @@ def test_a_pipeline_fingerprint_leaves_out_names_resources_and_batch_sizes(tmp_p
 
 # -- barrier caches are tied to the pipeline before them -------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["streaming", "local"])
 def test_a_barrier_output_is_never_reused_by_another_pipeline(tmp_path, corpus, client,
                                                              executor):
@@ -210,6 +211,7 @@ def test_a_barrier_output_is_never_reused_by_another_pipeline(tmp_path, corpus, 
     assert snapshot(raw) == before
 
 
+@pytest.mark.slow
 def test_a_barrier_output_is_reused_by_the_same_pipeline(tmp_path, corpus, client):
     raw, before = corpus
     cache = tmp_path / "cache"

@@ -36,6 +36,7 @@ import pandas as pd
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.stages.columns import require_columns
 
 __all__ = ["connected_components", "union_find_components", "distributed_components",
            "GROUP_FIELD", "DEFAULT_MAX_LOCAL_EDGES"]
@@ -308,10 +309,8 @@ def connected_components(edges, *, id_field: str = "id",
     """
     x, y = EDGE_FIELDS
     df = edges.df if isinstance(edges, DocumentDataset) else edges
-    missing = [c for c in EDGE_FIELDS if c not in df.columns]
-    if missing:
-        raise KeyError(f"edges need the columns {list(EDGE_FIELDS)}; missing {missing} "
-                       f"(columns: {list(df.columns)})")
+    require_columns("connected components", df.columns, EDGE_FIELDS,
+                    fix="Edges are pairs of ids, as LSH.edges returns them.")
     if num_edges is None:
         num_edges = len(df)
     if num_edges <= max_local_edges:

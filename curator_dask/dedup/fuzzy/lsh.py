@@ -40,6 +40,7 @@ import pandas as pd
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.stages.columns import require_columns
 
 __all__ = ["LSH", "optimal_bands", "band_buckets", "BUCKET_FIELD", "EDGE_FIELDS",
            "lsh_probability"]
@@ -268,10 +269,8 @@ class LSH:
 
     def _signatures(self, signatures) -> dd.DataFrame:
         df = signatures.df if isinstance(signatures, DocumentDataset) else signatures
-        missing = [c for c in (self.id_field, SIGNATURE_FIELD) if c not in df.columns]
-        if missing:
-            raise KeyError(f"LSH needs the columns {[self.id_field, SIGNATURE_FIELD]} that "
-                           f"MinHash produces; missing {missing} (columns: {list(df.columns)})")
+        require_columns("LSH", df.columns, [self.id_field, SIGNATURE_FIELD],
+                        fix="Compute them with MinHash first.")
         if not pd.api.types.is_integer_dtype(df._meta[self.id_field].dtype):
             raise TypeError(
                 f"LSH needs integer ids, but {self.id_field!r} is "

@@ -35,6 +35,7 @@ import pyarrow as pa
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
 from curator_dask.dedup.exact import NullTextError
 from curator_dask.stages.base import ProcessingStage
+from curator_dask.stages.columns import id_column_fix
 
 __all__ = ["MinHash", "SIGNATURE_FIELD", "signature_matrix", "signature_type",
            "signature_series"]
@@ -204,13 +205,15 @@ class MinHash(ProcessingStage):
         return (f"MinHash(seed={self.seed}, char_ngrams={self.char_ngrams}, "
                 f"num_hashes={self.num_hashes}, use_64_bit_hash={self.use_64_bit_hash})")
 
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.id_field, self.text_field]
+
+    def missing_columns_fix(self, columns) -> str:
+        return id_column_fix(self.id_field, columns) or super().missing_columns_fix(columns)
+
     def meta(self, input_meta):
-        for field, what in ((self.id_field, "id"), (self.text_field, "text")):
-            if field not in input_meta.columns:
-                hint = (f"; assign ids with AddId(id_field={field!r}) first" if what == "id"
-                        else "; pass text_field= naming the text column")
-                raise KeyError(f"MinHash: no {what} column {field!r} in the dataset (columns: "
-                               f"{list(input_meta.columns)}){hint}")
+        self.check_input_columns(input_meta.columns)
         if _is_cudf(input_meta):
             import cudf
 

@@ -11,6 +11,7 @@ import numpy as np
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.stages.base import WholeDatasetStage
+from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.index import TaskNgramIndex, build_index, words_of
 from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_files
@@ -153,11 +154,8 @@ class TaskDecontamination(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Count task n-grams over the corpus (unless ``max_matches`` is None), then cut
         the remaining matches out of every partition."""
-        if self.text_field not in ds.df.columns:
-            raise KeyError(
-                f"stage {self.stage_name!r} reads the text column {self.text_field!r}, which "
-                f"the dataset does not have; its columns are {list(ds.df.columns)}. Pass "
-                "text_field= to name the right one.")
+        require_columns(f"stage {self.stage_name!r}", ds.df.columns, [self.text_field],
+                        fix="Pass text_field= to name the right one.")
         index = self.index
         stats = DecontaminationStats(ngrams=len(index), index_bytes=index.nbytes)
         if self.max_matches is not None and len(index):

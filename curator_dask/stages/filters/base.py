@@ -155,15 +155,6 @@ def _mask(keep, df):
     return np.asarray(keep, dtype=bool)
 
 
-def _check_column(stage: ProcessingStage, columns, column: str, what: str) -> None:
-    if column not in columns:
-        raise KeyError(
-            f"stage {stage.stage_name!r} reads the {what} column {column!r}, which the "
-            f"dataset does not have; its columns are {list(columns)}. Pass "
-            f"{'text_field' if what == 'text' else 'filter_field'}= to name the right one."
-        )
-
-
 def _drop_and_count(df, keep, name: str, reasons: Callable | None):
     """Rows of ``df`` where ``keep``; the rest counted under ``name`` (or per rule)."""
     mask = _mask(keep, df)
@@ -219,9 +210,9 @@ class ScoreFilter(ProcessingStage):
         self.name = filter_obj.name
         self.output_columns = {score_field: filter_obj.score_dtype} if score_field else {}
 
-    def meta(self, input_meta):
-        _check_column(self, input_meta.columns, self.text_field, "text")
-        return super().meta(input_meta)
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.text_field]
 
     def process(self, df):
         scores = compute_scores(self.filter_obj, df[self.text_field])
@@ -272,9 +263,9 @@ class Score(ProcessingStage):
         self.name = f"score_{score_field}"
         self.output_columns = {score_field: score_type}
 
-    def meta(self, input_meta):
-        _check_column(self, input_meta.columns, self.text_field, "text")
-        return super().meta(input_meta)
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.text_field]
 
     def process(self, df):
         text = df[self.text_field]
@@ -322,9 +313,9 @@ class Filter(ProcessingStage):
         self.name = (filter_fn.name if isinstance(filter_fn, DocumentFilter)
                      else getattr(filter_fn, "__name__", "filter"))
 
-    def meta(self, input_meta):
-        _check_column(self, input_meta.columns, self.filter_field, "score")
-        return super().meta(input_meta)
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.filter_field]
 
     def process(self, df):
         scores = df[self.filter_field]

@@ -76,15 +76,6 @@ def _check_dtype(dtype: str) -> str:
     return dtype
 
 
-def _check_column(stage: ProcessingStage, columns, column: str, argument: str) -> None:
-    if column not in columns:
-        raise KeyError(
-            f"stage {stage.stage_name!r} reads the column {column!r}, which the dataset does "
-            f"not have; its columns are {list(columns)}. Pass {argument}= to name the right one"
-            + (" or put a TokenizerStage before it." if argument == "input_ids_column" else ".")
-        )
-
-
 def _default_name(model_dir: ModelDir, suffix: str) -> str:
     base = model_dir.path.rstrip("/").rsplit("/", 1)[-1]
     return f"{base}_{suffix}"
@@ -242,12 +233,18 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         self._release_tokenizer()
 
     # -- schema ------------------------------------------------------------------------
-    def meta(self, input_meta):
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.input_ids_column if self.pretokenized else self.text_field]
+
+    def missing_columns_fix(self, columns) -> str:
         if self.pretokenized:
-            _check_column(self, input_meta.columns, self.input_ids_column, "input_ids_column")
-        else:
-            _check_column(self, input_meta.columns, self.text_field, "text_field")
+            return "Pass input_ids_column= to name the right one or put a TokenizerStage before it."
+        return super().missing_columns_fix(columns)
+
+    def meta(self, input_meta):
         if is_cudf(input_meta):
+            self.check_input_columns(input_meta.columns)
             kinds = {c: "vectors" if dtype == VECTOR_DTYPE else "str"
                      for c, dtype in self.output_columns.items()}
             return cudf_meta(input_meta, self.removed_columns, kinds)
@@ -389,9 +386,13 @@ class TokenizerStage(_TokenizingMixin, ProcessingStage):
     def teardown(self) -> None:
         self._release_tokenizer()
 
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.text_field]
+
     def meta(self, input_meta):
-        _check_column(self, input_meta.columns, self.text_field, "text_field")
         if is_cudf(input_meta):
+            self.check_input_columns(input_meta.columns)
             return cudf_meta(input_meta, (), {self.input_ids_column: "token_ids"})
         return super().meta(input_meta)
 

@@ -101,14 +101,9 @@ class Modify(ProcessingStage):
         self.text_field = text_field
         self.name = modifier.name
 
-    def meta(self, input_meta):
-        if self.text_field not in input_meta.columns:
-            raise KeyError(
-                f"stage {self.stage_name!r} modifies the text column {self.text_field!r}, which "
-                f"the dataset does not have; its columns are {list(input_meta.columns)}. Pass "
-                "text_field= to name the right one."
-            )
-        return super().meta(input_meta)
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.text_field]
 
     def process(self, df):
         return df.assign(**{self.text_field: modify_text(self.modifier, df[self.text_field])})

@@ -153,13 +153,9 @@ class PiiRedactor(ProcessingStage):
         if self.presidio is not None:
             self.presidio.release()
 
-    def meta(self, input_meta):
-        if self.text_field not in input_meta.columns:
-            raise KeyError(
-                f"stage {self.stage_name!r} reads the text column {self.text_field!r}, which "
-                f"the dataset does not have; its columns are {list(input_meta.columns)}. "
-                "Pass text_field= to name the right one.")
-        return super().meta(input_meta)
+    @property
+    def input_columns(self) -> list[str]:
+        return [self.text_field]
 
     # -- work -------------------------------------------------------------------------------
     def find(self, text: pd.Series) -> Spans:
