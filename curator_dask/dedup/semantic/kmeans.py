@@ -9,10 +9,12 @@
 2. **Initialisation on a bounded sample.** ``init_size`` documents (by default
    ``40 x n_clusters``; faiss warns below 39 a centroid), drawn uniformly without
    replacement, come to the client. Greedy k-means++ (scikit-learn's: ``2 + log k``
-   trials a centroid) picks ``n_clusters`` of the first ``20 x n_clusters`` of them,
-   and Lloyd steps on the whole sample move the centroids until they converge (the same
-   ``tol`` and ``max_iter``). Most of the movement happens there, at a cost that does
-   not grow with the corpus, so fewer passes over the corpus follow.
+   trials a centroid) picks ``n_clusters`` of the first half of them, and Lloyd steps
+   on the whole sample move the centroids until they converge (the same ``tol`` and
+   ``max_iter``). Most of the movement happens there, at a cost that does not grow
+   with the corpus, so fewer passes over the corpus follow. A larger ``init_size``
+   seeds from more documents: closer to scikit-learn's inertia with many clusters, at
+   ``k x init_size / 2 x d`` multiply-adds a trial.
 3. **Lloyd steps over the blocks.** Each block returns per-centroid float64 sums and
    counts; the client adds them (a tree of additions, eight at a time, in a fixed
    order) and moves every centroid to its mean. A centroid that loses all its
@@ -68,8 +70,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_BLOCK_BYTES = 128 << 20
 #: Default ``init_size``: documents sampled for the initialisation, per cluster.
 INIT_SAMPLE_PER_CLUSTER = 40
-# Of the sample, how many a cluster k-means++ seeds from (its cost is k x this x k x d).
-_SEED_SAMPLE_PER_CLUSTER = 20
 # Partial results added together at once in the reduce.
 _FAN_IN = 8
 
@@ -193,6 +193,8 @@ class _Settings:
     tol_abs: float
     documents: int
     ops: ArrayOps | str
+    #: Of the sample, the rows k-means++ seeds from.
+    seed_size: int
 
 
 def _lloyd(step, centroids: np.ndarray, max_iter: int, tol_abs: float):
@@ -216,7 +218,7 @@ def _initial_centroids(sample: np.ndarray, settings: _Settings, rng: np.random.G
     """k-means++ on the head of the sample (rows in the order drawn, so the head is a
     uniform sample too), then Lloyd on all of it, on the host."""
     k = settings.n_clusters
-    seeds = sample[:max(k, _SEED_SAMPLE_PER_CLUSTER * k)]
+    seeds = sample[:settings.seed_size]
     centroids = kmeans_plusplus(seeds, np.ones(len(seeds)), k, rng)
     if len(sample) == settings.documents:  # the sample is the corpus: Lloyd follows anyway
         return centroids, 0
@@ -301,13 +303,15 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
     dim = next(iter(dims))
     mean = sum(s[2] for s in stats if s[0]) / documents
     variance = sum(s[3] for s in stats if s[0]) / documents - mean * mean
+    requested = init_size or INIT_SAMPLE_PER_CLUSTER * n_clusters
+    sample_size = min(documents, max(n_clusters, requested))
+    # Half the sample (of what was asked, so a small corpus seeds from all of it):
+    # k-means++ costs n_clusters x seed_size x d a trial, Lloyd on the sample less a row.
     settings = _Settings(n_clusters, max_iter, float(tol * np.maximum(variance, 0).mean()),
-                         documents, ops)
+                         documents, ops, min(sample_size, max(n_clusters, requested // 2)))
 
     groups = _group(sizes, dim, block_bytes)
     rng = np.random.default_rng(random_state)
-    sample_size = min(documents,
-                      max(n_clusters, init_size or INIT_SAMPLE_PER_CLUSTER * n_clusters))
     drawn = rng.choice(documents, sample_size, replace=False)
     order = np.argsort(drawn, kind="stable")
     picks = drawn[order]  # read in position order, block by block
