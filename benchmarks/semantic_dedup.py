@@ -4,14 +4,18 @@ What it measures, on one set of generated embeddings (unit vectors around topic
 directions, 384 dimensions like all-MiniLM-L6-v2, 5% of them near copies):
 
 * **clustering, docs/s per core**: documents divided by the CPU seconds (user + system)
-  of every process that worked. Ours: ``fit_kmeans`` (k-means|| + Lloyd) on a
-  ``LocalCluster(n_workers=2, threads_per_worker=1)``, the embeddings spread over 8
-  partitions held by the workers; CPU seconds of the client and the worker processes,
-  read with psutil. Baseline: scikit-learn ``KMeans(init="k-means++", n_init=1,
-  algorithm="lloyd")`` on the whole array in this process, BLAS held to one thread.
-  Both stop when the centroids stop moving (``tol=0``) or after ``max_iter`` steps;
-  the steps and the inertia of each are reported, so a faster but worse clustering
-  would show.
+  of every process that worked. Ours: ``fit_kmeans`` (k-means++ on a sample, then Lloyd
+  over blocks of embeddings) on a ``LocalCluster(n_workers=2, threads_per_worker=1)``,
+  the embeddings spread over 8 partitions held by the workers; CPU seconds of the
+  client (with the scheduler) and the worker processes, read with psutil. Twice: with
+  the default ``block_bytes`` (a corpus up to 128 MiB is fitted in one task), and with
+  one block per partition, so every Lloyd step is a round of 8 tasks (the distributed
+  path, whatever the size). Baseline: scikit-learn ``KMeans(init="k-means++",
+  n_init=1, algorithm="lloyd")`` on the whole array in this process, BLAS held to one
+  thread. Each stops when the centroids stop moving (``tol=0``) or after ``max_iter``
+  steps; the steps and the inertia of each are reported, so a faster but worse
+  clustering would show. Each is run ``--repeat`` times (the same seed, so the same
+  work); the table shows the mean.
 * **pairwise, docs/s per core**: within every cluster of the same labels, each
   document's highest cosine similarity to one ranked before it. Ours:
   ``max_similarity_before`` in tiles of ``--block`` rows and columns; baseline: numpy,
@@ -26,7 +30,9 @@ No GPU figures: this machine has none (the same kernels run on CUDA through torc
 ``docs/semantic_dedup.md``).
 
 Run: ``python benchmarks/semantic_dedup.py [--docs 8000 --clusters 8]``; prints tables
-and writes ``benchmarks/results/semantic_dedup.json``.
+and writes ``benchmarks/results/semantic_dedup.json``. ``--phases clustering`` leaves
+out the pairwise phase and the growth (numpy's whole-cluster matrices do not fit in
+memory at a few hundred thousand documents).
 """
 
 from __future__ import annotations
@@ -74,34 +80,47 @@ def cpu_seconds(processes) -> float:
     return total
 
 
-def clustering(x: np.ndarray, clusters: int, max_iter: int, seed: int) -> dict:
+def clustering(x: np.ndarray, clusters: int, max_iter: int, seed: int, repeat: int,
+               init_size: int | None) -> dict:
     import dask
     from distributed import Client, LocalCluster
     from sklearn.cluster import KMeans
     from threadpoolctl import threadpool_limits
 
-    from curator_dask.dedup.semantic.kmeans import fit_kmeans
+    from curator_dask.dedup.semantic.kmeans import DEFAULT_BLOCK_BYTES, fit_kmeans
 
+    partitions = np.array_split(x, 8)
+    variants = {"ours": DEFAULT_BLOCK_BYTES, "ours_per_partition": partitions[0].nbytes}
     out = {}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        parts = [client.scatter(p) for p in np.array_split(x, 8)]
+        parts = [client.scatter(p) for p in partitions]
         workers = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
         processes = [psutil.Process(), *workers]
         with dask.config.set(scheduler=client):
-            fit_kmeans(parts, clusters, max_iter=1, tol=0, random_state=seed)  # warm up
-            before, start = cpu_seconds(processes), time.perf_counter()
-            fit = fit_kmeans(parts, clusters, max_iter=max_iter, tol=0, random_state=seed)
-            wall = time.perf_counter() - start
-            used = cpu_seconds(processes) - before
-    out["ours"] = {"cpu_s": used, "wall_s": wall, "iterations": fit.iterations,
-                   "inertia": fit.inertia, "docs_per_core_s": len(x) / used}
+            for name, block_bytes in variants.items():
+                # Warm up: numba compiles the kernels in each worker on first use.
+                fit_kmeans(parts, clusters, max_iter=1, tol=0, random_state=seed,
+                           block_bytes=block_bytes, init_size=init_size)
+                # One window over every run: psutil counts CPU time in 10 ms ticks.
+                before, start = cpu_seconds(processes), time.perf_counter()
+                for _ in range(repeat):
+                    fit = fit_kmeans(parts, clusters, max_iter=max_iter, tol=0,
+                                     random_state=seed, block_bytes=block_bytes,
+                                     init_size=init_size)
+                used = (cpu_seconds(processes) - before) / repeat
+                wall = (time.perf_counter() - start) / repeat
+                out[name] = {"cpu_s": used, "wall_s": wall, "blocks": fit.blocks,
+                             "block_bytes": block_bytes, "iterations": fit.iterations,
+                             "sample_iterations": fit.sample_iterations,
+                             "inertia": fit.inertia, "docs_per_core_s": len(x) / used}
     with threadpool_limits(1):
         start_cpu, start = time.process_time(), time.perf_counter()
-        km = KMeans(clusters, init="k-means++", n_init=1, max_iter=max_iter, tol=0,
-                    algorithm="lloyd", random_state=seed).fit(x)
-        used = time.process_time() - start_cpu
-        out["sklearn"] = {"cpu_s": used, "wall_s": time.perf_counter() - start,
+        for _ in range(repeat):
+            km = KMeans(clusters, init="k-means++", n_init=1, max_iter=max_iter, tol=0,
+                        algorithm="lloyd", random_state=seed).fit(x)
+        used = (time.process_time() - start_cpu) / repeat
+        out["sklearn"] = {"cpu_s": used, "wall_s": (time.perf_counter() - start) / repeat,
                           "iterations": int(km.n_iter_), "inertia": float(km.inertia_),
                           "docs_per_core_s": len(x) / used}
     out["labels"] = km.labels_
@@ -158,14 +177,42 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=512)
     parser.add_argument("--growth", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--init-size", type=int, default=None,
+                        help="fit_kmeans init_size (default 40 x clusters)")
+    parser.add_argument("--phases", default="clustering,pairwise",
+                        help="comma-separated: clustering, pairwise (with the growth)")
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
 
     x = embeddings(args.docs, args.dim, 2 * args.clusters, args.seed)
     result = {"machine": platform.machine(), "cores": os.cpu_count(),
-              "args": vars(args), "date": time.strftime("%Y-%m-%d")}
-    clusters = clustering(x, args.clusters, args.max_iter, args.seed)
+              "load_1min": os.getloadavg()[0], "args": vars(args),
+              "date": time.strftime("%Y-%m-%d")}
+    clusters = clustering(x, args.clusters, args.max_iter, args.seed, args.repeat,
+                          args.init_size)
     labels = clusters.pop("labels")
     result["clustering"] = clusters
+    c = result["clustering"]
+    print(f"{args.docs:,} documents, {args.dim} dimensions, {args.clusters} clusters, "
+          f"at most {args.max_iter} Lloyd steps, "
+          f"init_size {args.init_size or 40 * args.clusters:,}, mean of {args.repeat} runs "
+          f"(load {result['load_1min']:.1f})")
+    ratio = c["sklearn"]["cpu_s"]
+    print_table(("method", "docs/s per core", "vs scikit-learn", "CPU s", "wall s",
+                 "Lloyd steps (sample + all)", "inertia"),
+                [(f"curator-dask fit_kmeans, {c[name]['blocks']} block(s) of at most "
+                  f"{c[name]['block_bytes'] / 2**20:.0f} MiB",
+                  f"{c[name]['docs_per_core_s']:,.0f}", f"{ratio / c[name]['cpu_s']:.2f}x",
+                  f"{c[name]['cpu_s']:.2f}", f"{c[name]['wall_s']:.2f}",
+                  f"{c[name]['sample_iterations']} + {c[name]['iterations']}",
+                  f"{c[name]['inertia']:.1f}") for name in ("ours", "ours_per_partition")]
+                + [("scikit-learn KMeans (1 thread)", f"{c['sklearn']['docs_per_core_s']:,.0f}",
+                    "1.00x", f"{c['sklearn']['cpu_s']:.2f}", f"{c['sklearn']['wall_s']:.2f}",
+                    f"{c['sklearn']['iterations']}", f"{c['sklearn']['inertia']:.1f}")])
+    if "pairwise" not in phases:
+        write(result)
+        return
     result["pairwise"] = pairwise(x, labels, args.block)
 
     growth = []
@@ -182,18 +229,10 @@ def main() -> None:
         size *= 2
     result["growth"] = growth
 
-    c, p = result["clustering"], result["pairwise"]
-    print(f"{args.docs:,} documents, {args.dim} dimensions, {args.clusters} clusters, "
-          f"{args.max_iter} Lloyd steps, tiles of {args.block}")
-    print_table(("phase", "method", "docs/s per core", "vs baseline", "inertia or largest matrix"),
-                [("clustering", "curator-dask fit_kmeans (2 workers)",
-                  f"{c['ours']['docs_per_core_s']:,.0f}",
-                  f"{c['ours']['docs_per_core_s'] / c['sklearn']['docs_per_core_s']:.2f}x",
-                  f"{c['ours']['inertia']:.1f}"),
-                 ("clustering", "scikit-learn KMeans (1 thread)",
-                  f"{c['sklearn']['docs_per_core_s']:,.0f}", "1.00x",
-                  f"{c['sklearn']['inertia']:.1f}"),
-                 ("pairwise", f"curator-dask tiles of {args.block}",
+    p = result["pairwise"]
+    print()
+    print_table(("phase", "method", "docs/s per core", "vs baseline", "largest matrix"),
+                [("pairwise", f"curator-dask tiles of {args.block}",
                   f"{p['ours']['docs_per_core_s']:,.0f}",
                   f"{p['ours']['docs_per_core_s'] / p['numpy']['docs_per_core_s']:.2f}x",
                   f"{p['ours']['largest_matrix']:,}"),
@@ -207,6 +246,10 @@ def main() -> None:
                   f"{g['ours_rss_growth_mb']:.1f}", f"{g['ours_largest_matrix']:,}",
                   f"{g['numpy_rss_growth_mb']:.1f}", f"{g['numpy_largest_matrix']:,}")
                  for g in growth])
+    write(result)
+
+
+def write(result: dict) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {RESULTS}")

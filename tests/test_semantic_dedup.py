@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -23,6 +24,7 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.semantic.kernels import NumpyOps, TorchOps, max_similarity_before
+from curator_dask.dedup.semantic.kmeans import fit_kmeans
 
 # -- corpora ------------------------------------------------------------------------------------
 
@@ -436,6 +438,61 @@ def test_more_clusters_than_documents_is_an_error(tmp_path):
     frame = clustered(n_topics=1, per_topic=5, duplicates=0)
     with pytest.raises(ValueError, match="n_clusters=10 is more than the 5 documents"):
         removed_ids(SemanticDuplicates(n_clusters=10), dataset(frame, 1), tmp_path)
+
+
+# -- k-means ------------------------------------------------------------------------------------
+
+def _blobs(centers: int = 6, rows: int = 3000, dim: int = 16, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    middles = rng.normal(size=(centers, dim))
+    labels = rng.integers(centers, size=rows)
+    x = middles[labels] + rng.normal(scale=0.4, size=(rows, dim))
+    return x.astype(np.float32), labels
+
+
+def _inertia(x: np.ndarray, centroids: np.ndarray) -> float:
+    return float(((x[:, None, :].astype(np.float64) - centroids[None]) ** 2).sum(-1).min(1).sum())
+
+
+def test_kmeans_inertia_is_within_one_percent_of_lloyd_from_the_planted_centres():
+    x, labels = _blobs()
+    reference = np.stack([x[labels == c].mean(0) for c in range(6)])
+    for _ in range(50):  # plain Lloyd from the answer: the optimum to compare with
+        nearest = ((x[:, None] - reference[None]) ** 2).sum(-1).argmin(1)
+        reference = np.stack([x[nearest == c].mean(0) for c in range(6)])
+    parts = [dask.delayed(p) for p in np.array_split(x, 5)]
+    fit = fit_kmeans(parts, 6, tol=0, random_state=0)
+    assert fit.converged and fit.documents == 3000 and fit.counts.sum() == 3000
+    # Converged with tol=0: the inertia reported (before the last step) is the final one.
+    assert fit.inertia == pytest.approx(_inertia(x, fit.centroids), rel=1e-5)
+    assert fit.inertia <= 1.01 * _inertia(x, reference)
+
+
+def test_kmeans_over_many_blocks_on_a_cluster_gives_the_one_task_fit(client):
+    x, _ = _blobs(seed=5)
+    parts = [client.scatter(p) for p in np.array_split(x, 6)]
+    one = fit_kmeans(parts, 6, tol=0, random_state=1)
+    many = fit_kmeans(parts, 6, tol=0, random_state=1, block_bytes=x[:1000].nbytes)
+    assert (one.blocks, many.blocks) == (1, 3)
+    assert one.sample_iterations == many.sample_iterations > 0
+    assert one.iterations == many.iterations
+    # Only the order in which block sums are added differs.
+    np.testing.assert_array_equal(one.counts, many.counts)
+    np.testing.assert_allclose(one.centroids, many.centroids, atol=1e-5)
+    assert one.inertia == pytest.approx(many.inertia, rel=1e-9)
+
+
+def test_kmeans_names_both_partitions_when_dimensions_disagree():
+    parts = [dask.delayed(np.zeros((4, 3), np.float32)), dask.delayed(np.zeros((4, 5), np.float32))]
+    with pytest.raises(ValueError, match="partition 0 has 3-dimensional .* partition 1 5-"):
+        fit_kmeans(parts, 2)
+
+
+@pytest.mark.parametrize("argument", [{"init_size": 0}, {"block_bytes": -1}, {"max_iter": 0}])
+def test_kmeans_rejects_a_size_below_one(argument):
+    (name, value), = argument.items()
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer, got {value}"):
+        fit_kmeans([dask.delayed(np.zeros((4, 3), np.float32))], 2, **argument)
 
 
 # -- the pipeline barrier and the command ------------------------------------------------------

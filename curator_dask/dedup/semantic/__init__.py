@@ -3,7 +3,7 @@
 Each phase is usable on its own, and :class:`SemanticDeduplicationWorkflow` runs them all
 on files with a resumable cache::
 
-    embeddings (EmbeddingStage, or a column) -> k-means (k-means|| + Lloyd on Dask)
+    embeddings (EmbeddingStage, or a column) -> k-means (k-means++ on a sample, Lloyd on Dask)
         -> clusters (shuffle by cluster) -> pairs (cosine in tiles) -> removal
 
 The kernels (:mod:`.kernels`) are written once over numpy and torch, so a CPU and a GPU

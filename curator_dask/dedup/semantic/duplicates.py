@@ -306,7 +306,7 @@ class SemanticDuplicates:
         k-means stops after ``max_iter`` Lloyd steps, or when its centroids moved less
         than ``tol`` times the mean variance of the embeddings (scikit-learn's rule).
     random_state : int, default 1234
-        Seeds the k-means|| sampling and ``which_to_keep="random"``.
+        Seeds the k-means sample and seeding, and ``which_to_keep="random"``.
     which_to_keep : {"hard", "easy", "random"}, default "hard"
         Which document of a group of duplicates is kept: the one farthest from its
         cluster's centroid, the nearest one, or a random one.
@@ -345,14 +345,14 @@ class SemanticDuplicates:
     Examples
     --------
     >>> import tempfile
-    >>> vectors = [[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0, 1], [0, 0.05, 1]]
+    >>> vectors = [[1, 0, 0], [0.99, 0.1, 0], [0, 0.7, 0.7], [0, 0, 1], [0, 0.05, 1]]
     >>> frame = pd.DataFrame({"id": [1, 2, 3, 4, 5], "text": list("abcde")})
     >>> frame["embeddings"] = [np.array(v, np.float32) for v in vectors]
     >>> with dask.config.set({"dataframe.convert-string": False}):
     ...     ds = DocumentDataset.from_pandas(frame, npartitions=2)
     >>> dedup = SemanticDuplicates(n_clusters=2, eps_thresholds=[0.01], eps_to_extract=0.01)
     >>> removed = dedup.identify(ds, tempfile.mkdtemp())
-    >>> removed.df.compute().values.tolist()
+    >>> sorted(removed.df.compute().values.tolist())
     [[2, 1], [5, 4]]
     >>> sorted(dedup.remove(ds, removed).df.compute()["id"])
     [1, 3, 4]
@@ -423,8 +423,11 @@ class SemanticDuplicates:
             "embeddings": {"id_field": self.id_field, "text_field": self.text_field,
                            "embedding_column": self.embedding_column,
                            "model": self._model_fingerprint()},
+            # "init" names the initialisation: centroids cached by an earlier one are
+            # not what this version would fit from the same seed.
             "kmeans": {"n_clusters": self.n_clusters, "max_iter": self.max_iter,
-                       "tol": self.tol, "random_state": self.random_state},
+                       "tol": self.tol, "random_state": self.random_state,
+                       "init": "k-means++ on a sample"},
             "clusters": {"sim_metric": self.sim_metric},
             "pairwise": {"which_to_keep": self.which_to_keep,
                          "eps_thresholds": self.eps_thresholds,
@@ -478,11 +481,13 @@ class SemanticDuplicates:
                          self.id_field, who=who)
 
     def kmeans(self, embeddings: dd.DataFrame) -> KMeansFit:
-        """Fit the centroids (the embeddings are held on the workers while it runs)."""
+        """Fit the centroids (the embeddings are held on the workers while it runs, in
+        blocks of :data:`~.kmeans.DEFAULT_BLOCK_BYTES`)."""
+        # Not persisted: fit_kmeans reads each partition twice (to count, then into its
+        # block), which costs less than holding the partitions beside the blocks.
         arrays = [dask.delayed(_matrix)(part, self.embedding_column)
                   for part in embeddings.to_delayed()]
-        return fit_kmeans(list(dask.persist(*arrays)), self.n_clusters,
-                          max_iter=self.max_iter, tol=self.tol,
+        return fit_kmeans(arrays, self.n_clusters, max_iter=self.max_iter, tol=self.tol,
                           random_state=self.random_state, ops=self.device)
 
     def clusters(self, embeddings: dd.DataFrame, centroids: np.ndarray) -> dd.DataFrame:

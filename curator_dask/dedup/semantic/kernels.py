@@ -6,11 +6,11 @@ the operations below, so the CPU and the GPU run the same arithmetic in the same
 float32 products, float64 sums. Inputs and outputs are host numpy arrays; a kernel moves
 its data to the device and back itself.
 
-* :func:`nearest_centroids`: each row's nearest centroid and squared distance, in row
-  chunks so the ``rows x centroids`` distance matrix stays under
-  :data:`MAX_BLOCK_ELEMENTS`.
-* :func:`lloyd_partial`: one partition's share of a Lloyd step (per-centroid sums and
-  counts, and the inertia).
+* :func:`nearest_centroids`: each row's nearest centroid and squared distance, one
+  matrix product per chunk of rows, the ``rows x centroids`` distance matrix kept
+  under :data:`MAX_BLOCK_ELEMENTS` (on a CPU, under 4 MiB, so it stays in cache).
+* :func:`lloyd_partial`: one block's share of a Lloyd step (per-centroid sums and
+  counts, and the inertia), each chunk's rows added to the sums while in cache.
 * :func:`max_similarity_before`: for every row of a ranked cluster, the highest cosine
   similarity to a row ranked before it, and which row that is, computed tile by tile so
   no similarity matrix is larger than ``block_size x block_size``.
@@ -25,14 +25,17 @@ Examples
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 __all__ = ["ArrayOps", "NumpyOps", "TorchOps", "array_ops", "nearest_centroids",
            "lloyd_partial", "max_similarity_before", "resolve_ops", "check_device", "MAX_BLOCK_ELEMENTS"]
 
 #: The most elements one distance matrix of :func:`nearest_centroids` holds (64 MiB of
-#: float32): rows are taken in chunks of ``MAX_BLOCK_ELEMENTS // n_centroids``.
+#: float32) on a GPU: rows are taken in chunks of ``MAX_BLOCK_ELEMENTS // n_centroids``.
 MAX_BLOCK_ELEMENTS = 1 << 24
+# On a CPU, 2^20 distances (4 MiB) at most: as fast as larger chunks, and in cache.
+MAX_CPU_CHUNK_ELEMENTS = 1 << 20
 
 
 class ArrayOps:
@@ -65,13 +68,19 @@ class ArrayOps:
         """``s`` with ``-inf`` where the column's position is not before the row's."""
         raise NotImplementedError
 
-    def as_index(self, values: np.ndarray):
-        """Integer positions (int64) on the device."""
+    def add_cluster_sums(self, x, labels, sums, counts) -> None:
+        """Add the rows of ``x`` to ``sums[label]`` (float64, ``k x d``, in place) and
+        count them in ``counts``."""
         raise NotImplementedError
 
-    def cluster_sums(self, x, labels, k: int):
-        """Per-label sums of the rows of ``x`` (float64, ``k x d``) and counts."""
+    def zeros_sums(self, k: int, d: int):
+        """Zeroed ``(sums, counts)`` for :meth:`add_cluster_sums`."""
         raise NotImplementedError
+
+    def chunk_rows(self, n_centroids: int, dimensions: int) -> int:
+        """Rows of ``x`` whose distances to the centroids one step computes: at most
+        :data:`MAX_BLOCK_ELEMENTS` distances."""
+        return max(1, MAX_BLOCK_ELEMENTS // max(1, n_centroids))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -113,20 +122,19 @@ class NumpyOps(ArrayOps):
         cols = col_start + np.arange(s.shape[1])[None, :]
         return np.where(cols < rows, s, np.float32(-np.inf))
 
-    def as_index(self, values):
-        return np.asarray(values, dtype=np.int64)
+    def add_cluster_sums(self, x, labels, sums, counts):
+        # One compiled pass in row order; sorting by label and np.add.reduceat in
+        # float64 took ~25x longer (mostly the float64 copy and reduceat's axis=0 loop).
+        _add_label_sums(x, labels, sums, counts)
 
-    def cluster_sums(self, x, labels, k):
-        counts = np.bincount(labels, minlength=k).astype(np.int64)
-        sums = np.zeros((k, x.shape[1]), dtype=np.float64)
-        if len(x):
-            # Sorted by label, each cluster's rows are one run: one reduceat adds them
-            # all (np.add.at, the obvious way, is ~20x slower).
-            order = np.argsort(labels, kind="stable")
-            present = np.flatnonzero(counts)
-            starts = np.concatenate([[0], np.cumsum(counts[present])[:-1]])
-            sums[present] = np.add.reduceat(x[order].astype(np.float64), starts, axis=0)
-        return sums, counts
+    def zeros_sums(self, k, d):
+        return np.zeros((k, d), dtype=np.float64), np.zeros(k, dtype=np.int64)
+
+    def chunk_rows(self, n_centroids, dimensions):
+        # Small enough that the chunk is still in cache when its rows are added to
+        # the sums after the product (at most 2 MiB of rows, 4 MiB of distances).
+        return max(64, min(MAX_CPU_CHUNK_ELEMENTS // max(1, n_centroids),
+                           (2 << 20) // (4 * max(1, dimensions))))
 
 
 class TorchOps(ArrayOps):
@@ -175,16 +183,14 @@ class TorchOps(ArrayOps):
         cols = col_start + torch.arange(s.shape[1], device=s.device)[None, :]
         return torch.where(cols < rows, s, torch.full_like(s, float("-inf")))
 
-    def as_index(self, values):
-        torch = self._torch()
-        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.device)
+    def add_cluster_sums(self, x, labels, sums, counts):
+        sums.index_add_(0, labels, x.to(sums.dtype))
+        counts += self._torch().bincount(labels, minlength=len(counts))
 
-    def cluster_sums(self, x, labels, k):
+    def zeros_sums(self, k, d):
         torch = self._torch()
-        sums = torch.zeros((k, x.shape[1]), dtype=torch.float64, device=x.device)
-        sums.index_add_(0, labels, x.to(torch.float64))
-        counts = torch.bincount(labels, minlength=k)
-        return sums, counts
+        return (torch.zeros((k, d), dtype=torch.float64, device=self.device),
+                torch.zeros(k, dtype=torch.int64, device=self.device))
 
     def __repr__(self) -> str:
         return f"TorchOps({self.device!r})"
@@ -232,14 +238,43 @@ def resolve_ops(ops: ArrayOps | str) -> ArrayOps:
     return ops if isinstance(ops, ArrayOps) else array_ops(ops)
 
 
-def _chunk_rows(n_columns: int) -> int:
-    return max(1, MAX_BLOCK_ELEMENTS // max(1, n_columns))
+@numba.njit(cache=True, nogil=True)
+def _add_label_sums(x, labels, sums, counts):
+    for row in range(x.shape[0]):
+        label = labels[row]
+        counts[label] += 1
+        for col in range(x.shape[1]):
+            sums[label, col] += x[row, col]
 
 
-def nearest_centroids(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def _nearest_chunks(ops: ArrayOps, x: np.ndarray, centroids: np.ndarray,
+                    x_sq_norms: np.ndarray | None):
+    """``(start, rows, labels, d2)`` chunk by chunk: the rows and labels on the device,
+    the squared distances (float32, at least 0) on the host."""
+    c = ops.asarray(centroids)
+    c_norms = ops.row_sq_norms(c)
+    # |x - c|^2 = |x|^2 - 2 x.c + |c|^2; the row's |x|^2 does not change the argmin.
+    # Scaling by -2 is exact, so x.(-2c) + |c|^2 is the same number as |c|^2 - 2 x.c,
+    # without a second pass over the matrix.
+    c_minus_2 = ops.asarray(-2 * np.asarray(centroids, dtype=np.float32))
+    step = ops.chunk_rows(len(centroids), x.shape[1] if x.ndim == 2 else 1)
+    for start in range(0, len(x), step):
+        chunk = ops.asarray(x[start:start + step])
+        partial = ops.matmul_t(chunk, c_minus_2)
+        partial += c_norms[None, :]
+        best, index = ops.min_argmin(partial)
+        chunk_norms = (ops.row_sq_norms(chunk) if x_sq_norms is None
+                       else ops.asarray(x_sq_norms[start:start + step]))
+        yield start, chunk, index, np.maximum(ops.to_numpy(best + chunk_norms), 0)
+
+
+def nearest_centroids(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray,
+                      x_sq_norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The nearest centroid of each row of ``x`` (int32) and the squared Euclidean
     distance to it (float32, at least 0).
+
+    ``x_sq_norms``, the rows' squared norms, saves computing them when the caller holds
+    them (a k-means block keeps them across iterations).
 
     Examples
     --------
@@ -253,23 +288,15 @@ def nearest_centroids(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray
     distances = np.empty(len(x), dtype=np.float32)
     if len(x) == 0:
         return labels, distances
-    c = ops.asarray(centroids)
-    c_norms = ops.row_sq_norms(c)
-    step = _chunk_rows(len(centroids))
-    for start in range(0, len(x), step):
-        chunk = ops.asarray(x[start:start + step])
-        # |x - c|^2 = |x|^2 - 2 x.c + |c|^2; the row's |x|^2 does not change the argmin.
-        partial = c_norms[None, :] - 2 * ops.matmul_t(chunk, c)
-        best, index = ops.min_argmin(partial)
-        d2 = ops.to_numpy(best + ops.row_sq_norms(chunk))
-        labels[start:start + step] = ops.to_numpy(index)
-        distances[start:start + step] = np.maximum(d2, 0)
+    for start, chunk, index, d2 in _nearest_chunks(ops, x, centroids, x_sq_norms):
+        labels[start:start + len(chunk)] = ops.to_numpy(index)
+        distances[start:start + len(chunk)] = d2
     return labels, distances
 
 
-def lloyd_partial(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, float]:
-    """One partition's share of a Lloyd step: per-centroid sums of its rows (float64,
+def lloyd_partial(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray,
+                  x_sq_norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    """One block's share of a Lloyd step: per-centroid sums of its rows (float64,
     ``k x d``), the row counts, and the summed squared distances (the inertia).
 
     Examples
@@ -281,13 +308,16 @@ def lloyd_partial(ops: ArrayOps | str, x: np.ndarray, centroids: np.ndarray
     """
     ops = resolve_ops(ops)
     k = len(centroids)
-    labels, d2 = nearest_centroids(ops, x, centroids)
     if len(x) == 0:
-        return np.zeros((k, x.shape[1]), np.float64), np.zeros(k, np.int64), 0.0
-    sums, counts = ops.cluster_sums(ops.asarray(x), ops.as_index(labels), k)
+        return np.zeros((k, np.shape(centroids)[1]), np.float64), np.zeros(k, np.int64), 0.0
+    sums, counts = ops.zeros_sums(k, x.shape[1])
+    inertia = 0.0
+    # Chunk by chunk, so the rows are still in cache when they are added to the sums.
+    for _, chunk, index, d2 in _nearest_chunks(ops, x, centroids, x_sq_norms):
+        ops.add_cluster_sums(chunk, index, sums, counts)
+        inertia += float(d2.astype(np.float64).sum())
     return (np.asarray(ops.to_numpy(sums), dtype=np.float64),
-            np.asarray(ops.to_numpy(counts), dtype=np.int64),
-            float(d2.astype(np.float64).sum()))
+            np.asarray(ops.to_numpy(counts), dtype=np.int64), inertia)
 
 
 def max_similarity_before(ops: ArrayOps | str, x: np.ndarray, block_size: int = 1024,

@@ -121,7 +121,7 @@ class SemanticDeduplicationWorkflow:
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Reruns must use the same value, or ids (and the
-        k-means|| draws) change and nothing is reused.
+        k-means sample) change and nothing is reused.
     id_field, text_field : str
         Ids are added with :class:`~curator_dask.AddId` when the input has none. Ids the
         input has must be unique: a repeated id raises
