@@ -162,8 +162,11 @@ class Layout:
         out = []
         for stage in self.stages:
             res = (resources or {}).get(id(stage))
-            shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
-                     else str(getattr(stage, "resources", "")))
+            if res == {}:  # check_placement: workers without resources, any will do
+                shown = "unrestricted"
+            else:
+                shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
+                         else str(getattr(stage, "resources", "")))
             out.append((self.name_of(stage), stage_kind(stage), shown))
         return out
 
@@ -190,18 +193,25 @@ def check_placement(stages: Sequence, names: dict[int, str],
     A stage whose resources no worker offers raises :class:`ResourceUnavailableError`
     naming the stage and the resource, unless it has ``cpu_fallback = True`` and needs a
     GPU: then it runs with one CPU, and a warning says so.
+
+    When no worker advertises any resource at all (a plain ``LocalCluster()``), there is
+    no GPU worker to keep CPU work away from: CPU stages run unrestricted (``{}``) and
+    a stage that needs a GPU fails as above.
     """
     if not workers:
         raise ResourceUnavailableError(
             "no workers are connected to the scheduler; start workers (or wait for them "
             "with client.wait_for_workers(n)) before running the pipeline"
         )
+    unrestricted = not any(workers.values())
     offered = sorted({f"{k}={v:g}" for w in workers.values() for k, v in w.items()})
     resolved: dict[int, dict] = {}
     for stage in stages:
         resources: Resources = stage.resources
         wanted = resources.to_dask()
-        if not any(_offers(w, wanted) for w in workers.values()):
+        if unrestricted and not resources.requires_gpu:
+            wanted = {}
+        elif not any(_offers(w, wanted) for w in workers.values()):
             fallback = {"CPU": 1.0}
             if (resources.requires_gpu and getattr(stage, "cpu_fallback", False)
                     and any(_offers(w, fallback) for w in workers.values())):
@@ -212,9 +222,10 @@ def check_placement(stages: Sequence, names: dict[int, str],
                 missing = ", ".join(f"{k}={v:g}" for k, v in wanted.items())
                 hint = ("start GPU workers (get_client(cluster_type='gpu' or 'mixed')) or "
                         "give the stage cpu_fallback=True" if resources.requires_gpu else
-                        "start workers with --resources CPU=<threads> (get_client() does; "
-                        "for dask-jobqueue pass worker_extra_args=['--resources', "
-                        "'CPU=<cores>'])")
+                        "give every CPU worker the resource: LocalCluster(resources="
+                        "{'CPU': 1}), or start workers with --resources CPU=<threads> "
+                        "(get_client() does both; for dask-jobqueue pass "
+                        "worker_extra_args=['--resources', 'CPU=<cores>'])")
                 raise ResourceUnavailableError(
                     f"stage {names[id(stage)]!r} asks for {missing} per task, but no worker "
                     f"offers that (workers offer: {', '.join(offered) or 'no resources'}); "
@@ -355,6 +366,8 @@ class RunState:
     input_token: str = ""
     #: The directory barriers keep their data in (None without barriers).
     cache: str | None = None
+    #: The workers' advertised resources when the run started (``check_placement``).
+    workers: dict[str, dict] = field(default_factory=dict)
 
     def setup(self, client, workers: dict[str, dict]) -> None:
         layout = self.layout
@@ -363,6 +376,7 @@ class RunState:
             # the same worker-side instance (set up once per process, torn down by id).
             stage.stage_id  # noqa: B018
         placed = [s for s in layout.stages if not isinstance(s, WholeDatasetStage)]
+        self.workers = workers
         self.resources = check_placement(placed, layout.names, workers)
         for stage in layout.stages:
             name = layout.name_of(stage)

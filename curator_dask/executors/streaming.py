@@ -56,6 +56,7 @@ from curator_dask.executors.base import (
     Layout,
     ResourceUnavailableError,
     RunState,
+    check_placement,
     materialize_barrier_output,
     raise_task_error,
     span_annotation,
@@ -342,7 +343,8 @@ class StreamingExecutor(Executor):
     def _register(self, state: RunState, internal: InternalStage) -> InternalStage:
         state.prefixes[id(internal)] = _key_prefix(internal.name)
         state.spans[id(internal)] = span_annotation(state.layout.name, internal.name)
-        state.resources[id(internal)] = internal.resources.to_dask()
+        state.resources.update(check_placement([internal], {id(internal): internal.name},
+                                               state.workers))
         return internal
 
     def _through_barrier(self, client, state: RunState, layout: Layout, source: Source,
