@@ -56,7 +56,11 @@ class Pipeline:
         self.last_result: RunResult | None = None
 
     def add_stage(self, stage) -> Pipeline:
-        """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable."""
+        """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable.
+
+        A partition stage named like one already in the pipeline is added as a copy
+        named ``<name>_2`` (``_3``, ...), so that each counts its drops apart.
+        """
         if isinstance(stage, Sequential):
             for inner in stage.flatten():
                 self.add_stage(inner)
@@ -75,8 +79,25 @@ class Pipeline:
         if self.stages and isinstance(self.stages[-1], WriterStage):
             raise ValueError(f"pipeline {self.name!r}: nothing can follow the writer "
                              f"{self.stages[-1]!r}")
+        if isinstance(stage, ProcessingStage):
+            stage = self._uniquely_named(stage)
         self.stages.append(stage)
         return self
+
+    def _uniquely_named(self, stage: ProcessingStage) -> ProcessingStage:
+        """``stage``, or a copy named ``<name>_2``, ``_3``... if a stage of this pipeline
+        has its name: stages count their drops under their name, and two counts under
+        one name could not be told apart (the same object added twice included)."""
+        taken = {s.stage_name for s in self.stages}
+        base = stage.stage_name
+        if base not in taken and not any(s is stage for s in self.stages):
+            return stage
+        n = 2
+        while f"{base}_{n}" in taken:
+            n += 1
+        logger.info("pipeline %r: a stage is already named %r; naming this one %r",
+                    self.name, base, f"{base}_{n}")
+        return stage.with_(name=f"{base}_{n}")
 
     def describe(self) -> str:
         """The stages in order, each with its resources."""

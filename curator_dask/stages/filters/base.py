@@ -23,6 +23,7 @@ and nowhere else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -32,7 +33,18 @@ from curator_dask.dropped import record_dropped
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
 
-__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores"]
+__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores", "snake_case"]
+
+
+def snake_case(name: str) -> str:
+    """A class name in snake case: the default name of a filter or modifier class.
+
+    Examples
+    --------
+    >>> snake_case("HasDigit"), snake_case("URLRatioFilter"), snake_case("C4Rules2")
+    ('has_digit', 'url_ratio_filter', 'c4_rules2')
+    """
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class DocumentFilter:
@@ -47,7 +59,9 @@ class DocumentFilter:
     Attributes
     ----------
     name : str
-        The drop reason documents rejected by this filter are counted under.
+        The drop reason documents rejected by this filter are counted under. A class that
+        does not set it is named after itself in snake case (``HasDigit`` ->
+        ``has_digit``), so two filter classes never count under one name.
     score_dtype : str
         dtype of the score column (``"float64"``, ``"int64"``, ``"bool"`` or ``"str"``).
     backend : {"pandas", "any"}
@@ -73,6 +87,11 @@ class DocumentFilter:
     name: str = "document_filter"
     score_dtype: str = "float64"
     backend: str = "pandas"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" not in vars(cls):
+            cls.name = snake_case(cls.__name__)
 
     def score(self, text):
         """One score per document of ``text`` (a Series), on the same index."""
