@@ -22,6 +22,8 @@ from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_fil
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
+    EncodingErrors,
+    OnBadLines,
     filename_column,
     infer_jsonl_schema,
     read_jsonl_partition,
@@ -30,6 +32,7 @@ from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
 from curator_dask.io.planner import PartitionSpec, plan_partitions
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.tables import (
+    Backend,
     check_backend,
     schema_with_overrides,
     to_frame,
@@ -37,6 +40,7 @@ from curator_dask.io.tables import (
 )
 from curator_dask.io.writers import (
     MANIFEST,
+    WriteMode,
     WriteSpec,
     claim_files,
     prepare_output,
@@ -138,9 +142,9 @@ class DocumentDataset:
         text_field: str = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
-        backend: str = "pandas",
-        on_bad_lines: str = "error",
-        encoding_errors: str = "strict",
+        backend: Backend = "pandas",
+        on_bad_lines: OnBadLines = "error",
+        encoding_errors: EncodingErrors = "strict",
         text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
@@ -222,7 +226,7 @@ class DocumentDataset:
         text_field: str = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
-        backend: str = "pandas",
+        backend: Backend = "pandas",
         text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
@@ -270,7 +274,7 @@ class DocumentDataset:
     # -- writing ----------------------------------------------------------------------
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
-                   compression: str | None = "snappy", mode: str = "error",
+                   compression: str | None = "snappy", mode: WriteMode = "error",
                    storage_options: dict | None = None,
                    fingerprint: dict | None = None) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
@@ -310,7 +314,7 @@ class DocumentDataset:
 
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
-                 keep_filename_column: bool = False, mode: str = "error",
+                 keep_filename_column: bool = False, mode: WriteMode = "error",
                  storage_options: dict | None = None,
                  fingerprint: dict | None = None) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.

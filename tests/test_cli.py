@@ -90,7 +90,10 @@ def test_run_executes_a_yaml_pipeline_on_a_cluster_and_writes_a_report(
     assert "word_count" in (tmp_path / "report.html").read_text()
 
 
-def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys):
+def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths are relative to the working directory
+    (tmp_path / "in").mkdir()
+    pd.DataFrame({"text": ["a"]}).to_parquet(tmp_path / "in" / "a.parquet")
     pipeline = write_pipeline(tmp_path / "p.yaml", """
         reader: {type: parquet, path: in/, files_per_partition: 2}
         stages:
@@ -107,8 +110,11 @@ def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys):
     assert "valid (batch executor)" in printed
 
 
-def test_the_example_pipeline_file_is_valid(capsys):
+def test_the_example_pipeline_file_is_valid(tmp_path, capsys, monkeypatch):
     example = Path(__file__).parent.parent / "examples" / "pipeline.yaml"
+    # It reads what `curator-dask demo --output demo-output` writes.
+    write_shards(noisy_sample(limit=20), tmp_path / "demo-output" / "input", shards=1)
+    monkeypatch.chdir(tmp_path)
     assert main(["run", str(example), "--dry-run"]) == 0
     assert "valid (streaming executor)" in capsys.readouterr().out
 
@@ -155,15 +161,17 @@ def test_pipeline_files_are_read_with_a_safe_loader(tmp_path, capsys):
 
 
 def test_a_pipeline_that_fails_while_running_exits_with_1(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
     pipeline = write_pipeline(tmp_path / "p.yaml", f"""
         executor: {{type: local, progress: false}}
-        reader: {{type: jsonl, path: {tmp_path / "no-such-dir"}}}
+        reader: {{type: jsonl, path: {tmp_path / "in"}}}
         stages: [AddId]
         writer: {{type: parquet, path: {tmp_path / "out"}}}
     """)
     assert main(["run", pipeline]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("curator-dask run: error: ") and "no-such-dir" in err
+    assert err.startswith("curator-dask run: error: ") and "a.jsonl" in err
 
 
 # -- dedup -------------------------------------------------------------------------------------

@@ -233,6 +233,7 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
 
     try:
         config = load_config(args.pipeline)
+        config.check_inputs()
     except ConfigError as err:
         raise UsageError(str(err)) from None
     pipeline = config.pipeline

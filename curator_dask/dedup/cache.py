@@ -28,6 +28,7 @@ import posixpath
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import dask.dataframe as dd
 import numpy as np
@@ -54,7 +55,8 @@ DUPLICATES_DIR = "exact_duplicates"
 
 _FORMAT = 1
 #: What a dedup workflow may do with an output directory that holds files.
-OUTPUT_MODES = ("error", "overwrite", "overwrite_all")
+OutputMode = Literal["error", "overwrite", "overwrite_all"]
+OUTPUT_MODES = get_args(OutputMode)
 
 
 @dataclass

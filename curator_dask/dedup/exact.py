@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Literal, get_args
 
 import dask.dataframe as dd
 import numpy as np
@@ -63,11 +64,13 @@ __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HA
 
 logger = logging.getLogger(__name__)
 
-HASH_METHODS = ("md5", "xxh3_128")
+HashMethod = Literal["md5", "xxh3_128"]
+HASH_METHODS = get_args(HashMethod)
 HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
-ON_NULL = ("error", "skip")
+OnNull = Literal["error", "skip"]
+ON_NULL = get_args(OnNull)
 _HEX_CHARS = 32
 
 # Names of the duplicate frames known to be partitioned on the hash (every group whole

@@ -32,11 +32,17 @@ import posixpath
 from dataclasses import dataclass, field
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.exact import DUPLICATE_REASON, HASH_FIELD, ExactDuplicates
+from curator_dask.dedup.exact import (
+    DUPLICATE_REASON,
+    HASH_FIELD,
+    ExactDuplicates,
+    HashMethod,
+    OnNull,
+)
 from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["DedupStats", "ExactDedup", "FuzzyDedup"]
@@ -108,8 +114,8 @@ class ExactDedup(WholeDatasetStage):
     """
 
     def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: str = "md5", on_null: str = "error",
-                 removal_strategy: str = "auto",
+                 hash_method: HashMethod = "md5", on_null: OnNull = "error",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None, name: str = "exact_dedup"):
         self.dedup = ExactDuplicates(
@@ -182,7 +188,7 @@ class FuzzyDedup(WholeDatasetStage):
                  use_64_bit_hash: bool = False, false_positive_check: bool = False,
                  jaccard_threshold: float = 0.8, id_field: str = "id",
                  text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: str = "auto",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  name: str = "fuzzy_dedup"):
         self.dedup = FuzzyDuplicates(

@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
+    OutputMode,
     output_mode_for,
     read_duplicates,
     write_duplicates,
@@ -27,9 +29,11 @@ from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
     ExactDuplicates,
+    HashMethod,
+    OnNull,
 )
 from curator_dask.dedup.ids import ROW_FIELD
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import check_run_paths
 from curator_dask.stages.ids import AddId
@@ -38,7 +42,8 @@ __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
+FileType = Literal["jsonl", "parquet"]
+FILETYPES = get_args(FileType)
 
 
 @dataclass
@@ -100,13 +105,13 @@ class ExactDeduplicationWorkflow:
     """
 
     def __init__(self, input_path, output_path: str, cache_path: str, *,
-                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", hash_method: str = "md5",
-                 assign_id: bool = True, on_null: str = "error",
-                 removal_strategy: str = "auto",
+                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
+                 id_field: str = "id", text_field: str = "text", hash_method: HashMethod = "md5",
+                 assign_id: bool = True, on_null: OnNull = "error",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:

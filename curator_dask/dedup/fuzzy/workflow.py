@@ -26,6 +26,7 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,7 @@ from fsspec.core import url_to_fs
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
+    OutputMode,
     PhaseResult,
     mark_complete,
     output_mode_for,
@@ -47,16 +49,18 @@ from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.dedup.workflow import FileType
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.tables import Backend
 from curator_dask.stages.ids import AddId
 
 __all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
+FILETYPES = get_args(FileType)
 PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
 
 
@@ -148,12 +152,12 @@ class FuzzyDeduplicationWorkflow:
                  num_bands: int = 20, minhashes_per_band: int = 13,
                  bands_per_iteration: int = 5, use_64_bit_hash: bool = False,
                  false_positive_check: bool = False, jaccard_threshold: float = 0.8,
-                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", backend: str = "pandas",
+                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
+                 id_field: str = "id", text_field: str = "text", backend: Backend = "pandas",
                  max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: str = "auto",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
