@@ -46,6 +46,7 @@ from curator_dask.io.writers import (
     prepare_output,
     write_partition,
 )
+from curator_dask.observe import progress
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -139,7 +140,7 @@ class DocumentDataset:
         blocksize: int | str | None = None,
         files_per_partition: int | None = None,
         columns: Sequence[str] | None = None,
-        text_field: str = "text",
+        text_field: str | None = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
         backend: Backend = "pandas",
@@ -162,9 +163,10 @@ class DocumentDataset:
             Whole files per partition instead of ``blocksize``; not both.
         columns : list of str, optional
             Columns to keep (other fields are dropped without notice).
-        text_field : str, default "text"
+        text_field : str or None, default "text"
             The text column; a file without it is an error, and so is a text value that
-            is not a string (see ``text_cast``).
+            is not a string (see ``text_cast``). ``None`` reads files without a text
+            column (a list of ids, scores) as they are.
         add_filename : bool or str
             Add a column (``file_name``, or the given name) with each document's source
             file, relative to the input directory.
@@ -223,7 +225,7 @@ class DocumentDataset:
         blocksize: int | str | None = None,
         files_per_partition: int | None = None,
         columns: Sequence[str] | None = None,
-        text_field: str = "text",
+        text_field: str | None = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
         backend: Backend = "pandas",
@@ -347,7 +349,8 @@ class DocumentDataset:
             dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
             for i, part in enumerate(self.df.to_delayed())
         ]
-        stats = list(dask.compute(*tasks))
+        # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
+        stats = list(progress.compute(*tasks))
         files = sorted(f for s in stats for f in s["files"])
         if write_to_filename:
             # Files named after their sources are the project's only by this record.

@@ -112,11 +112,13 @@ class Pipeline:
                 kind += f", batch_size={stage.batch_size}"
             resources = str(getattr(stage, "resources", "")) or "-"
             rows.append((layout.name_of(stage), resources, kind))
-        widths = [max(len(r[i]) for r in rows) for i in range(2)]
-        lines = [head]
-        for i, (name, resources, kind) in enumerate(rows, start=1):
-            lines.append(f"  {i}. {name.ljust(widths[0])}  {resources.ljust(widths[1])}  {kind}")
-        return "\n".join(lines)
+        from curator_dask.observe.tables import text_table
+
+        # Numbers right-aligned, so that the names still line up from stage 10 on.
+        width = len(str(len(rows)))
+        lines = text_table(None, rows).splitlines()
+        return "\n".join([head, *(f"  {i:>{width}}. {line}"
+                                   for i, line in enumerate(lines, start=1))])
 
     def __repr__(self) -> str:
         return f"<Pipeline {self.name!r}: {len(self.stages)} stages>"
@@ -143,7 +145,7 @@ class Pipeline:
         """
         executor = executor if executor is not None else _default_executor()
         layout = Layout.of(self.name, self.stages)
-        logger.info("running %s with %r", self.describe(), executor)
+        logger.debug("running %s with %r", self.describe(), executor)
         result = executor.run(layout, report=report)
         self.last_result = result
         if layout.writer is None:

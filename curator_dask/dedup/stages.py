@@ -43,6 +43,7 @@ from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_F
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.observe.progress import phase
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["DedupStats", "ExactDedup", "FuzzyDedup"]
@@ -135,7 +136,8 @@ class ExactDedup(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Identify the duplicates (written under ``cache_path``), then remove them."""
         self.dedup.cache_path = posixpath.join(cache_path, "exact")
-        duplicates = self.dedup.identify(ds)  # written to the cache and read back
+        with phase("identify"):
+            duplicates = self.dedup.identify(ds)  # written to the cache and read back
         sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
         logger.info("%s: %d duplicates in %d groups", self.stage_name,
@@ -209,7 +211,8 @@ class FuzzyDedup(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Find the groups of near duplicates and keep one document of each."""
         try:
-            found = self.dedup.identify(ds)
+            with phase("find groups"):
+                found = self.dedup.identify(ds)
         except DuplicateIdError as err:
             raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
         groups = DocumentDataset(found.df.persist())

@@ -26,6 +26,7 @@ from distributed.scheduler import NoWorkerError
 
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
+from curator_dask.observe.progress import Progress
 from curator_dask.observe.run_result import RunResult, StageMetrics, stage_metrics
 from curator_dask.resources import Resources
 from curator_dask.stages.base import (
@@ -260,7 +261,9 @@ class Executor:
         Default: beside the output, ``<output>.curator-cache``; without a writer a
         temporary directory (single machine only).
     progress : bool, default True
-        A progress bar over input partitions (when output is a terminal or notebook).
+        Report progress: a bar on a terminal or in a notebook, else an INFO line of
+        ``curator_dask.observe.progress`` every 10 s (see
+        :mod:`curator_dask.observe.progress`).
     """
 
     name = "executor"
@@ -285,8 +288,9 @@ class Executor:
             report_ctx = performance_report(filename=report)
         else:
             report_ctx = contextlib.nullcontext()
+        state.progress = Progress(enabled=self.progress)
         try:
-            with report_ctx:
+            with report_ctx, state.progress.active():
                 dataset = body()
         except BaseException:
             # Before the error reaches the caller: its traceback holds the run's futures,
@@ -295,6 +299,7 @@ class Executor:
             release_run(client, state.token)
             raise
         finally:
+            state.progress.close()
             if cleanup is not None:
                 cleanup()
             teardown_everywhere(client, layout.processing_stages, state.token)
@@ -368,6 +373,8 @@ class RunState:
     cache: str | None = None
     #: The workers' advertised resources when the run started (``check_placement``).
     workers: dict[str, dict] = field(default_factory=dict)
+    #: The run's one progress bar (or log lines), moved on from stage to stage.
+    progress: Progress = field(default_factory=lambda: Progress(enabled=False))
 
     def setup(self, client, workers: dict[str, dict]) -> None:
         layout = self.layout

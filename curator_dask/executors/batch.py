@@ -24,7 +24,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.executors import runtime
 from curator_dask.executors.base import Executor, Layout, RunState, raise_task_error
 from curator_dask.executors.streaming import StreamingExecutor, batch_groups
-from curator_dask.observe.progress import Progress
+from curator_dask.observe.progress import phase
 from curator_dask.stages.io_stages import plan_token
 
 __all__ = ["BatchExecutor"]
@@ -79,17 +79,15 @@ class BatchExecutor(Executor):
         with state.in_span(stage):
             persisted = client.persist(delayed, resources=state.resources.get(id(stage)))
         futures = [futures_of(d)[0] for d in persisted]
-        progress = Progress(len(futures), desc, enabled=self.progress)
+        state.progress.stage(desc, len(futures))
         try:
             for future in as_completed(futures):
                 if future.status == "error":
                     raise_task_error(client, future)  # the task's error, its stage noted
-                progress.update(1)
+                state.progress.update(1)
         except BaseException:
             client.cancel(futures)
             raise
-        finally:
-            progress.close()
         return futures
 
     def _run(self, client, state: RunState, layout: Layout):
@@ -177,7 +175,7 @@ class BatchExecutor(Executor):
         ds_in = DocumentDataset(dd.from_delayed(frames, meta=meta, verify_meta=False))
         cache = posixpath.join(state.cache, f"batch-{_key_prefix(name)}")
         start = time.time()
-        with state.in_span(barrier, building=True):
+        with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
             out = barrier.run(ds_in, cache)
             # The barrier's own graph (shuffles) runs unrestricted: it is not a stage with
             # resources, and P2P shuffles place their own tasks.
@@ -185,10 +183,12 @@ class BatchExecutor(Executor):
             parts = [dask.delayed(runtime.carry)(d, dask_key_name=f"{prefix}-{i}")
                      for i, d in enumerate(out.df.to_delayed())]
             persisted = client.persist(parts)
-        from distributed import futures_of, wait
+        from distributed import as_completed, futures_of
 
         futures = [futures_of(d)[0] for d in persisted]
-        wait(futures)
+        state.progress.stage(f"{layout.name}: {name}: remove", len(futures))
+        for _ in as_completed(futures):
+            state.progress.update(1)
         for f in futures:
             if f.status == "error":
                 raise_task_error(client, f)

@@ -25,7 +25,7 @@ from curator_dask.executors.base import (
     teardown_local,
 )
 from curator_dask.executors.streaming import batch_groups
-from curator_dask.observe.progress import Progress
+from curator_dask.observe.progress import Progress, phase
 from curator_dask.stages.base import _key_prefix
 from curator_dask.stages.io_stages import ParquetWriter, plan_token
 
@@ -53,9 +53,12 @@ class LocalExecutor(Executor):
         state = RunState(layout)
         state.resources = {id(s): s.resources.to_dask() for s in layout.stages
                            if hasattr(s, "resources")}
+        state.progress = Progress(enabled=self.progress)
         try:
-            dataset = self._run(state, layout)
+            with state.progress.active():
+                dataset = self._run(state, layout)
         finally:
+            state.progress.close()
             teardown_local(layout.processing_stages)
         return state.result(self.name, layout.writer.path if layout.writer else None,
                             dataset=dataset)
@@ -89,7 +92,10 @@ class LocalExecutor(Executor):
                     state.skipped += sum(1 for i in indices if i in done)
                 indices = [i for i in indices if i not in done]
             unit = max([1, *(s.batch_size for s in stages)])
-            progress = Progress(len(indices), layout.name, enabled=self.progress)
+            progress = state.progress
+            names = [reader_name, *(layout.name_of(s) for s in stages),
+                     *([writer_name] if output is not None else [])]
+            progress.stage(f"{layout.name}: {' -> '.join(names)}", len(indices))
             frames = []
             for first in range(0, len(indices), unit):
                 items = [(runtime.read_task(ds.partition_reader, ds.plan[i], reader_name), (i,))
@@ -113,16 +119,18 @@ class LocalExecutor(Executor):
                     else:
                         state.records.extend(carried[1])
                         frames.append(carried[0])
-                progress.update(len(items))
-            progress.close()
+                progress.update(sum(len(covered) for _, covered in items),
+                                docs=sum(len(carried[0]) for carried, _ in items))
             if not last:
                 barrier = layout.barriers[k]
                 start = time.time()
-                out = barrier.run(DocumentDataset.read_parquet(output.spec.path,
-                                                               files_per_partition=1),
-                                  posixpath.join(barrier_cache, "work"))
-                out, removed = materialize_barrier_output(
-                    out, posixpath.join(barrier_cache, "output"))
+                with phase(f"{layout.name}: {layout.name_of(barrier)}"):
+                    out = barrier.run(DocumentDataset.read_parquet(output.spec.path,
+                                                                   files_per_partition=1),
+                                      posixpath.join(barrier_cache, "work"))
+                    with phase("write"):
+                        out, removed = materialize_barrier_output(
+                            out, posixpath.join(barrier_cache, "output"))
                 state.barrier_dropped.append(removed)
                 stop = time.time()
                 reader_name = f"{layout.name_of(barrier)}_output"

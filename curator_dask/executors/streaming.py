@@ -61,7 +61,7 @@ from curator_dask.executors.base import (
     raise_task_error,
     span_annotation,
 )
-from curator_dask.observe.progress import Progress
+from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage, _key_prefix
@@ -307,12 +307,11 @@ class StreamingExecutor(Executor):
                             len(plan) - len(indices), len(plan))
         if count_input:
             state.partitions += len(plan)
-        progress = Progress(len(indices), f"{state.layout.name}", enabled=self.progress)
-        stream = _Stream(self, client, state, source, stages, sink, indices, progress)
-        try:
-            stream.run()
-        finally:
-            progress.close()
+        steps = [state.name(source.stage), *(state.name(s) for s in stages),
+                 *([state.name(sink.stage)] if sink is not None else [])]
+        progress = state.progress
+        progress.stage(f"{state.layout.name}: {' -> '.join(steps)}", len(indices))
+        _Stream(self, client, state, source, stages, sink, indices, progress).run()
         if sink is None:
             return [stream.results[i] for i in sorted(stream.results)]
         return None
@@ -388,9 +387,10 @@ class StreamingExecutor(Executor):
             if fs.exists(done_marker):
                 fs.rm(done_marker)  # the executor's own; stale from here on
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
-            with state.in_span(barrier, building=True):
+            with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
-                out, removed = materialize_barrier_output(out, out_dir)
+                with phase("write"):
+                    out, removed = materialize_barrier_output(out, out_dir)
                 if fs.exists(out_dir):
                     # The marker keeps the barrier's drop counts for a resumed run.
                     claim_files(fs, out_dir, [BARRIER_DONE])
@@ -677,7 +677,7 @@ class _Stream:
             else:
                 self.state.records.extend(value)
             self.measure(records)
-            self.progress.update(len(covered))
+            self.progress.update(len(covered), docs=records[-1]["rows_out"] if records else 0)
         unit.waiting -= 1
         if unit.waiting:
             return

@@ -139,31 +139,33 @@ def _ranked(counts: dict[str, int]) -> list[str]:
 
 
 def format_stage_table(rows: Sequence[StageRow]) -> str:
-    """The rows as a text table: stage, docs in, docs out, dropped by reason, seconds;
-    and counters ("counted") when a stage recorded any.
+    """The rows as a text table: stage, docs in, docs out, dropped by reason, busy
+    seconds (summed over the stage's tasks); and counters ("counted") when a stage
+    recorded any.
 
     Examples
     --------
-    >>> print(format_stage_table([StageRow("word_count", "process", 10, 7, 0.25,
-    ...                                    {"word_count": 3})]))
-    stage       docs in  docs out  dropped         seconds
-    ----------  -------  --------  --------------  -------
-    word_count  10       7         word_count = 3  0.25
+    >>> print(format_stage_table([StageRow("word_count", "process", 1000, 700, 0.25,
+    ...                                    {"word_count": 300})]))
+    stage         docs in    docs out  dropped             busy s (sum)
+    ----------  ---------  ----------  ----------------  --------------
+    word_count      1,000         700  word_count = 300            0.25
     >>> print(format_stage_table([StageRow("pii", "process", 10, 10, 0.5, {},
     ...                                    {"pii.EMAIL_ADDRESS": 4, "pii.URL": 2})]))
-    stage  docs in  docs out  dropped  counted                seconds
-    -----  -------  --------  -------  ---------------------  -------
-    pii    10       10        -        pii.EMAIL_ADDRESS = 4  0.50
-                                       pii.URL = 2
+    stage      docs in    docs out  dropped    counted                  busy s (sum)
+    -------  ---------  ----------  ---------  ---------------------  --------------
+    pii             10          10  -          pii.EMAIL_ADDRESS = 4            0.50
+                                               pii.URL = 2
     """
+    from curator_dask.observe.tables import text_table
+
     with_counters = any(row.counters for row in rows)
     header = ("stage", "docs in", "docs out", "dropped", *(("counted",) if with_counters
-                                                            else ()), "seconds")
-    lines_per_row = []
+                                                            else ()), BUSY_HEADER)
+    lines = []
     for row in rows:
         columns = [_ranked(row.dropped), *([_ranked(row.counters)] if with_counters else [])]
         height = max(len(c) for c in columns)
-        lines = []
         for i in range(height):
             cells = [c[i] if i < len(c) else "" for c in columns]
             if i == 0:
@@ -171,16 +173,12 @@ def format_stage_table(rows: Sequence[StageRow]) -> str:
                               f"{row.seconds:.2f}"))
             else:
                 lines.append(("", "", "", *cells, ""))
-        lines_per_row.append(lines)
-    cells = [header, *(line for lines in lines_per_row for line in lines)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    return text_table(header, lines)
 
-    def fmt(cols) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
 
-    out = [fmt(header), fmt("-" * w for w in widths)]
-    out += [fmt(line) for lines in lines_per_row for line in lines]
-    return "\n".join(out)
+#: The seconds column: time in the stage's tasks summed over every worker (busy time,
+#: not wall time; a whole-dataset stage's is its wall time).
+BUSY_HEADER = "busy s (sum)"
 
 
 def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
@@ -205,7 +203,7 @@ def _table_html(rows: Sequence[StageRow]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("stage", "docs in", "docs out",
                                               "dropped (by reason)",
                                               *(("counted",) if with_counters else ()),
-                                              "seconds"))
+                                              "busy seconds (summed over workers)"))
 
     def listed(counts: dict[str, int]) -> str:
         return "<br>".join(f"{html.escape(r)}: {n:,}" for r, n in

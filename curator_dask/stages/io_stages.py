@@ -128,7 +128,7 @@ class JsonlReader(ReaderStage):
 
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
-                 text_field: str = "text", add_filename: bool | str = False,
+                 text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  on_bad_lines: OnBadLines = "error", encoding_errors: EncodingErrors = "strict",
                  text_cast: bool = False, storage_options: dict | None = None):
@@ -150,7 +150,7 @@ class ParquetReader(ReaderStage):
 
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
-                 text_field: str = "text", add_filename: bool | str = False,
+                 text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  text_cast: bool = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
