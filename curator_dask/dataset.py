@@ -218,6 +218,14 @@ class DocumentDataset:
         return cls._from_plan("jsonl", fs, plan, schema, options, sources)
 
     @classmethod
+    def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
+        """NeMo Curator's name of :meth:`read_jsonl` (warns); same options."""
+        from curator_dask.compat import renamed
+
+        renamed("DocumentDataset.read_json(...)", "DocumentDataset.read_jsonl(...)")
+        return cls.read_jsonl(input_files, **options)
+
+    @classmethod
     def read_parquet(
         cls,
         path: str | Sequence[str],
@@ -325,6 +333,19 @@ class DocumentDataset:
         """
         return self._write(path, "jsonl", compression, write_to_filename, filename_field,
                            keep_filename_column, mode, storage_options, fingerprint)
+
+    def to_json(self, output_path: str, *, partition_on: str | None = None,
+                **options) -> WriteResult:
+        """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
+        from curator_dask.compat import renamed
+
+        if partition_on is not None:
+            raise TypeError(
+                "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "
+                "counterpart in curator-dask; write one file per input file with "
+                "write_to_filename=True (read with add_filename=True)")
+        renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
+        return self.to_jsonl(output_path, **options)
 
     def _write(self, path, fmt, compression, write_to_filename, filename_field,
                keep_filename_column, mode, storage_options, fingerprint) -> WriteResult:

@@ -21,6 +21,7 @@ Pipeline 'clean': strip then write
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from curator_dask.executors.base import Layout, stage_kind
 from curator_dask.observe.run_result import RunResult, StageMetrics
@@ -44,16 +45,22 @@ class Pipeline:
         Shown in logs, progress bars and the dashboard (each stage's tasks are grouped
         in a span ``(name, stage name)``).
     description : str, optional
+    stages : sequence, optional
+        Stages to add in order, as :meth:`add_stage` adds them (NeMo Curator 1.x's
+        ``Pipeline(name, stages=[...])``).
     """
 
-    def __init__(self, name: str, description: str = ""):
+    def __init__(self, name: str, description: str | None = "",
+                 stages: Sequence | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a pipeline needs a non-empty name, got {name!r}")
         self.name = name
-        self.description = description
+        self.description = description or ""
         self.stages: list = []
         #: The :class:`RunResult` of the latest :meth:`run` (also when it returned a dataset).
         self.last_result: RunResult | None = None
+        for stage in stages or ():
+            self.add_stage(stage)
 
     def add_stage(self, stage) -> Pipeline:
         """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable.

@@ -457,25 +457,30 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown stage {args.name!r}{hint}; valid stages: "
                              f"{', '.join(catalog)}")
+        from curator_dask._docstrings import plain
+        from curator_dask.observe.tables import text_table
+
         echo(f"{spec.name}  ({spec.kind}, {spec.module})")
-        echo(f"  {spec.summary}")
-        echo("  parameters:")
-        for p in spec.parameters:
-            default = "required" if p.required else f"default {_format_default(p.default)}"
-            echo(f"    {p.name}: {p.annotation or 'any'}, {default}")
+        echo("")
+        echo(textwrap.indent(plain(spec.description), "  "))
+        echo("")
+        rows = [(p.name, p.annotation or "any",
+                 "required" if p.required else _format_default(p.default))
+                for p in spec.parameters]
+        echo(text_table(("parameter", "type", "default"), rows, indent="  "))
         if spec.options:
-            echo("  options:")
-            for p in spec.options:
-                echo(f"    {p.name}: {p.annotation or 'any'}, default "
-                     f"{_format_default(p.default)}")
+            echo("")
+            echo(text_table(("option", "type", "default"),
+                            [(p.name, p.annotation or "any", _format_default(p.default))
+                             for p in spec.options], indent="  "))
         required = {p.name: "..." for p in spec.parameters if p.required}
         example = yaml.safe_dump({"stages": [{spec.name: required} if required else spec.name]},
                                  sort_keys=False).rstrip()
-        echo("  in a pipeline file:\n" + "\n".join("    " + line for line in example.splitlines()))
+        echo("\n  in a pipeline file:\n" + "\n".join("    " + line for line in example.splitlines()))
         return EXIT_OK
     headers = {
         "filter": "Filters: ScoreFilter(<filter>); each also takes text_field, score_field, "
-                  "invert, name, resources, batch_size",
+                  "score_type, invert, name, resources, batch_size",
         "modifier": "Modifiers: Modify(<modifier>); each also takes text_field, name, "
                     "resources, batch_size",
         "stage": "Partition stages: each also takes name, resources, batch_size",

@@ -18,7 +18,7 @@ dedup       a :class:`~curator_dask.stages.base.WholeDatasetStage`   ``cls(...)`
 ==========  ==================================================  ===========================
 
 A filter also takes ``ScoreFilter``'s options (``text_field``, ``score_field``,
-``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages of every kind
+``score_type``, ``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages of every kind
 take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
 ``batch_size``, applied with :meth:`~curator_dask.ProcessingStage.with_`.
 
@@ -309,8 +309,9 @@ class StageSpec:
                for p in self.parameters if p.name in params}
         obj = self.cls(**own)
         if self.kind == "filter":
+            wrapper = [p.name for p in parameters_of(ScoreFilter, skip=("self", "filter_obj"))]
             wrapper_args = {k: self.parameter(k).check(params.pop(k))
-                            for k in ("text_field", "score_field", "invert") if k in params}
+                            for k in wrapper if k in params}
             obj = ScoreFilter(obj, **wrapper_args)
         elif self.kind == "modifier":
             obj = Modify(obj, **({"text_field": self.parameter("text_field").check(

@@ -4,6 +4,7 @@ The fuzzy phases live in :mod:`curator_dask.dedup.fuzzy`; its main entry points 
 re-exported here.
 """
 
+from curator_dask.compat import FuzzyDuplicatesConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.removal import remove_ids
@@ -27,6 +28,7 @@ __all__ = [
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
+    "FuzzyDuplicatesConfig",
     "MinHash",
     "NullTextError",
     "hash_texts",

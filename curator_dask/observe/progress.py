@@ -174,7 +174,7 @@ class Progress:
 
     def _tick(self) -> None:
         """Log the current stage every interval, also while nothing finishes."""
-        while not self._closed.wait(min(1.0, self.interval)):
+        while not self._closed.wait(min(1.0, max(self.interval, 0.05))):
             with self._lock:
                 if (self.description and self.done < max(self.total, 1)
                         and time.monotonic() - self._logged >= self.interval):
@@ -288,7 +288,7 @@ def _compute_on_cluster(client, collections, progress: Progress):
         total = client.run_on_scheduler(_watch, [f.key for f in futures], name)
         progress.set_total(total)
         while True:
-            finished = _wait(futures, min(1.0, progress.interval))
+            finished = _wait(futures, min(1.0, max(progress.interval, 0.05)))
             remaining = client.run_on_scheduler(_remaining, name)
             done = total if remaining is None else total - remaining
             if done > progress.done:
