@@ -26,6 +26,10 @@ from curator_dask import (
 from curator_dask.dedup import ExactDuplicates, FuzzyDuplicates, FuzzyDuplicatesConfig
 from curator_dask.stages.filters import ScoreFilter, WordCountFilter
 
+#: The names the page says its snippets see.
+NAMES = {cls.__name__: cls for cls in (
+    AddId, DocumentDataset, JsonlReader, ParquetWriter, Pipeline, Sequential, ExactDuplicates,
+    FuzzyDuplicates, FuzzyDuplicatesConfig, ScoreFilter, WordCountFilter)}
 PAGE = Path(__file__).parent.parent / "docs" / "migrating.md"
 SECTION = "## NeMo Curator code that runs here"
 BASE = "the quick brown fox jumps over the lazy dog and runs far away " * 3
@@ -65,8 +69,7 @@ def namespace(tmp_path):
         texts = [BASE, BASE, BASE.replace("lazy", "LAZY", 1), "one", "two words", "x y z"]
         frame = pd.DataFrame({"id": range(len(texts)), "text": texts})
         frame.to_json(root / "data" / "a.jsonl", orient="records", lines=True)
-        names = {name: obj for name, obj in globals().items() if name[:1].isupper()}
-        return {**names, "ds": DocumentDataset.from_pandas(frame, npartitions=2),
+        return {**NAMES, "ds": DocumentDataset.from_pandas(frame, npartitions=2),
                 "data": str(root / "data"), "cache": str(root / "cache"),
                 "out": str(root / "out")}
 

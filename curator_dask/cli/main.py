@@ -256,13 +256,17 @@ def _cmd_demo(args, echo: Callable[[str], None]) -> int:
 
     _model_environment()
     demo = run_demo(args.output, n_workers=args.workers, limit=args.limit,
-                    model=not args.no_model, echo=echo)
+                    model=not args.no_model, echo=echo,
+                    cluster_options=_local_options({}, args.verbose))
     echo("")
     echo(format_stage_table(demo.rows))
     echo("")
+    from curator_dask.observe.tables import text_table
+
     echo("What is left of what was planted:")
-    for kind, (left, planted) in demo.planted_left.items():
-        echo(f"  {kind:<15} {left:>6,} of {planted:,}")
+    echo(text_table(("", "left", "planted"),
+                    [(kind, f"{left:,}", f"{planted:,}")
+                     for kind, (left, planted) in demo.planted_left.items()], indent="  "))
     echo("")
     result = demo.result
     echo(f"{result.rows:,} documents written to {demo.output} in {result.wall_seconds:.1f} s")
@@ -476,7 +480,7 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
         required = {p.name: "..." for p in spec.parameters if p.required}
         example = yaml.safe_dump({"stages": [{spec.name: required} if required else spec.name]},
                                  sort_keys=False).rstrip()
-        echo("\n  in a pipeline file:\n" + "\n".join("    " + line for line in example.splitlines()))
+        echo("\n  in a pipeline file:\n" + textwrap.indent(example, "    "))
         return EXIT_OK
     headers = {
         "filter": "Filters: ScoreFilter(<filter>); each also takes text_field, score_field, "

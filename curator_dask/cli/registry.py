@@ -18,8 +18,8 @@ dedup       a :class:`~curator_dask.stages.base.WholeDatasetStage`   ``cls(...)`
 ==========  ==================================================  ===========================
 
 A filter also takes ``ScoreFilter``'s options (``text_field``, ``score_field``,
-``score_type``, ``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages of every kind
-take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
+``score_type``, ``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages
+of every kind take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
 ``batch_size``, applied with :meth:`~curator_dask.ProcessingStage.with_`.
 
 The type hints of those constructors are the types a pipeline file is checked against

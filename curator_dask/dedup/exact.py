@@ -289,7 +289,7 @@ class ExactDuplicates:
     """
 
     @nemo_keywords(renamed_keywords={"cache_dir": "cache_path"}, unsupported={
-        "logger": "curator-dask logs through logging.getLogger(\"curator_dask\")",
+        "logger": 'curator-dask logs through logging.getLogger("curator_dask")',
         "profile_dir": "profile with distributed.performance_report(filename=...)"})
     def __init__(self, id_field: str = "id", text_field: str = "text",
                  hash_method: HashMethod = "md5", perform_removal: bool = False,

@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 #: The drop reason removal records (see ``DocumentDataset.dropped_counts``).
 FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
 
+#: NeMo Curator's parameters without a counterpart here, and what to write instead.
+NEMO_ONLY = {"logger": 'curator-dask logs through logging.getLogger("curator_dask")',
+             "profile_dir": "profile with distributed.performance_report(filename=...)"}
+
 
 def _ids_to_remove(df, id_field: str):
     return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
@@ -96,8 +100,7 @@ class FuzzyDuplicates:
     [1, 3]
     """
 
-    @nemo_keywords(unsupported={"logger": "curator-dask logs through logging.getLogger(\"curator_dask\")",
-                 "profile_dir": "profile with distributed.performance_report(filename=...)"})
+    @nemo_keywords(unsupported=NEMO_ONLY)
     def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
                  minhashes_per_band: int = 13, *, bands_per_iteration: int = 5,
                  use_64_bit_hash: bool = False, false_positive_check: bool = False,
