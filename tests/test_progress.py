@@ -164,3 +164,20 @@ def test_the_command_logs_progress_when_its_output_is_a_file(corpus, tmp_path):
                for line in lines), text
     assert any("exact_dedup_output -> write_parquet: " in line for line in lines), text
     assert not [line for line in text.splitlines() if " distributed." in line]
+
+
+def test_fuzzy_dedup_in_a_pipeline_counts_the_tasks_of_finding_groups(corpus, client, caplog,
+                                                                      fast_lines):
+    from curator_dask.dedup.stages import FuzzyDedup
+
+    p = (Pipeline("p")
+         .add_stage(JsonlReader(str(corpus / "in"), blocksize="1KiB"))
+         .add_stage(AddId())
+         .add_stage(FuzzyDedup(char_ngrams=5))
+         .add_stage(ParquetWriter(str(corpus / "out"))))
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        p.run(StreamingExecutor())
+    found = [re.fullmatch(r"p: fuzzy_dedup: find groups: (\d+)/(\d+) tasks in \d+:\d\d", line)
+             for line in progress_lines(caplog)]
+    counts = [(int(m[1]), int(m[2])) for m in found if m]
+    assert counts and all(done == total > 0 for done, total in counts)

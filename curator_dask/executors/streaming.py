@@ -311,7 +311,8 @@ class StreamingExecutor(Executor):
                  *([state.name(sink.stage)] if sink is not None else [])]
         progress = state.progress
         progress.stage(f"{state.layout.name}: {' -> '.join(steps)}", len(indices))
-        _Stream(self, client, state, source, stages, sink, indices, progress).run()
+        stream = _Stream(self, client, state, source, stages, sink, indices, progress)
+        stream.run()
         if sink is None:
             return [stream.results[i] for i in sorted(stream.results)]
         return None

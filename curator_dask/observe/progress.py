@@ -27,7 +27,7 @@ import time
 
 import dask
 
-__all__ = ["Progress", "compute", "phase", "current", "log_interval", "reporting"]
+__all__ = ["Progress", "compute", "persist", "phase", "current", "log_interval", "reporting"]
 
 logger = logging.getLogger(__name__)
 
@@ -279,10 +279,42 @@ def _distributed_client():
     return client
 
 
+def persist(*collections):
+    """``dask.persist(*collections)``, counting their tasks as :func:`compute` does; on a
+    cluster it returns once they are in memory (a labelled phase waits for its work)."""
+    label = _PHASE.get()
+    if label is None:
+        return dask.persist(*collections)
+    progress = current()
+    own = progress is None
+    if own:
+        progress = Progress(0, "")
+    progress.stage(label, 0, unit="task")
+    try:
+        client = _distributed_client()
+        if client is None:
+            with _LocalCounter(progress):
+                return dask.persist(*collections)
+        from distributed import futures_of
+
+        persisted = client.persist(list(collections))
+        _track(client, futures_of(persisted), progress)
+        return tuple(persisted)
+    finally:
+        if own:
+            progress.close()
+
+
 def _compute_on_cluster(client, collections, progress: Progress):
+    futures = client.compute(list(collections))
+    _track(client, futures, progress)
+    return tuple(client.gather(futures))
+
+
+def _track(client, futures, progress: Progress) -> None:
+    """Update ``progress`` with the tasks of ``futures``' graph until all are done."""
     import uuid
 
-    futures = client.compute(list(collections))
     name = f"curator-dask-progress-{uuid.uuid4().hex}"
     try:
         total = client.run_on_scheduler(_watch, [f.key for f in futures], name)
@@ -295,7 +327,6 @@ def _compute_on_cluster(client, collections, progress: Progress):
                 progress.update(done - progress.done)
             if finished:
                 break
-        return tuple(client.gather(futures))
     finally:
         with contextlib.suppress(Exception):  # reporting must not hide the run's error
             client.run_on_scheduler(_unwatch, name)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import dask
 import dask.dataframe as dd
 
 from curator_dask.compat import FuzzyDuplicatesConfig, nemo_keywords, renamed
@@ -29,6 +28,7 @@ from curator_dask.dedup.removal import (
     RemovalStrategy,
     remove_ids,
 )
+from curator_dask.observe import progress
 
 __all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
 
@@ -203,7 +203,7 @@ class FuzzyDuplicates:
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
         # count shares the MinHash pass with the edges.
-        edges, repeated = dask.persist(self.candidate_edges(signatures).df,
+        edges, repeated = progress.persist(self.candidate_edges(signatures).df,
                                        repeated_ids(signatures.df, self.id_field))
         check_unique_ids(repeated, self.id_field, who="FuzzyDuplicates")
         if self.false_positive_check:
