@@ -449,6 +449,7 @@ def _format_default(value) -> str:
 
 
 def _cmd_stages(args, echo: Callable[[str], None]) -> int:
+    from curator_dask._docstrings import plain
     from curator_dask.cli.registry import stage_catalog
 
     catalog = stage_catalog()
@@ -461,7 +462,6 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown stage {args.name!r}{hint}; valid stages: "
                              f"{', '.join(catalog)}")
-        from curator_dask._docstrings import plain
         from curator_dask.observe.tables import text_table
 
         echo(f"{spec.name}  ({spec.kind}, {spec.module})")
@@ -501,7 +501,7 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
                            for p in spec.parameters)
         echo(textwrap.fill(f"{spec.name}({params})", width=100, initial_indent="  ",
                            subsequent_indent="      ", break_on_hyphens=False))
-        echo(f"      {spec.summary}")
+        echo(f"      {plain(spec.summary)}")
     return EXIT_OK
 
 
@@ -530,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:  # `curator-dask stages | head`: the reader has what it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as err:  # the CLI's job: one clear line on stderr, exit code 1
         logging.getLogger("curator_dask").debug("failure", exc_info=True)
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)
