@@ -390,7 +390,11 @@ class _LocalCounter:
 
 
 def _interactive() -> bool:
-    if "ipykernel" in sys.modules:
+    """A terminal, or a Jupyter kernel's shell (not merely ipykernel imported: a process
+    that runs notebooks imports it too)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
         return True
     stream = sys.stderr
     return bool(getattr(stream, "isatty", lambda: False)())
