@@ -1,25 +1,26 @@
-"""A plain-text table of a benchmark's results, columns padded to their widest cell.
+"""A plain-text table of a benchmark's results, numbers right-aligned.
 
 Shared by the benchmark scripts (``from table import print_table``; each script runs
-with ``benchmarks/`` first on ``sys.path``).
+with ``benchmarks/`` first on ``sys.path``); the same tables as the ``curator-dask``
+command prints (:func:`curator_dask.observe.tables.text_table`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from curator_dask.observe.tables import text_table
+
 __all__ = ["print_table"]
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence]) -> None:
-    """Print ``header`` and ``rows`` (cells as ``str()`` gives them), two spaces apart.
+    """Print ``header`` and ``rows`` (cells as ``str()`` gives them).
 
     >>> print_table(("name", "s"), [("a", 1.5), ("long name", 12)])
-    name       s
+    name         s
+    ---------  ---
     a          1.5
-    long name  12
+    long name   12
     """
-    cells = [[str(c) for c in header], *([str(c) for c in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print(text_table(header, rows))

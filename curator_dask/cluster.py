@@ -34,6 +34,7 @@ import time
 import types
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import dask
 from dask.utils import parse_timedelta
@@ -78,7 +79,7 @@ DEMAND_STALE_SECONDS = 60.0
 
 def get_client(
     *,
-    cluster_type: str = "cpu",
+    cluster_type: Literal["cpu", "gpu", "mixed"] = "cpu",
     scheduler_address: str | None = None,
     scheduler_file: str | None = None,
     n_workers: int | None = None,

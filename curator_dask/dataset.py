@@ -29,6 +29,8 @@ from curator_dask.io.warc import (
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
+    EncodingErrors,
+    OnBadLines,
     filename_column,
     infer_jsonl_schema,
     read_jsonl_partition,
@@ -37,6 +39,7 @@ from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
 from curator_dask.io.planner import PartitionSpec, plan_partitions
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.tables import (
+    Backend,
     check_backend,
     schema_with_overrides,
     to_frame,
@@ -44,11 +47,13 @@ from curator_dask.io.tables import (
 )
 from curator_dask.io.writers import (
     MANIFEST,
+    WriteMode,
     WriteSpec,
     claim_files,
     prepare_output,
     write_partition,
 )
+from curator_dask.observe import progress
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -144,12 +149,12 @@ class DocumentDataset:
         blocksize: int | str | None = None,
         files_per_partition: int | None = None,
         columns: Sequence[str] | None = None,
-        text_field: str = "text",
+        text_field: str | None = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
-        backend: str = "pandas",
-        on_bad_lines: str = "error",
-        encoding_errors: str = "strict",
+        backend: Backend = "pandas",
+        on_bad_lines: OnBadLines = "error",
+        encoding_errors: EncodingErrors = "strict",
         text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
@@ -167,9 +172,10 @@ class DocumentDataset:
             Whole files per partition instead of ``blocksize``; not both.
         columns : list of str, optional
             Columns to keep (other fields are dropped without notice).
-        text_field : str, default "text"
+        text_field : str or None, default "text"
             The text column; a file without it is an error, and so is a text value that
-            is not a string (see ``text_cast``).
+            is not a string (see ``text_cast``). ``None`` reads files without a text
+            column (a list of ids, scores) as they are.
         add_filename : bool or str
             Add a column (``file_name``, or the given name) with each document's source
             file, relative to the input directory.
@@ -221,6 +227,14 @@ class DocumentDataset:
         return cls._from_plan("jsonl", fs, plan, schema, options, sources)
 
     @classmethod
+    def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
+        """NeMo Curator's name of :meth:`read_jsonl` (warns); same options."""
+        from curator_dask.compat import renamed
+
+        renamed("DocumentDataset.read_json(...)", "DocumentDataset.read_jsonl(...)")
+        return cls.read_jsonl(input_files, **options)
+
+    @classmethod
     def read_parquet(
         cls,
         path: str | Sequence[str],
@@ -228,10 +242,10 @@ class DocumentDataset:
         blocksize: int | str | None = None,
         files_per_partition: int | None = None,
         columns: Sequence[str] | None = None,
-        text_field: str = "text",
+        text_field: str | None = "text",
         add_filename: bool | str = False,
         input_meta: Mapping | None = None,
-        backend: str = "pandas",
+        backend: Backend = "pandas",
         text_cast: bool = False,
         storage_options: dict | None = None,
     ) -> DocumentDataset:
@@ -340,7 +354,7 @@ class DocumentDataset:
     # -- writing ----------------------------------------------------------------------
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
-                   compression: str | None = "snappy", mode: str = "error",
+                   compression: str | None = "snappy", mode: WriteMode = "error",
                    storage_options: dict | None = None,
                    fingerprint: dict | None = None) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
@@ -380,7 +394,7 @@ class DocumentDataset:
 
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
-                 keep_filename_column: bool = False, mode: str = "error",
+                 keep_filename_column: bool = False, mode: WriteMode = "error",
                  storage_options: dict | None = None,
                  fingerprint: dict | None = None) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
@@ -389,6 +403,19 @@ class DocumentDataset:
         """
         return self._write(path, "jsonl", compression, write_to_filename, filename_field,
                            keep_filename_column, mode, storage_options, fingerprint)
+
+    def to_json(self, output_path: str, *, partition_on: str | None = None,
+                **options) -> WriteResult:
+        """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
+        from curator_dask.compat import renamed
+
+        if partition_on is not None:
+            raise TypeError(
+                "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "
+                "counterpart in curator-dask; write one file per input file with "
+                "write_to_filename=True (read with add_filename=True)")
+        renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
+        return self.to_jsonl(output_path, **options)
 
     def _write(self, path, fmt, compression, write_to_filename, filename_field,
                keep_filename_column, mode, storage_options, fingerprint) -> WriteResult:
@@ -413,7 +440,8 @@ class DocumentDataset:
             dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
             for i, part in enumerate(self.df.to_delayed())
         ]
-        stats = list(dask.compute(*tasks))
+        # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
+        stats = list(progress.compute(*tasks))
         files = sorted(f for s in stats for f in s["files"])
         if write_to_filename:
             # Files named after their sources are the project's only by this record.

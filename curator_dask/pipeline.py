@@ -21,6 +21,7 @@ Pipeline 'clean': strip then write
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from curator_dask.executors.base import Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
@@ -44,19 +45,29 @@ class Pipeline:
         Shown in logs, progress bars and the dashboard (each stage's tasks are grouped
         in a span ``(name, stage name)``).
     description : str, optional
+    stages : sequence, optional
+        Stages to add in order, as :meth:`add_stage` adds them (NeMo Curator 1.x's
+        ``Pipeline(name, stages=[...])``).
     """
 
-    def __init__(self, name: str, description: str = ""):
+    def __init__(self, name: str, description: str | None = "",
+                 stages: Sequence | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a pipeline needs a non-empty name, got {name!r}")
         self.name = name
-        self.description = description
+        self.description = description or ""
         self.stages: list = []
         #: The :class:`RunResult` of the latest :meth:`run` (also when it returned a dataset).
         self.last_result: RunResult | None = None
+        for stage in stages or ():
+            self.add_stage(stage)
 
     def add_stage(self, stage) -> Pipeline:
-        """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable."""
+        """Append a stage; a :class:`Sequential` is flattened into its stages. Chainable.
+
+        A partition stage named like one already in the pipeline is added as a copy
+        named ``<name>_2`` (``_3``, ...), so that each counts its drops apart.
+        """
         if isinstance(stage, Sequential):
             for inner in stage.flatten():
                 self.add_stage(inner)
@@ -75,8 +86,25 @@ class Pipeline:
         if self.stages and isinstance(self.stages[-1], WriterStage):
             raise ValueError(f"pipeline {self.name!r}: nothing can follow the writer "
                              f"{self.stages[-1]!r}")
+        if isinstance(stage, ProcessingStage):
+            stage = self._uniquely_named(stage)
         self.stages.append(stage)
         return self
+
+    def _uniquely_named(self, stage: ProcessingStage) -> ProcessingStage:
+        """``stage``, or a copy named ``<name>_2``, ``_3``... if a stage of this pipeline
+        has its name: stages count their drops under their name, and two counts under
+        one name could not be told apart (the same object added twice included)."""
+        taken = {s.stage_name for s in self.stages}
+        base = stage.stage_name
+        if base not in taken and not any(s is stage for s in self.stages):
+            return stage
+        n = 2
+        while f"{base}_{n}" in taken:
+            n += 1
+        logger.info("pipeline %r: a stage is already named %r; naming this one %r",
+                    self.name, base, f"{base}_{n}")
+        return stage.with_(name=f"{base}_{n}")
 
     def describe(self) -> str:
         """The stages in order, each with its resources."""
@@ -91,11 +119,13 @@ class Pipeline:
                 kind += f", batch_size={stage.batch_size}"
             resources = str(stage.resources or "") or "-"
             rows.append((layout.name_of(stage), resources, kind))
-        widths = [max(len(r[i]) for r in rows) for i in range(2)]
-        lines = [head]
-        for i, (name, resources, kind) in enumerate(rows, start=1):
-            lines.append(f"  {i}. {name.ljust(widths[0])}  {resources.ljust(widths[1])}  {kind}")
-        return "\n".join(lines)
+        from curator_dask.observe.tables import text_table
+
+        # Numbers right-aligned, so that the names still line up from stage 10 on.
+        width = len(str(len(rows)))
+        lines = text_table(None, rows).splitlines()
+        return "\n".join([head, *(f"  {i:>{width}}. {line}"
+                                   for i, line in enumerate(lines, start=1))])
 
     def __repr__(self) -> str:
         return f"<Pipeline {self.name!r}: {len(self.stages)} stages>"
@@ -122,7 +152,7 @@ class Pipeline:
         """
         executor = executor if executor is not None else _default_executor()
         layout = Layout.of(self.name, self.stages)
-        logger.info("running %s with %r", self.describe(), executor)
+        logger.debug("running %s with %r", self.describe(), executor)
         result = executor.run(layout, report=report)
         self.last_result = result
         if layout.writer is None:

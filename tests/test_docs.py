@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).parent.parent
+#: A Sphinx role as it would leak into a page: :class:`...`, :func:`...`, ...
+ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):`")
 
 
 @pytest.mark.slow
@@ -27,7 +31,14 @@ def test_mkdocs_site_builds_strictly(tmp_path):
                  "monitoring/index.html", "migrating/index.html", "benchmarks/index.html",
                  "api/dedup/index.html", "grafana-dashboard.json"):
         assert (tmp_path / page).exists(), page
-    assert "ExactDeduplicationWorkflow" in (tmp_path / "api/dedup/index.html").read_text()
+    dedup = (tmp_path / "api/dedup/index.html").read_text()
+    assert "ExactDeduplicationWorkflow" in dedup
+    # Sphinx roles in docstrings are links (or code where the target has no page), never
+    # raw text.
+    leaked = {str(page.relative_to(tmp_path)): sorted(set(ROLE.findall(page.read_text())))
+              for page in tmp_path.rglob("*.html") if ROLE.search(page.read_text())}
+    assert leaked == {}
+    assert 'href="../stages/#curator_dask.stages.base.WholeDatasetStage"' in dedup
 
 
 def test_every_page_in_docs_is_in_the_navigation():
@@ -108,3 +119,29 @@ def test_the_metrics_and_labels_the_dashboard_queries_are_served():
                    for label in labels.split(",")}
         for name in re.findall(r"\bcurator_\w+", expr):
             assert grouped <= served[name], f"{expr}: {name} has labels {sorted(served[name])}"
+
+
+def python_blocks(page: str) -> list[str]:
+    """The ```python blocks of a page under docs/."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", [0, 1], ids=["interactively", "as-a-pipeline"])
+def test_the_scripts_of_getting_started_run_when_saved_as_a_file(tmp_path, index):
+    # A local cluster starts worker processes that import the main script: without the
+    # __main__ guard, each would start a cluster of its own.
+    script = python_blocks("index.md")[index]
+    assert 'if __name__ == "__main__":' in script
+    words = " ".join(f"word{i}" for i in range(60))
+    rows = [{"text": f"{words} {i % 3}"} for i in range(9)]  # three texts, three copies each
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # One worker process on this small machine; the script is otherwise as the page has it.
+    (tmp_path / "script.py").write_text(re.sub(r"n_workers=\d+", "n_workers=1", script))
+    ran = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    kept = pd.read_parquet(tmp_path / "out")
+    assert sorted(kept["text"].str[-1]) == ["0", "1", "2"]  # one copy of each text

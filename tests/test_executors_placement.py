@@ -243,3 +243,50 @@ def test_teardown_runs_on_every_worker_also_when_the_run_fails(corpus, mixed, tm
     failing_calls = _calls(tmp_path / "failing")
     assert sorted(p for p, _ in failing_calls["teardown"]) == sorted(
         p for p, _ in failing_calls["setup"])
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """A client on a plain LocalCluster: 2 worker processes that advertise no resource."""
+    from distributed import Client
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2)
+        assert set(map(tuple, cluster_module.worker_resources(client).values())) == {()}
+        yield client
+
+
+@pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor],
+                         ids=["StreamingExecutor", "BatchExecutor"])
+def test_workers_without_resources_run_cpu_stages_unrestricted(corpus, plain, make):
+    from curator_dask import AddId
+    from curator_dask.dedup.stages import ExactDedup
+
+    # A barrier too: the executor's own tasks around it (spill, re-read) must not ask for
+    # a resource nobody offers either, or they would wait forever.
+    result, out = run(corpus, AddId(), tokenize, ExactDedup(),
+                      executor=make(progress=False, client=plain))
+    assert len(out) == 120 and out["id"].is_unique
+    assert result.stage("tokenize").resources == "unrestricted"
+    assert set(out["cpu_worker"]) <= set(cluster_module.worker_resources(plain))
+
+
+def test_a_gpu_stage_on_workers_without_resources_still_fails_at_once(corpus, plain):
+    with pytest.raises(ResourceUnavailableError,
+                       match=r"'classify' asks for GPU=0.5.*workers offer: no resources"):
+        run(corpus, tokenize, classify, executor=StreamingExecutor(progress=False, client=plain))
+    assert not (corpus / "out").exists()  # refused before anything was submitted
+
+
+def test_cpu_work_on_a_cluster_whose_workers_offer_other_resources_names_the_fix():
+    from curator_dask.executors.base import check_placement
+
+    # Some resources are advertised (a GPU worker), but no worker offers CPU: running CPU
+    # stages anywhere would put them on the GPU worker, so this stays an error.
+    with pytest.raises(ResourceUnavailableError,
+                       match=r"stage 'tokenize' asks for CPU=1 .*GPU=1.*"
+                             r"LocalCluster\(resources=\{'CPU': 1\}\)"):
+        check_placement([tokenize], {id(tokenize): "tokenize"},
+                        {"tcp://a:1": {"GPU": 1}, "tcp://b:1": {}})

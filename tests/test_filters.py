@@ -460,3 +460,58 @@ def test_score_filter_on_a_multiprocess_cluster_counts_drops(client):
                                     "gopher_quality.word_count": 15}
     workers = client.run(lambda: __import__("os").getpid())
     assert len(set(workers.values())) == 2
+
+
+# -- names: a filter counts its drops under its own name ------------------------------------
+
+class HasDigit(DocumentFilter):
+    score_dtype = "bool"
+
+    def score(self, text):
+        return text.str.contains("[0-9]", regex=True).astype(bool)
+
+    def keep(self, scores):
+        return scores
+
+
+class ShortText(DocumentFilter):
+    score_dtype = "int64"
+
+    def score(self, text):
+        return text.str.len()
+
+    def keep(self, scores):
+        return scores < 6
+
+
+def test_filter_classes_without_a_name_are_named_after_themselves():
+    assert (HasDigit().name, ShortText().name) == ("has_digit", "short_text")
+    assert WordCountFilter().name == "word_count"  # a name the class sets is kept
+    out = ScoreFilter(ShortText())(ScoreFilter(HasDigit())(
+        dataset(["a1", "b", "c2", "long text 9"])))
+    assert out.df.compute()["text"].tolist() == ["a1", "c2"]
+    assert out.dropped_counts() == {"has_digit": 1, "short_text": 1}
+
+
+def test_two_stages_with_one_name_in_a_pipeline_count_their_drops_apart(tmp_path):
+    from conftest import write_jsonl
+
+    from curator_dask import JsonlReader, ParquetWriter, Pipeline
+    from curator_dask.executors import LocalExecutor
+    from curator_dask.observe.report import stage_rows
+
+    texts = ["one", "one two", "one two three", "one two three four"] * 3
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": t} for t in texts])
+    at_least_two = ScoreFilter(WordCountFilter(min_words=2))
+    p = (Pipeline("names").add_stage(JsonlReader(str(tmp_path / "in")))
+         .add_stage(at_least_two)
+         .add_stage(ScoreFilter(WordCountFilter(min_words=4)))
+         .add_stage(ParquetWriter(str(tmp_path / "out"))))
+    assert [s.stage_name for s in p.stages[1:3]] == ["word_count", "word_count_2"]
+    assert at_least_two.name == "word_count"  # the first keeps its name; a copy is renamed
+    result = p.run(LocalExecutor(progress=False))
+    assert result.rows == 3
+    assert result.dropped == {"word_count": 3, "word_count_2": 6}
+    rows = {row.stage: row for row in stage_rows(result, p.stages)}
+    assert rows["word_count"].dropped == {"word_count": 3}
+    assert rows["word_count_2"].dropped == {"word_count_2": 6}

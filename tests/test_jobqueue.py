@@ -19,7 +19,7 @@ from dask_jobqueue.local import LocalCluster as JobQueueLocalCluster
 from test_adaptive import FAST, N_DOCS, assert_every_document_exactly_once, heavy, pipeline
 
 from curator_dask.cluster import DEMAND_KEY, get_client, worker_resources
-from curator_dask.executors import ResourceUnavailableError, StreamingExecutor
+from curator_dask.executors import StreamingExecutor
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,25 +63,22 @@ def test_a_jobqueue_cluster_grows_from_no_workers_for_a_streaming_run_and_back(c
 
 
 @pytest.mark.slow
-def test_jobqueue_workers_without_resources_stop_the_run_before_it_starts(corpus):
-    # No worker_extra_args=["--resources", "CPU=1"]: curator-dask restricts every task to
-    # a CPU or GPU resource, and tasks no worker offers would wait forever.
+def test_jobqueue_workers_without_resources_run_cpu_stages_unrestricted(corpus):
+    # No worker_extra_args=["--resources", "CPU=1"]: no worker advertises any resource,
+    # so there is no GPU worker to keep CPU work off, and the CPU stages run anywhere.
     with jobqueue_cluster() as cluster:
         client = get_client(cluster=cluster, adaptive={"minimum": 0, "maximum": 1, **FAST})
         with client:
-            with pytest.raises(ResourceUnavailableError,
-                               match=r"asks for CPU=1 per task, but no worker offers that "
-                                     r"\(workers offer: no resources\); start workers "
-                                     r"with --resources CPU="):
-                pipeline(corpus, heavy).run(StreamingExecutor(progress=False, client=client))
-            # The run asked adapt for a worker to see what workers offer, and wrote nothing.
-            assert list(worker_resources(client).values()) == [{}]
-            # The failed run withdrew its demand, so adapt gives the worker back (minimum 0)
-            # instead of holding a job for a run that is over.
+            result = pipeline(corpus, heavy).run(
+                StreamingExecutor(progress=False, client=client))
+            assert result.stage("heavy").resources == "unrestricted"
+            # The run asked adapt for a worker, and withdrew its demand when it was over,
+            # so adapt gives the worker back (minimum 0).
             demand = client.get_metadata([DEMAND_KEY], default={})
             assert all(v is None for v in demand.values()), demand
             assert wait_until(lambda: worker_resources(client) == {}, timeout=30)
-    assert not os.path.exists(corpus / "out")
+    assert result.rows == N_DOCS
+    assert_every_document_exactly_once(corpus / "out")
 
 
 def test_adapt_knows_which_resources_jobqueue_workers_will_offer():

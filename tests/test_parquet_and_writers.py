@@ -119,3 +119,14 @@ def test_write_to_filename_needs_the_filename_column(tmp_path):
     ds = DocumentDataset.from_pandas(frame(2))
     with pytest.raises(KeyError, match="add_filename=True"):
         ds.to_parquet(str(tmp_path / "out"), write_to_filename=True)
+
+
+def test_a_file_without_a_text_column_reads_with_text_field_none_as_the_error_says(tmp_path):
+    (tmp_path / "ids").mkdir()
+    pd.DataFrame({"id": [3, 1, 2]}).to_parquet(tmp_path / "ids" / "a.parquet")
+    with pytest.raises(MissingColumnError, match=r"text_field=None to read files that have "
+                                                 r"none \(a list of ids"):
+        DocumentDataset.read_parquet(str(tmp_path / "ids")).df.compute()
+    ids = DocumentDataset.read_parquet(str(tmp_path / "ids"), text_field=None)
+    assert list(ids.df.columns) == ["id"]
+    assert ids.df.compute()["id"].tolist() == [3, 1, 2]

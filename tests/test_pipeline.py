@@ -376,8 +376,28 @@ def test_progress_bar_counts_partitions(corpus, monkeypatch):
             super().__init__(*args, **kwargs)
             bars.append(self)
 
+        def close(self):
+            self.shown_at_close = None if self._bar is None else self._bar.n
+            super().close()
+
     monkeypatch.setattr(progress_module, "_interactive", lambda: True)
     monkeypatch.setattr("curator_dask.executors.base.Progress", Recording)
     pipeline(corpus).run(LocalExecutor())
-    assert [(b.total, b.done) for b in bars] == [(12, 12)]
-    assert bars[0]._bar is not None and bars[0]._bar.n == 12
+    # One progress for the run; its bar showed all 12 partitions when the run closed it.
+    assert [(b.total, b.done, b.shown_at_close) for b in bars] == [(12, 12, 12)]
+
+
+def test_describe_keeps_its_columns_aligned_from_stage_10_on():
+    @processing_stage(name="step")
+    def step(df):
+        return df
+
+    p = Pipeline("long").add_stage(JsonlReader("in/"))
+    for _ in range(10):
+        p.add_stage(step)  # named step, step_2, ... step_10
+    p.add_stage(ParquetWriter("out/"))
+    lines = p.describe().splitlines()[1:]
+    assert [line.split()[0] for line in lines] == [f"{i}." for i in range(1, 13)]
+    name_at = {line.index(line.split()[1]) for line in lines}
+    resources_at = {line.index("CPU=1") for line in lines}
+    assert len(name_at) == 1 and len(resources_at) == 1

@@ -98,3 +98,59 @@ def test_reasons_named_after_no_stage_are_listed_apart():
         ("read_jsonl", {"reader.bad_json_line": 2}), ("keep", {"keep.short": 1, "keep": 1}),
         ("write_parquet", {}), ("(other)", {"mystery": 1})]
     assert "reader.bad_json_line = 2" in format_stage_table(rows)
+
+
+def _summary_result() -> RunResult:
+    return RunResult("p", "local", [
+        StageMetrics("read_jsonl", "read", rows_in=1200, rows_out=1200, busy_seconds=0.5),
+        StageMetrics("a_stage_with_a_rather_long_name", "process", rows_in=1200, rows_out=87,
+                     busy_seconds=12.25),
+        StageMetrics("write_parquet", "write", rows_in=87, rows_out=87, busy_seconds=0.1),
+    ], dropped={"a_stage_with_a_rather_long_name": 1113})
+
+
+def test_the_stage_table_right_aligns_numbers_and_says_seconds_are_summed_busy_time():
+    lines = format_stage_table(stage_rows(_summary_result())).splitlines()
+    header = lines[0]
+    assert "busy s (sum)" in header and "seconds" not in header
+    body = {line.split()[0]: line for line in lines[2:]}
+    # Right-aligned: the last digit of each number sits under the end of its header.
+    for column, values in (("docs in", ("1,200", "1,200", "87")),
+                           ("busy s (sum)", ("0.50", "12.25", "0.10"))):
+        end = header.index(column) + len(column)
+        for stage, value in zip(body, values):
+            assert body[stage][end - len(value):end] == value, (column, stage)
+
+
+def test_the_report_uses_the_page_width_and_titles_its_charts_in_full(tmp_path):
+    import html
+    import json
+    import re
+
+    page = open(write_report(_summary_result(), tmp_path / "r.html"), encoding="utf-8").read()
+    documents = re.search(r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>',
+                          page, re.S).group(1)
+    models = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "name" in node:
+                models.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(documents))
+    laid_out = [m for m in models if m["name"] in ("Column", "Div", "Figure")]
+    assert laid_out and all(m.get("attributes", {}).get("sizing_mode") == "stretch_width"
+                            for m in laid_out)
+    assert not [m for m in laid_out if "width" in m.get("attributes", {})]
+    # Titles are headings above the charts (HTML wraps them), not text drawn in a plot.
+    titles = [m["attributes"]["text"] for m in models
+              if m["name"] == "Title" and m.get("attributes", {}).get("text")]
+    assert titles == []
+    headings = [html.unescape(m["attributes"]["text"]) for m in models if m["name"] == "Div"]
+    assert "<h3>Time per stage (seconds in its tasks, summed over workers)</h3>" in headings
+    assert sum(m["name"] == "Figure" for m in laid_out) == 3

@@ -536,5 +536,7 @@ def test_dedup_semantic_command(tmp_path, capsys):
                  "--eps-thresholds", "[0.01, 0.001]", "--workers", "1"])
     printed = capsys.readouterr().out
     assert code == 0
-    assert re.search(r"duplicate_documents\s+30", printed)
+    assert re.search(r"duplicate documents\s+30\b", printed)
+    assert re.search(r"duplicates by eps 0.01\s+30\b", printed)
+    assert re.search(r"kmeans converged\s+(yes|no)\b", printed)
     assert len(pd.read_parquet(tmp_path / "out")) == len(frame) - 30

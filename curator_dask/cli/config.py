@@ -31,7 +31,11 @@ Every mapping is checked against what it may hold: an unknown key, stage, reader
 or executor type is an error naming the file, the line, and the valid choices. Options of
 the cluster, the executor, readers, writers and stages are the parameters of the
 functions and classes they go to (read by :mod:`inspect`), so they cannot drift from the
-code. Relative paths are relative to the working directory.
+code, and each value is checked against the parameter's type hint: ``min_words: twenty``
+is an error naming the file, the line, the parameter and the type it expects
+(:class:`ConfigError`, exit code 2 from the CLI). :meth:`PipelineConfig.check_inputs`
+checks that the reader's input exists. Relative paths are relative to the working
+directory.
 
 Examples
 --------
@@ -51,6 +55,11 @@ Pipeline 'example'
 Traceback (most recent call last):
 ...
 curator_dask.cli.config.ConfigError: p.yaml, line 2: unknown stage 'WordCount' (did you ...
+>>> text = "reader: {type: jsonl, path: x}\\nstages:\\n  - WordCountFilter: {min_words: ten}\\n"
+>>> load_config_text(text, "p.yaml")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+curator_dask.cli.config.ConfigError: p.yaml, line 3: WordCountFilter: min_words expects int, ...
 """
 
 from __future__ import annotations
@@ -63,7 +72,13 @@ from pathlib import Path
 
 import yaml
 
-from curator_dask.cli.registry import parameters_of, stage_catalog
+from curator_dask.cli.registry import (
+    Parameter,
+    ParameterTypeError,
+    convert_option,
+    parameters_of,
+    stage_catalog,
+)
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import (
     JsonlReader,
@@ -157,6 +172,19 @@ class PipelineConfig:
     cluster_options: dict = field(default_factory=dict)
     report: str | None = None
     performance_report: str | None = None
+    #: The file and the line of the reader's ``path:`` (for :meth:`check_inputs`).
+    source: str = "<pipeline>"
+    reader_path_line: int | None = None
+
+    def check_inputs(self) -> None:
+        """Raise :class:`ConfigError` at the reader's ``path:`` line if the input does not
+        exist or holds no file the reader reads."""
+        reader = self.pipeline.stages[0]
+        try:
+            reader.check_inputs()
+        except (OSError, ValueError) as err:
+            raise ConfigError(self.source, self.reader_path_line,
+                              f"reader path: {err}") from None
 
     def executor(self, client=None):
         """The executor the file asks for (on ``client`` when it takes one)."""
@@ -184,11 +212,20 @@ def _names(func, skip=("self",)) -> list[str]:
     return [p.name for p in parameters_of(func, skip=skip)]
 
 
-def cluster_option_names() -> list[str]:
+#: get_client parameters a pipeline file cannot give (objects, not values).
+_NOT_CLUSTER_OPTIONS = ("cluster",)
+
+
+def cluster_options() -> tuple[Parameter, ...]:
     """What a ``cluster:`` mapping may hold: the named parameters of ``get_client``."""
     from curator_dask.cluster import get_client
 
-    return _names(get_client)
+    return parameters_of(get_client, skip=_NOT_CLUSTER_OPTIONS)
+
+
+def cluster_option_names() -> list[str]:
+    """The names of :func:`cluster_options`."""
+    return [p.name for p in cluster_options()]
 
 
 # -- checking ------------------------------------------------------------------------------
@@ -226,11 +263,34 @@ class _Checker:
                                             f"{what}s: {', '.join(choices)}")
         return value
 
-    def build(self, cls, options: Mapping, line: int, what: str):
+    def values(self, mapping: _Mapping, parameters, what: str) -> dict:
+        """The mapping's values checked against the type hints of ``parameters`` (keys
+        already checked); an error names the key's line, the parameter and its type."""
+        by_name = {p.name: p for p in parameters}
+        out = {}
+        for key, value in mapping.items():
+            value = _plain(value)
+            try:
+                out[key] = by_name[key].check(value) if key in by_name else value
+            except ParameterTypeError as err:
+                self.fail(mapping.line_of(key), f"{what}: {err}")
+        return out
+
+    def build(self, cls, options: Mapping, mapping: _Mapping, what: str):
         try:
             return cls(**options)
         except (TypeError, ValueError, KeyError, OSError, ImportError) as err:
-            self.fail(line, f"{what}: {err}")
+            self.fail(_line_named_in(err, mapping), f"{what}: {err}")
+
+
+def _line_named_in(err: Exception, mapping: _Mapping) -> int:
+    """The line of the first key of ``mapping`` the error message names (a constructor's
+    ``blocksize must be ...``), else the mapping's own line."""
+    message = str(err)
+    named = [key for key in mapping if isinstance(key, str) and key in message]
+    if named:
+        return mapping.line_of(min(named, key=message.index))
+    return mapping.line
 
 
 def _suggest(word: str, valid: list[str]) -> str:
@@ -289,19 +349,23 @@ def load_config_text(text: str, source: str = "<pipeline>") -> PipelineConfig:
     types = executor_types()
     executor_type = check.choice(executor, "type", list(types), "executor type",
                                  default="streaming")
-    options = {k: _plain(v) for k, v in executor.items() if k != "type"}
-    check.keys(_keys_only(executor, options), _names(types[executor_type], ("self", "client")),
-               f"{executor_type} executor option")
-    check.build(types[executor_type], options, executor.line, f"{executor_type} executor")
+    given = _keys_only(executor, [k for k in executor if k != "type"])
+    parameters = parameters_of(types[executor_type], skip=("self", "client"))
+    check.keys(given, [p.name for p in parameters], f"{executor_type} executor option")
+    options = check.values(given, parameters, f"{executor_type} executor")
+    check.build(types[executor_type], options, given, f"{executor_type} executor")
 
     cluster = check.mapping(top.get("cluster"), top.line_of("cluster"), "cluster")
     check.keys(cluster, cluster_option_names(), "cluster option")
-    return PipelineConfig(pipeline, executor_type, options, _plain(dict(cluster)),
+    cluster_values = check.values(cluster, cluster_options(), "cluster")
+    reader_section = top["reader"]
+    return PipelineConfig(pipeline, executor_type, options, cluster_values,
                           report=_optional_str(check, top, "report"),
-                          performance_report=_optional_str(check, top, "performance_report"))
+                          performance_report=_optional_str(check, top, "performance_report"),
+                          source=source, reader_path_line=reader_section.line_of("path"))
 
 
-def _keys_only(mapping: _Mapping, keys: Mapping) -> _Mapping:
+def _keys_only(mapping: _Mapping, keys) -> _Mapping:
     out = _Mapping({k: mapping[k] for k in keys})
     out.line, out.key_lines = mapping.line, mapping.key_lines
     return out
@@ -318,11 +382,13 @@ def _io_stage(check: _Checker, top: _Mapping, key: str, classes: dict[str, type]
     section = check.mapping(top[key], top.line_of(key), key)
     kind = check.choice(section, "type", list(classes), f"{key} type")
     cls = classes[kind]
-    options = {k: _plain(v) for k, v in section.items() if k != "type"}
-    check.keys(_keys_only(section, options), _names(cls), f"{kind} {key} option")
-    if "path" not in options:
-        check.fail(section.line, f"the {key} needs a 'path:'")
-    return check.build(cls, options, section.line, f"{kind} {key}")
+    given = _keys_only(section, [k for k in section if k != "type"])
+    parameters = parameters_of(cls)
+    check.keys(given, [p.name for p in parameters], f"{kind} {key} option")
+    if "path" not in given:
+        check.fail(top.line_of(key), f"the {key} needs a 'path:'")
+    options = check.values(given, parameters, f"{kind} {key}")
+    return check.build(cls, options, given, f"{kind} {key}")
 
 
 def _stages(check: _Checker, items, line: int) -> list:
@@ -353,8 +419,16 @@ def _stages(check: _Checker, items, line: int) -> list:
                 check.fail(params.line_of(key), f"{name} has no parameter {key!r}"
                                                 f"{_suggest(str(key), accepted)}; its parameters "
                                                 f"are: {', '.join(accepted)}")
+        values = {}
+        for key, value in params.items():
+            try:
+                # resources: a mapping becomes a Resources before its type is checked.
+                values[key] = spec.parameter(key).check(convert_option(key, _plain(value)))
+            except (ParameterTypeError, TypeError, ValueError) as err:
+                check.fail(params.line_of(key), f"{name}: {err}")
         try:
-            out.append(spec.build(_plain(dict(params))))
+            out.append(spec.build(values))
         except (TypeError, ValueError, KeyError, OSError, ImportError) as err:
-            check.fail(params_line, f"stage {name}: {err}")
+            check.fail(_line_named_in(err, params) if params else params_line,
+                       f"stage {name}: {err}")
     return out

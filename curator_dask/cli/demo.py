@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,7 +117,8 @@ def _embedding_stage(skipped: list[str]):
 
 def run_demo(output: str | Path = "demo-output", *, n_workers: int = 2,
              limit: int | None = None, model: bool = True,
-             echo: Callable[[str], None] = logger.info) -> DemoResult:
+             echo: Callable[[str], None] = logger.info,
+             cluster_options: Mapping | None = None) -> DemoResult:
     """Run the demo job; the output, its cache and the report go under ``output``.
 
     Parameters
@@ -133,6 +134,8 @@ def run_demo(output: str | Path = "demo-output", *, n_workers: int = 2,
         Include the embedding stage.
     echo : callable
         Where progress lines go (the CLI prints them).
+    cluster_options : mapping, optional
+        More options of the local cluster (``get_client``), such as ``silence_logs``.
     """
     output = Path(output)
     docs = noisy_sample(limit)
@@ -146,7 +149,8 @@ def run_demo(output: str | Path = "demo-output", *, n_workers: int = 2,
     # inherit the environment: no download attempts, no progress bars of their own.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    with get_client(n_workers=n_workers, threads_per_worker=1) as client:
+    with get_client(n_workers=n_workers, threads_per_worker=1,
+                    **dict(cluster_options or {})) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")

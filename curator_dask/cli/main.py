@@ -3,16 +3,24 @@
 Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
 0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
 stderr, results to stdout.
+
+curator-dask logs at INFO (progress lines every 10 s when stderr is not a terminal, a
+progress bar when it is); Dask's own loggers only at WARNING and above, its worker
+restarts and P2P shuffle notes not at all (``-v`` shows everything at DEBUG).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import logging
 import os
+import re
 import sys
 import textwrap
+import typing
+import warnings
 from collections.abc import Callable
 
 import yaml
@@ -141,24 +149,36 @@ def _yaml_text(value) -> str:
 _PATH_ARGUMENTS = {"input_path": "--input", "output_path": "--output", "cache_path": "--cache"}
 
 
-def _output_modes() -> tuple[str, ...]:
-    from curator_dask.dedup.cache import OUTPUT_MODES
-
-    return OUTPUT_MODES
-
-
-#: Options with a fixed set of values, offered as choices.
-_CHOICES = {"output_mode": _output_modes(), "input_filetype": ("jsonl", "parquet"),
-            "which_to_keep": ("hard", "easy", "random"), "sim_metric": ("cosine", "l2")}
+#: What some choices mean, before the list of allowed values.
 _CHOICE_HELP = {
     "output_mode": "when --output holds files: 'error' refuses; 'overwrite' replaces what "
                    "curator-dask wrote there and refuses if anything else is there; "
                    "'overwrite_all' deletes everything in the directory first. ",
+    "on_bad_lines": "a malformed JSONL line: 'error' stops naming the file and line; 'skip' "
+                    "leaves it out and counts it; 'warn' also logs it. ",
 }
 
 
+def _choices(hint) -> tuple | None:
+    """The values of a ``Literal`` hint (also inside ``X | None``), else None."""
+    if typing.get_origin(hint) is typing.Literal:
+        return typing.get_args(hint)
+    for arg in typing.get_args(hint):
+        if typing.get_origin(arg) is typing.Literal:
+            return typing.get_args(arg)
+    return None
+
+
+def _option(name: str) -> str:
+    return _PATH_ARGUMENTS.get(name, "--" + name.replace("_", "-"))
+
+
 def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
-    """One option per parameter of the workflow's constructor, typed by its default."""
+    """One option per parameter of the workflow's constructor, typed by its default;
+    parameters with a fixed set of values (``Literal`` hints) list them."""
+    from curator_dask.cli.registry import parameters_of
+
+    hints = {p.name: p.hint for p in parameters_of(workflow)}
     for p in inspect.signature(workflow).parameters.values():
         if p.name in _PATH_ARGUMENTS:
             required = p.name != "output_path" or p.default is p.empty
@@ -169,20 +189,24 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
                                                      "(Parquet)",
                                       "cache_path": "directory for the resumable cache"}[p.name])
             continue
-        flag = "--" + p.name.replace("_", "-")
+        flag = _option(p.name)
         default = p.default
+        choices = _choices(hints.get(p.name))
         if isinstance(default, bool):
             parser.add_argument(flag, dest=p.name, action=argparse.BooleanOptionalAction,
                                 default=None if p.name == "perform_removal" else default,
                                 help="default: on when --output is given"
                                 if p.name == "perform_removal" else f"default: {default}")
+        elif choices is not None:
+            parser.add_argument(flag, dest=p.name, default=default, choices=choices,
+                                metavar="{" + ",".join(map(str, choices)) + "}",
+                                help=_CHOICE_HELP.get(p.name, "")
+                                + ("One" if p.name in _CHOICE_HELP else "one") + " of: "
+                                + ", ".join(map(str, choices)) + " (default: %(default)s)")
         elif isinstance(default, int | float) and not isinstance(default, bool):
             parser.add_argument(flag, dest=p.name, type=type(default), default=default,
                                 metavar=type(default).__name__.upper(),
                                 help="default: %(default)s")
-        elif p.name in _CHOICES:
-            parser.add_argument(flag, dest=p.name, default=default, choices=_CHOICES[p.name],
-                                help=_CHOICE_HELP.get(p.name, "") + "default: %(default)s")
         elif isinstance(default, str):
             parser.add_argument(flag, dest=p.name, default=default, metavar="TEXT",
                                 help="default: %(default)s")
@@ -202,6 +226,24 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- commands ----------------------------------------------------------------------------------
+
+def _configure_logging(verbose: bool) -> None:
+    """curator-dask at INFO (its progress lines), Dask quiet; everything at DEBUG with -v."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    if verbose:
+        return
+    logging.getLogger("curator_dask").setLevel(logging.INFO)
+    _quiet_distributed()
+    # The CLI prints the dashboard's address, wherever distributed put it.
+    warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+
+
+#: Options the CLI gives the clusters it starts: their worker processes log only errors
+#: (not each P2P shuffle, nor "killing" a slow worker at shutdown).
+_QUIET_CLUSTER = {"silence_logs": logging.ERROR}
+
 
 def _quiet_distributed() -> None:
     """distributed logs every worker start and stop at INFO, and each P2P shuffle and slow
@@ -233,13 +275,17 @@ def _cmd_demo(args, echo: Callable[[str], None]) -> int:
 
     _model_environment()
     demo = run_demo(args.output, n_workers=args.workers, limit=args.limit,
-                    model=not args.no_model, echo=echo)
+                    model=not args.no_model, echo=echo,
+                    cluster_options=_local_options({}, args.verbose))
     echo("")
     echo(format_stage_table(demo.rows))
     echo("")
+    from curator_dask.observe.tables import text_table
+
     echo("What is left of what was planted:")
-    for kind, (left, planted) in demo.planted_left.items():
-        echo(f"  {kind:<15} {left:>6,} of {planted:,}")
+    echo(text_table(("", "left", "planted"),
+                    [(kind, f"{left:,}", f"{planted:,}")
+                     for kind, (left, planted) in demo.planted_left.items()], indent="  "))
     echo("")
     result = demo.result
     echo(f"{result.rows:,} documents written to {demo.output} in {result.wall_seconds:.1f} s")
@@ -252,6 +298,7 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
 
     try:
         config = load_config(args.pipeline)
+        config.check_inputs()
     except ConfigError as err:
         raise UsageError(str(err)) from None
     pipeline = config.pipeline
@@ -269,7 +316,7 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
     else:
         from curator_dask.cluster import dashboard_link, get_client
 
-        with get_client(**cluster_options) as client:
+        with get_client(**_local_options(cluster_options, args.verbose)) as client:
             link = dashboard_link(client)
             if link:
                 echo(f"Dask dashboard: {link}")
@@ -279,8 +326,55 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
     return EXIT_OK
 
 
+def _local_options(options: dict, verbose: bool) -> dict:
+    """``get_client`` options, quiet workers added when it starts a local cluster."""
+    connects = options.get("scheduler_address") or options.get("scheduler_file")
+    if verbose or connects:
+        return dict(options)
+    return {**_QUIET_CLUSTER, **options}
+
+
+class CommandError(Exception):
+    """A command that failed (exit code 1), its message in the CLI's spelling."""
+
+
+#: Python keywords in error messages, as a pipeline file spells them.
+_RUN_SPELLINGS = {"mode": lambda value: f"'mode: {value}' in the writer section",
+                  "resume": lambda value: f"'resume: {value.lower()}' in the executor section"}
+
+
+def _flag_spelling(name: str) -> Callable[[str], str]:
+    flag = _option(name)
+
+    def spell(value: str) -> str:
+        if value in ("True", "False"):  # argparse's BooleanOptionalAction
+            return flag if value == "True" else "--no-" + flag[2:]
+        return f"{flag} {value}"
+
+    return spell
+
+
+def _cli_spelling(message: str, spellings: dict[str, Callable[[str], str]]) -> str:
+    """``message`` with ``name='value'`` keywords respelled as the command takes them.
+
+    Examples
+    --------
+    >>> spellings = {"output_mode": _flag_spelling("output_mode")}
+    >>> _cli_spelling("pass output_mode='overwrite' to replace", spellings)
+    'pass --output-mode overwrite to replace'
+    """
+    def respell(match: re.Match) -> str:
+        name, value = match.group(1), match.group(3)
+        return spellings[name](value) if name in spellings else match.group(0)
+
+    return re.sub(r"\b([a-z_]+)=(['\"]?)([\w.]+)\2", respell, message)
+
+
 def _run_pipeline(pipeline, executor, performance_report):
-    pipeline.run(executor, report=performance_report)
+    try:
+        pipeline.run(executor, report=performance_report)
+    except Exception as err:
+        raise CommandError(_cli_spelling(str(err), _RUN_SPELLINGS)) from err
     return pipeline.last_result
 
 
@@ -311,27 +405,63 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
 
     workflow_cls = _workflows()[args.method][0]
+    spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:
-        raise UsageError(str(err)) from None
+        raise UsageError(_cli_spelling(str(err), spellings)) from None
     cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
                else {"n_workers": args.workers})
-    with get_client(**cluster) as client:
+    with get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")
-        result = workflow.run()
+        try:
+            result = workflow.run()
+        except Exception as err:
+            raise CommandError(_cli_spelling(str(err), spellings)) from err
     echo("")
-    fields = {k: v for k, v in vars(result).items() if k not in ("output",)}
-    width = max(len(k) for k in fields)
-    for key, value in fields.items():
-        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
-        echo(f"{key.ljust(width)}  {shown}")
+    echo(_dedup_table(result))
     if result.output is not None:
         echo(f"\n{result.output.rows:,} documents written to {result.output.path} "
              f"({len(result.output.files):,} files)")
     return EXIT_OK
+
+
+def _dedup_table(result) -> str:
+    """A dedup workflow's result: the documents, then each phase's seconds."""
+    from dataclasses import fields
+
+    from curator_dask.observe.tables import text_table
+
+    counts, phases = [], []
+    values = {f.name: getattr(result, f.name) for f in fields(result)}
+    for name, value in values.items():
+        if name in ("output", "phase_seconds", "phases_from_cache", "groups_path",
+                    "pairs_path", "identify_from_cache") or name.endswith("_seconds"):
+            continue
+        if isinstance(value, dict):  # semantic: duplicates at each threshold
+            counts.extend((f"{name.replace('_', ' ')} {key}", f"{count:,}")
+                          for key, count in value.items())
+            continue
+        shown = ("-" if value is None else ("yes" if value else "no")
+                 if isinstance(value, bool) else f"{value:,}")
+        counts.append((name.replace("_", " "), shown))
+    if "phase_seconds" in values:  # fuzzy: every phase run or read back
+        cached = set(values["phases_from_cache"])
+        phases = [(name, f"{seconds:.2f}", "yes" if name in cached else "no")
+                  for name, seconds in values["phase_seconds"].items()]
+    else:  # exact: finding the duplicates, then removing them and writing the rest
+        phases = [("identify", f"{values['identify_seconds']:.2f}",
+                   "yes" if values["identify_from_cache"] else "no"),
+                  ("remove and write", f"{values['remove_seconds']:.2f}", "no")]
+    out = text_table(("", "documents"), counts) + "\n\n" + \
+        text_table(("phase", "seconds", "from cache"), phases)
+    if values.get("groups_path"):
+        out += f"\n\ngroups (id, group): {values['groups_path']}"
+    if values.get("pairs_path"):
+        out += f"\n\npairs (id, duplicate_of, cosine_similarity, cluster): {values['pairs_path']}"
+    return out
 
 
 def _format_default(value) -> str:
@@ -343,6 +473,7 @@ def _format_default(value) -> str:
 
 
 def _cmd_stages(args, echo: Callable[[str], None]) -> int:
+    from curator_dask._docstrings import plain
     from curator_dask.cli.registry import stage_catalog
 
     catalog = stage_catalog()
@@ -355,25 +486,29 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown stage {args.name!r}{hint}; valid stages: "
                              f"{', '.join(catalog)}")
+        from curator_dask.observe.tables import text_table
+
         echo(f"{spec.name}  ({spec.kind}, {spec.module})")
-        echo(f"  {spec.summary}")
-        echo("  parameters:")
-        for p in spec.parameters:
-            default = "required" if p.required else f"default {_format_default(p.default)}"
-            echo(f"    {p.name}: {p.annotation or 'any'}, {default}")
+        echo("")
+        echo(textwrap.indent(plain(spec.description), "  "))
+        echo("")
+        rows = [(p.name, p.annotation or "any",
+                 "required" if p.required else _format_default(p.default))
+                for p in spec.parameters]
+        echo(text_table(("parameter", "type", "default"), rows, indent="  "))
         if spec.options:
-            echo("  options:")
-            for p in spec.options:
-                echo(f"    {p.name}: {p.annotation or 'any'}, default "
-                     f"{_format_default(p.default)}")
+            echo("")
+            echo(text_table(("option", "type", "default"),
+                            [(p.name, p.annotation or "any", _format_default(p.default))
+                             for p in spec.options], indent="  "))
         required = {p.name: "..." for p in spec.parameters if p.required}
         example = yaml.safe_dump({"stages": [{spec.name: required} if required else spec.name]},
                                  sort_keys=False).rstrip()
-        echo("  in a pipeline file:\n" + "\n".join("    " + line for line in example.splitlines()))
+        echo("\n  in a pipeline file:\n" + textwrap.indent(example, "    "))
         return EXIT_OK
     headers = {
         "filter": "Filters: ScoreFilter(<filter>); each also takes text_field, score_field, "
-                  "invert, name, resources, batch_size",
+                  "score_type, invert, name, resources, batch_size",
         "modifier": "Modifiers: Modify(<modifier>); each also takes text_field, name, "
                     "resources, batch_size",
         "stage": "Partition stages: each also takes name, resources, batch_size",
@@ -390,28 +525,38 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
                            for p in spec.parameters)
         echo(textwrap.fill(f"{spec.name}({params})", width=100, initial_indent="  ",
                            subsequent_indent="      ", break_on_hyphens=False))
-        echo(f"      {spec.summary}")
+        echo(f"      {plain(spec.summary)}")
     return EXIT_OK
 
 
 COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "dedup": _cmd_dedup, "stages": _cmd_stages}
 
 
+def _log_beside_bars():
+    """On a terminal, log lines go through tqdm, so they do not break a progress bar."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits with 2 here
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        _quiet_distributed()
+    _configure_logging(args.verbose)
     command = args.command + (f" {args.method}" if args.command == "dedup" else "")
     try:
-        return COMMANDS[args.command](args, echo=print)
+        with _log_beside_bars():
+            return COMMANDS[args.command](args, echo=print)
     except UsageError as err:
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:  # `curator-dask stages | head`: the reader has what it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as err:  # the CLI's job: one clear line on stderr, exit code 1
         logging.getLogger("curator_dask").debug("failure", exc_info=True)
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)

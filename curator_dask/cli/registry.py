@@ -18,9 +18,13 @@ dedup       a :class:`~curator_dask.stages.base.WholeDatasetStage`   ``cls(...)`
 ==========  ==================================================  ===========================
 
 A filter also takes ``ScoreFilter``'s options (``text_field``, ``score_field``,
-``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages of every kind
-take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
+``score_type``, ``invert``) and a modifier ``Modify``'s (``text_field``). Partition stages
+of every kind take ``name``, ``resources`` (a mapping: ``{cpus: 1}``, ``{gpus: 0.5}``) and
 ``batch_size``, applied with :meth:`~curator_dask.ProcessingStage.with_`.
+
+The type hints of those constructors are the types a pipeline file is checked against
+(:meth:`Parameter.check`, with pydantic's ``TypeAdapter``): a value of the wrong type is an
+error naming the parameter and the type it expects before anything runs.
 
 Examples
 --------
@@ -31,6 +35,10 @@ Examples
 >>> stage = spec.build({"min_words": 20, "score_field": "words"})
 >>> stage.stage_name, stage.output_columns
 ('word_count', {'words': 'int64'})
+>>> spec.parameter("min_words").check("twenty")
+Traceback (most recent call last):
+...
+curator_dask.cli.registry.ParameterTypeError: min_words expects int, got 'twenty'
 """
 
 from __future__ import annotations
@@ -39,16 +47,18 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
 from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
 from curator_dask.stages.modifiers.base import DocumentModifier, Modify
 
-__all__ = ["Parameter", "StageSpec", "stage_catalog", "parameters_of", "REQUIRED",
-           "STAGE_OPTIONS"]
+__all__ = ["Parameter", "ParameterTypeError", "StageSpec", "stage_catalog", "parameters_of",
+           "type_text", "convert_option", "REQUIRED", "STAGE_OPTIONS"]
 
 #: The packages searched for stage classes.
 PACKAGES = ("curator_dask.stages", "curator_dask.dedup")
@@ -77,17 +87,113 @@ class _Required:
 REQUIRED = _Required()
 
 
+class ParameterTypeError(TypeError):
+    """A value whose type the parameter's type hint does not accept."""
+
+    def __init__(self, name: str, expected: str, value, detail: str = ""):
+        self.name, self.expected, self.value = name, expected, value
+        super().__init__(f"{name} expects {expected}, got {value!r}{detail}")
+
+
 @dataclass(frozen=True)
 class Parameter:
-    """A constructor parameter: its name, default (:data:`REQUIRED` if none) and type."""
+    """A constructor parameter: its name, default (:data:`REQUIRED` if none) and type.
+
+    ``annotation`` is the type as shown to users; ``hint`` the type hint itself (None
+    where the signature has none, or names a type that cannot be imported here).
+    """
 
     name: str
     default: object
     annotation: str = ""
+    hint: object = field(default=None, compare=False, repr=False)
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    def check(self, value):
+        """``value`` as the type hint accepts it (``3`` for a float is ``3.0``, a list for
+        a tuple a tuple); raises :class:`ParameterTypeError` if it does not.
+
+        A value equal to the default passes as it is (a default of ``None`` need not be
+        in the hint). Without a hint, anything passes.
+        """
+        if self.hint is None or (not self.required and value is self.default) \
+                or (value is None and self.default is None):
+            return value
+        adapter = _adapter(self.hint)
+        if adapter is None:
+            return value
+        from pydantic import ValidationError
+
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as err:
+            raise ParameterTypeError(self.name, self.annotation, value,
+                                     _nested_detail(err)) from None
+
+
+def _nested_detail(err) -> str:
+    """Where inside a list or mapping the first error is (``; item 1: ...``), or nothing."""
+    for error in err.errors():
+        where = [part for part in error["loc"] if isinstance(part, int)]
+        if where:
+            return f" (item {where[0]}: {error['msg'].lower()})"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter_cached(hint):
+    return _make_adapter(hint)
+
+
+def _make_adapter(hint):
+    from pydantic import ConfigDict, TypeAdapter
+
+    try:
+        return TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True))
+    except Exception:  # a hint pydantic cannot check (a protocol, a bare TypeVar): unchecked
+        return None
+
+
+def _adapter(hint):
+    try:
+        return _adapter_cached(hint)
+    except TypeError:  # an unhashable hint
+        return _make_adapter(hint)
+
+
+def type_text(hint) -> str:
+    """A type hint as users read it: ``int | None``, ``one of 'error', 'overwrite'``.
+
+    Examples
+    --------
+    >>> from typing import Literal, Sequence
+    >>> type_text(int | None), type_text(Sequence[str] | None)
+    ('int | None', 'Sequence[str] | None')
+    >>> type_text(Literal["error", "skip"]), type_text(Literal["a", "b"] | None)
+    ("one of 'error', 'skip'", "'a' | 'b' | None")
+    """
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    return _type_text(hint)
+
+
+def _type_text(hint) -> str:
+    origin = typing.get_origin(hint)
+    if hint is type(None) or hint is None:
+        return "None"
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in typing.get_args(hint))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a) for a in typing.get_args(hint))
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin).replace("typing.", ""))
+        return f"{name}[{', '.join(_type_text(a) for a in typing.get_args(hint))}]"
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
 
 
 def parameters_of(func, skip: tuple[str, ...] = ("self",)) -> tuple[Parameter, ...]:
@@ -98,27 +204,46 @@ def parameters_of(func, skip: tuple[str, ...] = ("self",)) -> tuple[Parameter, .
     """
     out: list[Parameter] = []
     seen = set(skip)
-    for p in _signature_parameters(func):
+    for p, owner in _signature_parameters(func):
         if p.name in seen or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         seen.add(p.name)
-        annotation = p.annotation if p.annotation is not p.empty else ""
-        if not isinstance(annotation, str):
-            annotation = getattr(annotation, "__name__", str(annotation))
+        hint = _hint(owner, p)
+        if hint is not None:
+            annotation = type_text(hint)
+        else:
+            annotation = p.annotation if p.annotation is not p.empty else ""
+            if not isinstance(annotation, str):
+                annotation = getattr(annotation, "__name__", str(annotation))
         default = REQUIRED if p.default is p.empty else p.default
-        out.append(Parameter(p.name, default, annotation))
+        out.append(Parameter(p.name, default, annotation, hint))
     return tuple(out)
 
 
-def _signature_parameters(func) -> list[inspect.Parameter]:
+def _hint(owner, p: inspect.Parameter):
+    """The parameter's type hint, resolved in its function's module (None if none or if
+    it names something not importable here, such as an optional package's type)."""
+    if p.annotation is p.empty:
+        return None
+    if not isinstance(p.annotation, str):
+        return p.annotation
+    namespace = dict(vars(typing))
+    namespace.update(getattr(inspect.unwrap(owner), "__globals__", {}))
+    try:
+        return eval(p.annotation, namespace)  # noqa: S307 (annotations of our own code)
+    except Exception:
+        return None
+
+
+def _signature_parameters(func) -> list[tuple[inspect.Parameter, object]]:
     if not inspect.isclass(func):
-        return list(inspect.signature(func).parameters.values())
-    out: list[inspect.Parameter] = []
+        return [(p, func) for p in inspect.signature(func).parameters.values()]
+    out: list[tuple[inspect.Parameter, object]] = []
     for cls in func.__mro__:
         if "__init__" not in vars(cls) or cls is object:
             continue
         params = list(inspect.signature(cls.__init__).parameters.values())
-        out.extend(params)
+        out.extend((p, cls.__init__) for p in params)
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             break
     return out
@@ -150,6 +275,25 @@ class StageSpec:
         """Every parameter name this stage takes in a YAML file."""
         return [p.name for p in (*self.parameters, *self.options)]
 
+    def parameter(self, name: str) -> Parameter:
+        """The parameter or option ``name`` (KeyError if the stage has none)."""
+        for p in (*self.parameters, *self.options):
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def description(self) -> str:
+        """The class docstring up to its first numpydoc section (Parameters, Examples...)."""
+        doc = inspect.getdoc(self.cls) or ""
+        lines = doc.splitlines()
+        for i in range(len(lines) - 1):
+            underline = lines[i + 1].strip()
+            if lines[i].strip() and underline and set(underline) == {"-"}:
+                lines = lines[:i]
+                break
+        return "\n".join(lines).strip()
+
     def build(self, params: Mapping):
         """Make the pipeline stage from ``params``; raises ``TypeError`` for unknown or
         missing parameters (naming the valid ones) and whatever the constructor raises."""
@@ -161,22 +305,26 @@ class StageSpec:
         missing = [p.name for p in self.parameters if p.required and p.name not in params]
         if missing:
             raise TypeError(f"{self.name} needs {', '.join(missing)}")
-        own = {p.name: _convert(p.name, params.pop(p.name)) for p in self.parameters
-               if p.name in params}
+        own = {p.name: p.check(convert_option(p.name, params.pop(p.name)))
+               for p in self.parameters if p.name in params}
         obj = self.cls(**own)
         if self.kind == "filter":
-            wrapper_args = {k: params.pop(k) for k in ("text_field", "score_field", "invert")
-                            if k in params}
+            wrapper = [p.name for p in parameters_of(ScoreFilter, skip=("self", "filter_obj"))]
+            wrapper_args = {k: self.parameter(k).check(params.pop(k))
+                            for k in wrapper if k in params}
             obj = ScoreFilter(obj, **wrapper_args)
         elif self.kind == "modifier":
-            obj = Modify(obj, **({"text_field": params.pop("text_field")}
-                                 if "text_field" in params else {}))
+            obj = Modify(obj, **({"text_field": self.parameter("text_field").check(
+                params.pop("text_field"))} if "text_field" in params else {}))
         if params:  # name, resources, batch_size of a partition stage
-            obj = obj.with_(**{k: _convert(k, v) for k, v in params.items()})
+            obj = obj.with_(**{k: self.parameter(k).check(convert_option(k, v))
+                               for k, v in params.items()})
         return obj
 
 
-def _convert(name: str, value):
+def convert_option(name: str, value):
+    """A YAML value as the parameter takes it: a ``resources`` mapping becomes a
+    :class:`~curator_dask.Resources`; everything else is left as it is."""
     if name == "resources" and isinstance(value, Mapping):
         try:
             return Resources(**value)
@@ -202,8 +350,8 @@ def _options(kind: str, parameters: tuple[Parameter, ...], cls: type | None = No
         return ()
     with_ = parameters_of(ProcessingStage.with_)
     defaults = {"name": "(the stage's)", "resources": "(the stage's)", "batch_size": 1}
-    extra = [*wrapper, *(Parameter(p.name, defaults.get(p.name, p.default), p.annotation)
-                         for p in with_ if p.name in STAGE_OPTIONS)]
+    extra = [*wrapper, *(Parameter(p.name, defaults.get(p.name, p.default), p.annotation,
+                                   p.hint) for p in with_ if p.name in STAGE_OPTIONS)]
     return tuple(p for p in extra if p.name not in own)
 
 

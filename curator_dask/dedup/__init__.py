@@ -5,6 +5,7 @@ The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 :mod:`curator_dask.dedup.semantic`; their main entry points are re-exported here.
 """
 
+from curator_dask.compat import FuzzyDuplicatesConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.removal import remove_ids
@@ -33,6 +34,7 @@ __all__ = [
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
+    "FuzzyDuplicatesConfig",
     "MinHash",
     "NullTextError",
     "SemanticDedupResult",

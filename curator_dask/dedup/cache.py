@@ -28,6 +28,7 @@ import posixpath
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import dask.dataframe as dd
 import numpy as np
@@ -54,7 +55,8 @@ DUPLICATES_DIR = "exact_duplicates"
 
 _FORMAT = 1
 #: What a dedup workflow may do with an output directory that holds files.
-OUTPUT_MODES = ("error", "overwrite", "overwrite_all")
+OutputMode = Literal["error", "overwrite", "overwrite_all"]
+OUTPUT_MODES = get_args(OutputMode)
 
 
 @dataclass
@@ -74,7 +76,9 @@ def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: d
     """Compute ``df`` into ``path`` (one Parquet file per partition), then mark it complete.
 
     ``stats``, if given, is called with the written (not yet marked) result and returns
-    what the marker records beside the counts (read from the files just written).
+    what the marker records beside the counts (read from the files just written). What
+    the write's partitions carried as dropped (lines the reader skipped) is recorded
+    under ``stats["dropped"]``.
     """
     dataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
     written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options,
@@ -82,6 +86,8 @@ def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: d
     result = PhaseResult(path, written.rows, len(written.files), False)
     if stats is not None:
         result.stats = dict(stats(result))
+    if written.dropped:
+        result.stats["dropped"] = dict(written.dropped)
     mark_complete(path, fingerprint=fingerprint, rows=result.rows, files=result.files,
                   stats=result.stats, storage_options=storage_options)
     return result

@@ -41,17 +41,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Literal, get_args
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
     STRATEGIES,
+    RemovalStrategy,
     default_shuffle_method,
     remove_ids,
 )
@@ -64,11 +67,13 @@ __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HA
 
 logger = logging.getLogger(__name__)
 
-HASH_METHODS = ("md5", "xxh3_128")
+HashMethod = Literal["md5", "xxh3_128"]
+HASH_METHODS = get_args(HashMethod)
 HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
-ON_NULL = ("error", "skip")
+OnNull = Literal["error", "skip"]
+ON_NULL = get_args(OnNull)
 _HEX_CHARS = 32
 
 # Names of the duplicate frames known to be partitioned on the hash (every group whole
@@ -251,10 +256,12 @@ class ExactDuplicates:
     hash_method : {"md5", "xxh3_128"}
         See :func:`hash_texts`. ``md5`` keeps the same documents on pandas and cuDF.
     perform_removal : bool, default False
-        Calling the object returns the deduplicated dataset instead of the duplicates.
+        Calling the object returns the deduplicated dataset instead of the duplicates
+        (as NeMo Curator's, and :class:`~curator_dask.dedup.FuzzyDuplicates`).
     cache_path : str, optional
         A directory for the duplicate list: ``identify`` writes it there (one Parquet file
         per hash partition) and returns it read back, so ``remove`` does not hash again.
+        NeMo Curator's ``cache_dir=`` is taken for it (with a ``DeprecationWarning``).
     on_null : {"error", "skip"}
         A null text raises :class:`NullTextError` naming the partition, or the document is
         left out of the groups and dropped by ``remove``, counted as ``"null_text"``.
@@ -282,10 +289,13 @@ class ExactDuplicates:
     ([1, 2, 4], {'exact_duplicate': 2})
     """
 
+    @nemo_keywords(renamed_keywords={"cache_dir": "cache_path"}, unsupported={
+        "logger": 'curator-dask logs through logging.getLogger("curator_dask")',
+        "profile_dir": "profile with distributed.performance_report(filename=...)"})
     def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: str = "md5", perform_removal: bool = False,
-                 cache_path: str | None = None, *, on_null: str = "error",
-                 removal_strategy: str = "auto",
+                 hash_method: HashMethod = "md5", perform_removal: bool = False,
+                 cache_path: str | None = None, *, on_null: OnNull = "error",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
                  storage_options: dict | None = None):
@@ -349,6 +359,11 @@ class ExactDuplicates:
 
         return write_duplicates(duplicates, self.cache_path,
                                 storage_options=self.storage_options).duplicates
+
+    def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
+        """NeMo Curator's name of :meth:`identify` (warns)."""
+        renamed("ExactDuplicates.identify_duplicates(ds)", "ExactDuplicates.identify(ds)")
+        return self.identify(ds)
 
     def _check_columns(self, ds: DocumentDataset) -> None:
         if not isinstance(ds, DocumentDataset):

@@ -36,6 +36,7 @@ counts the ids first and picks ``broadcast`` up to ``broadcast_threshold`` ids.
 from __future__ import annotations
 
 import logging
+from typing import Literal, get_args
 
 import dask
 import dask.dataframe as dd
@@ -57,7 +58,8 @@ __all__ = ["remove_ids", "default_shuffle_method", "STRATEGIES",
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("auto", "broadcast", "shuffle")
+RemovalStrategy = Literal["auto", "broadcast", "shuffle"]
+STRATEGIES = get_args(RemovalStrategy)
 
 #: Up to this many ids, ``strategy="auto"`` broadcasts: 10 million int64 ids are an
 #: 80 MB array in each worker, small beside a 256 MiB partition of text.

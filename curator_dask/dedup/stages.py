@@ -33,11 +33,18 @@ import posixpath
 from dataclasses import dataclass, field
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.exact import DUPLICATE_REASON, HASH_FIELD, ExactDuplicates
+from curator_dask.dedup.exact import (
+    DUPLICATE_REASON,
+    HASH_FIELD,
+    ExactDuplicates,
+    HashMethod,
+    OnNull,
+)
 from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.observe.progress import phase
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["DedupStats", "ExactDedup", "FuzzyDedup", "SemanticDedup"]
@@ -109,8 +116,8 @@ class ExactDedup(WholeDatasetStage):
     """
 
     def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: str = "md5", on_null: str = "error",
-                 removal_strategy: str = "auto",
+                 hash_method: HashMethod = "md5", on_null: OnNull = "error",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None, name: str = "exact_dedup"):
         self.dedup = ExactDuplicates(
@@ -130,7 +137,8 @@ class ExactDedup(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Identify the duplicates (written under ``cache_path``), then remove them."""
         self.dedup.cache_path = posixpath.join(cache_path, "exact")
-        duplicates = self.dedup.identify(ds)  # written to the cache and read back
+        with phase("identify"):
+            duplicates = self.dedup.identify(ds)  # written to the cache and read back
         sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
         logger.info("%s: %d duplicates in %d groups", self.stage_name,
@@ -183,7 +191,7 @@ class FuzzyDedup(WholeDatasetStage):
                  use_64_bit_hash: bool = False, false_positive_check: bool = False,
                  jaccard_threshold: float = 0.8, id_field: str = "id",
                  text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: str = "auto",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  name: str = "fuzzy_dedup"):
         self.dedup = FuzzyDuplicates(
@@ -204,7 +212,8 @@ class FuzzyDedup(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Find the groups of near duplicates and keep one document of each."""
         try:
-            found = self.dedup.identify(ds)
+            with phase("find groups"):
+                found = self.dedup.identify(ds)
         except DuplicateIdError as err:
             raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
         groups = DocumentDataset(found.df.persist())

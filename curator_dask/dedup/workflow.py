@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
+    OutputMode,
     output_mode_for,
     read_duplicates,
     write_duplicates,
@@ -27,11 +29,15 @@ from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
     ExactDuplicates,
+    HashMethod,
+    OnNull,
 )
 from curator_dask.dedup.ids import ROW_FIELD
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
@@ -39,7 +45,8 @@ __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
+FileType = Literal["jsonl", "parquet"]
+FILETYPES = get_args(FileType)
 
 
 @dataclass
@@ -62,6 +69,9 @@ class ExactDedupResult:
     #: and writing.
     identify_seconds: float = 0.0
     remove_seconds: float = 0.0
+    #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
+    #: in ``input_documents``; by reason in ``output.dropped`` (``reader.*``).
+    skipped_lines: int = 0
 
 
 class ExactDeduplicationWorkflow:
@@ -86,6 +96,10 @@ class ExactDeduplicationWorkflow:
     input_blocksize : int or str, optional
         Bytes per partition (the reader's default is 256 MiB). Peak worker memory follows
         it. Reruns must use the same value, or ids change and the cache is not reused.
+    on_bad_lines : {"error", "skip", "warn"}
+        JSONL input: a malformed line is an error naming the file and line, or is
+        skipped and counted (:attr:`ExactDedupResult.skipped_lines`), see
+        :meth:`~curator_dask.DocumentDataset.read_jsonl`.
     id_field, text_field, hash_method, on_null, removal_strategy, broadcast_threshold,
     hash_partitions
         As for :class:`~curator_dask.dedup.exact.ExactDuplicates`.
@@ -101,13 +115,14 @@ class ExactDeduplicationWorkflow:
     """
 
     def __init__(self, input_path, output_path: str, cache_path: str, *,
-                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", hash_method: str = "md5",
-                 assign_id: bool = True, on_null: str = "error",
-                 removal_strategy: str = "auto",
+                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
+                 on_bad_lines: OnBadLines = "error",
+                 id_field: str = "id", text_field: str = "text", hash_method: HashMethod = "md5",
+                 assign_id: bool = True, on_null: OnNull = "error",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -117,6 +132,7 @@ class ExactDeduplicationWorkflow:
         self.cache_path = cache_path
         self.input_filetype = input_filetype
         self.input_blocksize = input_blocksize
+        self.on_bad_lines = check_on_bad_lines(on_bad_lines, input_filetype)
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
@@ -129,10 +145,9 @@ class ExactDeduplicationWorkflow:
 
     def read(self) -> DocumentDataset:
         """The input with ids, as the run sees it."""
-        reader = (DocumentDataset.read_jsonl if self.input_filetype == "jsonl"
-                  else DocumentDataset.read_parquet)
-        ds = reader(self.input_path, blocksize=self.input_blocksize,
-                    text_field=self.dedup.text_field, storage_options=self.storage_options)
+        ds = read_input(self.input_path, self.input_filetype, self.input_blocksize,
+                        self.on_bad_lines, text_field=self.dedup.text_field,
+                        storage_options=self.storage_options)
         id_field = self.dedup.id_field
         if id_field not in ds.df.columns:
             if not self.assign_id:
@@ -150,12 +165,21 @@ class ExactDeduplicationWorkflow:
             "files": [[f.path, f.size] for f in files],
             "input_filetype": self.input_filetype,
             "input_blocksize": str(self.input_blocksize),
+            **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
             "id_field": d.id_field, "text_field": d.text_field,
             "hash_method": d.hash_method, "on_null": d.on_null,
         }
 
     def run(self) -> ExactDedupResult:
-        """Deduplicate; resumes from a complete duplicate list in ``cache_path``."""
+        """Deduplicate; resumes from a complete duplicate list in ``cache_path``.
+
+        Progress is reported phase by phase (identify, remove): a bar on a terminal,
+        else INFO lines (see :mod:`curator_dask.observe.progress`).
+        """
+        with reporting():
+            return self._run()
+
+    def _run(self) -> ExactDedupResult:
         start = time.perf_counter()
         ds = self.read()
         # Before anything is written: neither the output nor the cache may touch the input.
@@ -173,9 +197,10 @@ class ExactDeduplicationWorkflow:
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
         if cached is None:
-            cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
-                                      fingerprint=fingerprint,
-                                      storage_options=self.storage_options)
+            with phase("exact dedup: identify"):
+                cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
+                                          fingerprint=fingerprint,
+                                          storage_options=self.storage_options)
         identified = time.perf_counter()
         # Fewer ids to remove than duplicate rows: a short list needs no count to decide.
         strategy = None
@@ -183,11 +208,13 @@ class ExactDeduplicationWorkflow:
                 and cached.rows <= self.dedup.broadcast_threshold):
             strategy = "broadcast"
         clean = self.dedup.remove(ds, cached.duplicates, strategy=strategy)
-        written = clean.to_parquet(self.output_path, mode=output_mode,
-                                   storage_options=self.storage_options,
-                                   fingerprint=fingerprint)
+        with phase("exact dedup: remove and write"):
+            written = clean.to_parquet(self.output_path, mode=output_mode,
+                                       storage_options=self.storage_options,
+                                       fingerprint=fingerprint)
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
+        skipped = sum(n for reason, n in written.dropped.items() if reason.startswith("reader."))
         result = ExactDedupResult(
             input_documents=written.rows + removed + nulls,
             duplicate_documents=removed,
@@ -198,8 +225,30 @@ class ExactDeduplicationWorkflow:
             output=written,
             identify_seconds=identified - start,
             remove_seconds=time.perf_counter() - identified,
+            skipped_lines=skipped,
         )
         logger.info("exact dedup: %d documents in, %d duplicates removed in %d groups, "
                     "%d kept", result.input_documents, removed, result.duplicate_groups,
                     written.rows)
         return result
+
+
+def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
+    """``on_bad_lines`` if it is valid for the input (it applies to JSONL only)."""
+    from curator_dask.io.jsonl import ON_BAD_LINES
+
+    if on_bad_lines not in ON_BAD_LINES:
+        raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
+    if on_bad_lines != "error" and input_filetype != "jsonl":
+        raise ValueError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
+                         "files have no lines to skip")
+    return on_bad_lines
+
+
+def read_input(path, input_filetype: str, blocksize, on_bad_lines: str, **options
+               ) -> DocumentDataset:
+    """A workflow's input as a dataset (``on_bad_lines`` for JSONL only)."""
+    if input_filetype == "jsonl":
+        return DocumentDataset.read_jsonl(path, blocksize=blocksize, on_bad_lines=on_bad_lines,
+                                          **options)
+    return DocumentDataset.read_parquet(path, blocksize=blocksize, **options)

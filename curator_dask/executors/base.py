@@ -58,7 +58,7 @@ from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.io.overlap import check_run_paths
 from curator_dask.io.writers import claim_files
-from curator_dask.observe.progress import Progress
+from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
 from curator_dask.stages.base import (
@@ -207,8 +207,11 @@ class Layout:
         out = []
         for stage in self.stages:
             res = (resources or {}).get(id(stage))
-            shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
-                     else str(stage.resources or ""))
+            if res == {}:  # check_placement: workers without resources, any will do
+                shown = "unrestricted"
+            else:
+                shown = (", ".join(f"{k}={v:g}" for k, v in res.items()) if res
+                         else str(stage.resources or ""))
             out.append((self.name_of(stage), stage.kind, shown))
         return out
 
@@ -429,6 +432,10 @@ class RunState:
     #: Where the run reads from (writes must keep clear of them), and its input plan.
     inputs: list = field(default_factory=list)
     input_token: str = ""
+    #: On a cluster, the workers' advertised resources when the run started.
+    workers: dict[str, dict] = field(default_factory=dict)
+    #: The run's one progress bar (or log lines), moved on from stage to stage.
+    progress: Progress = field(default_factory=lambda: Progress(enabled=False))
 
     def __post_init__(self) -> None:
         for stage in self.layout.stages:
@@ -440,7 +447,9 @@ class RunState:
         name = self.name(stage)
         self.prefixes[id(stage)] = key_prefix(name)
         if stage.resources is not None:
-            self.resources[id(stage)] = stage.resources.to_dask()
+            self.resources[id(stage)] = (
+                check_placement([stage], {id(stage): name}, self.workers)[id(stage)]
+                if self.workers else stage.resources.to_dask())
         if self.client is not None:
             self.spans[id(stage)] = span_annotation(self.layout.name, name)
         return stage
@@ -454,6 +463,7 @@ class RunState:
             # the same worker-side instance (set up once per process, torn down by id).
             stage.stage_id  # noqa: B018
         placed = [s for s in layout.stages if s.resources is not None]
+        self.workers = workers
         self.resources.update(check_placement(placed, layout.names, workers))
         for stage in layout.stages:
             self.spans[id(stage)] = span_annotation(layout.name, layout.name_of(stage))
@@ -533,7 +543,9 @@ class Executor:
         Default: beside the output, ``<output>.curator-cache``; without a writer a
         temporary directory (single machine only).
     progress : bool, default True
-        A progress bar over input partitions (when output is a terminal or notebook).
+        Report progress: a bar on a terminal or in a notebook, else an INFO line of
+        ``curator_dask.observe.progress`` every 10 s (see
+        :mod:`curator_dask.observe.progress`).
     """
 
     name = "executor"
@@ -566,9 +578,12 @@ class Executor:
         if self.resume and layout.writer is None:
             raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
                              "whose completed parts are what a resume skips")
-        state = RunState(layout)
-        with self.session(state, report):
-            dataset = self._run(state)
+        state = RunState(layout, progress=Progress(enabled=self.progress))
+        try:
+            with state.progress.active(), self.session(state, report):
+                dataset = self._run(state)
+        finally:
+            state.progress.close()
         result = state.result(self.name, layout.writer.path if layout.writer else None,
                               dataset=dataset)
         result.report = report if self.writes_report else None
@@ -675,9 +690,10 @@ class Executor:
             if fs.exists(done_marker):
                 fs.rm(done_marker)  # the executor's own; stale from here on
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
-            with state.in_span(barrier, building=True):
+            with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
-                out, removed = _materialize(out, out_dir)
+                with phase("write"):
+                    out, removed = _materialize(out, out_dir)
                 if fs.exists(out_dir):
                     # The marker keeps the barrier's drop counts for a resumed run.
                     claim_files(fs, out_dir, [BARRIER_DONE])
@@ -694,7 +710,9 @@ class Executor:
 
     # -- shared helpers ----------------------------------------------------------------------
     def progress_bar(self, state: RunState, total: int, description: str | None = None):
-        return Progress(total, description or state.layout.name, enabled=self.progress)
+        """The run's progress, moved on to a new stage of ``total`` partitions."""
+        state.progress.stage(description or state.layout.name, total)
+        return state.progress
 
     def _cache_root(self, layout: Layout) -> str:
         if self.cache_path is not None:
@@ -851,18 +869,25 @@ def check_placement(stages: Sequence[Stage], names: dict[int, str],
     A stage whose resources no worker offers raises :class:`ResourceUnavailableError`
     naming the stage and the resource, unless it has ``cpu_fallback = True`` and needs a
     GPU: then it runs with one CPU, and a warning says so.
+
+    When no worker advertises any resource at all (a plain ``LocalCluster()``), there is
+    no GPU worker to keep CPU work away from: CPU stages run unrestricted (``{}``) and
+    a stage that needs a GPU fails as above.
     """
     if not workers:
         raise ResourceUnavailableError(
             "no workers are connected to the scheduler; start workers (or wait for them "
             "with client.wait_for_workers(n)) before running the pipeline"
         )
+    unrestricted = not any(workers.values())
     offered = sorted({f"{k}={v:g}" for w in workers.values() for k, v in w.items()})
     resolved: dict[int, dict] = {}
     for stage in stages:
         resources: Resources = stage.resources
         wanted = resources.to_dask()
-        if not any(_offers(w, wanted) for w in workers.values()):
+        if unrestricted and not resources.requires_gpu:
+            wanted = {}
+        elif not any(_offers(w, wanted) for w in workers.values()):
             fallback = {"CPU": 1.0}
             if (resources.requires_gpu and stage.cpu_fallback
                     and any(_offers(w, fallback) for w in workers.values())):
@@ -873,9 +898,10 @@ def check_placement(stages: Sequence[Stage], names: dict[int, str],
                 missing = ", ".join(f"{k}={v:g}" for k, v in wanted.items())
                 hint = ("start GPU workers (get_client(cluster_type='gpu' or 'mixed')) or "
                         "give the stage cpu_fallback=True" if resources.requires_gpu else
-                        "start workers with --resources CPU=<threads> (get_client() does; "
-                        "for dask-jobqueue pass worker_extra_args=['--resources', "
-                        "'CPU=<cores>'])")
+                        "give every CPU worker the resource: LocalCluster(resources="
+                        "{'CPU': 1}), or start workers with --resources CPU=<threads> "
+                        "(get_client() does both; for dask-jobqueue pass "
+                        "worker_extra_args=['--resources', 'CPU=<cores>'])")
                 raise ResourceUnavailableError(
                     f"stage {names[id(stage)]!r} asks for {missing} per task, but no worker "
                     f"offers that (workers offer: {', '.join(offered) or 'no resources'}); "

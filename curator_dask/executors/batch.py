@@ -71,8 +71,6 @@ class BatchExecutor(ClusterExecutor):
             except BaseException:
                 client.cancel(futures)
                 raise
-            finally:
-                progress.close()
             items = [(future, task.covered) for future, task in zip(futures, tasks)]
         for value in client.gather([future for future, _ in items]):
             segment.steps[-1].finish(state, value)

@@ -46,17 +46,15 @@ class LocalExecutor(Executor):
     def run_segment(self, state: RunState, segment: Segment) -> None:
         """Each ``unit`` of partitions (the largest batch) through every step in turn."""
         indices, unit, last = segment.indices, segment.unit, segment.steps[-1]
-        progress = self.progress_bar(state, len(indices))
-        try:
-            for first in range(0, len(indices), unit):
-                items = [(None, (i,)) for i in indices[first:first + unit]]
-                for step in segment.steps:
-                    items = [(task.func(*task.args), task.covered) for task in step.tasks(items)]
-                for value, covered in items:
-                    last.finish(state, value)
-                    progress.update(len(covered))
-        finally:
-            progress.close()
+        progress = self.progress_bar(state, len(indices), f"{state.layout.name}: "
+                                     + " -> ".join(step.name for step in segment.steps))
+        for first in range(0, len(indices), unit):
+            items = [(None, (i,)) for i in indices[first:first + unit]]
+            for step in segment.steps:
+                items = [(task.func(*task.args), task.covered) for task in step.tasks(items)]
+            for value, covered in items:
+                records = last.finish(state, value)
+                progress.update(len(covered), docs=records[-1].rows_out if records else 0)
 
     def frames(self, state, results):
         return [dask.delayed(carried[0], pure=True) for _, carried in sorted(results.items())]

@@ -183,7 +183,8 @@ class StreamingExecutor(ClusterExecutor):
                              lend=self.lend, max_in_flight=self.max_in_flight,
                              interval=self.balance_interval, label=state.layout.name)
         telemetry = RunTelemetry(client, state, segment.steps)
-        progress = self.progress_bar(state, len(segment.indices))
+        progress = self.progress_bar(state, len(segment.indices), f"{state.layout.name}: "
+                                     + " -> ".join(step.name for step in segment.steps))
         window = Window(client, state, segment, planner, progress)
 
         def look_at_workers(now: float) -> bool:
@@ -231,8 +232,6 @@ class StreamingExecutor(ClusterExecutor):
             window.cancel()
             window.forget()  # the error's traceback keeps the window
             raise
-        finally:
-            progress.close()
         now = time.time()
         telemetry.sample(now, window)
         telemetry.publish(now, window, planner)
@@ -336,7 +335,7 @@ class Window:
         k, records = unit.step, []
         if k == len(self.steps) - 1:
             records = self.steps[k].finish(self.state, future.result())
-            self.progress.update(len(covered))
+            self.progress.update(len(covered), docs=records[-1].rows_out if records else 0)
         unit.waiting -= 1
         if unit.waiting:
             return records

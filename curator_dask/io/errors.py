@@ -68,8 +68,8 @@ class MissingColumnError(InputError):
         where = f" (from {unit} {line})" if line is not None else ""
         super().__init__(
             f"column {column!r} not found in {path}; it has {present}{where}. Pass "
-            "text_field= with the name of the text column (or columns= to choose what to "
-            "read)."
+            "text_field= with the name of the text column, or text_field=None to read "
+            "files that have none (a list of ids, scores)."
         )
 
 

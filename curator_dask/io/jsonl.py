@@ -18,6 +18,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Literal, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -48,8 +49,10 @@ BAD_LINE_REASON = "reader.bad_json_line"
 TYPE_MISMATCH_REASON = "reader.type_mismatch"
 TRUNCATED_REASON = "reader.truncated_file"
 
-ON_BAD_LINES = ("error", "skip", "warn")
-ENCODING_ERRORS = ("strict", "replace")
+OnBadLines = Literal["error", "skip", "warn"]
+EncodingErrors = Literal["strict", "replace"]
+ON_BAD_LINES = get_args(OnBadLines)
+ENCODING_ERRORS = get_args(EncodingErrors)
 # Schema inference reads the first complete line of each sampled file, however long, and
 # up to SAMPLE_BYTES after it, from up to SAMPLE_FILES files spread over the listing.
 SAMPLE_FILES = 16

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,8 @@ __all__ = ["arrow_type", "schema_with_overrides", "with_text_column", "Conformer
 logger = logging.getLogger(__name__)
 
 FILENAME_COLUMN = "file_name"
-BACKENDS = ("pandas", "cudf")
+Backend = Literal["pandas", "cudf"]
+BACKENDS = get_args(Backend)
 
 
 def check_backend(backend: str) -> str:

@@ -38,6 +38,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
@@ -49,7 +50,8 @@ __all__ = ["WriteSpec", "prepare_output", "write_partition", "part_name", "MODES
 
 logger = logging.getLogger(__name__)
 
-MODES = ("error", "overwrite", "overwrite_all", "append")
+WriteMode = Literal["error", "overwrite", "overwrite_all", "append"]
+MODES = get_args(WriteMode)
 FORMATS = ("parquet", "jsonl")
 COMPRESSIONS = {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 #: The manifest every write records in its output directory, before any part.

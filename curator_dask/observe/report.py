@@ -139,31 +139,33 @@ def _ranked(counts: dict[str, int]) -> list[str]:
 
 
 def format_stage_table(rows: Sequence[StageRow]) -> str:
-    """The rows as a text table: stage, docs in, docs out, dropped by reason, seconds;
-    and counters ("counted") when a stage recorded any.
+    """The rows as a text table: stage, docs in, docs out, dropped by reason, busy
+    seconds (summed over the stage's tasks); and counters ("counted") when a stage
+    recorded any.
 
     Examples
     --------
-    >>> print(format_stage_table([StageRow("word_count", "process", 10, 7, 0.25,
-    ...                                    {"word_count": 3})]))
-    stage       docs in  docs out  dropped         seconds
-    ----------  -------  --------  --------------  -------
-    word_count  10       7         word_count = 3  0.25
+    >>> print(format_stage_table([StageRow("word_count", "process", 1000, 700, 0.25,
+    ...                                    {"word_count": 300})]))
+    stage         docs in    docs out  dropped             busy s (sum)
+    ----------  ---------  ----------  ----------------  --------------
+    word_count      1,000         700  word_count = 300            0.25
     >>> print(format_stage_table([StageRow("pii", "process", 10, 10, 0.5, {},
     ...                                    {"pii.EMAIL_ADDRESS": 4, "pii.URL": 2})]))
-    stage  docs in  docs out  dropped  counted                seconds
-    -----  -------  --------  -------  ---------------------  -------
-    pii    10       10        -        pii.EMAIL_ADDRESS = 4  0.50
-                                       pii.URL = 2
+    stage      docs in    docs out  dropped    counted                  busy s (sum)
+    -------  ---------  ----------  ---------  ---------------------  --------------
+    pii             10          10  -          pii.EMAIL_ADDRESS = 4            0.50
+                                               pii.URL = 2
     """
+    from curator_dask.observe.tables import text_table
+
     with_counters = any(row.counters for row in rows)
     header = ("stage", "docs in", "docs out", "dropped", *(("counted",) if with_counters
-                                                            else ()), "seconds")
-    lines_per_row = []
+                                                            else ()), BUSY_HEADER)
+    lines = []
     for row in rows:
         columns = [_ranked(row.dropped), *([_ranked(row.counters)] if with_counters else [])]
         height = max(len(c) for c in columns)
-        lines = []
         for i in range(height):
             cells = [c[i] if i < len(c) else "" for c in columns]
             if i == 0:
@@ -171,16 +173,12 @@ def format_stage_table(rows: Sequence[StageRow]) -> str:
                               f"{row.seconds:.2f}"))
             else:
                 lines.append(("", "", "", *cells, ""))
-        lines_per_row.append(lines)
-    cells = [header, *(line for lines in lines_per_row for line in lines)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    return text_table(header, lines)
 
-    def fmt(cols) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
 
-    out = [fmt(header), fmt("-" * w for w in widths)]
-    out += [fmt(line) for lines in lines_per_row for line in lines]
-    return "\n".join(out)
+#: The seconds column: time in the stage's tasks summed over every worker (busy time,
+#: not wall time; a whole-dataset stage's is its wall time).
+BUSY_HEADER = "busy s (sum)"
 
 
 def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
@@ -205,7 +203,7 @@ def _table_html(rows: Sequence[StageRow]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("stage", "docs in", "docs out",
                                               "dropped (by reason)",
                                               *(("counted",) if with_counters else ()),
-                                              "seconds"))
+                                              "busy seconds (summed over workers)"))
 
     def listed(counts: dict[str, int]) -> str:
         return "<br>".join(f"{html.escape(r)}: {n:,}" for r, n in
@@ -214,36 +212,42 @@ def _table_html(rows: Sequence[StageRow]) -> str:
     body = []
     for row in rows:
         counted = f"<td>{listed(row.counters)}</td>" if with_counters else ""
-        body.append(f"<tr><td>{html.escape(row.stage)}</td><td>{row.docs_in:,}</td>"
-                    f"<td>{row.docs_out:,}</td><td>{listed(row.dropped)}</td>{counted}"
-                    f"<td>{row.seconds:.2f}</td></tr>")
+        body.append(f"<tr><td>{html.escape(row.stage)}</td>"
+                    f'<td class="number">{row.docs_in:,}</td>'
+                    f'<td class="number">{row.docs_out:,}</td><td>{listed(row.dropped)}</td>'
+                    f'{counted}<td class="number">{row.seconds:.2f}</td></tr>')
     style = ("<style>table.curation{border-collapse:collapse;font-family:sans-serif;"
-             "font-size:13px}table.curation td,table.curation th{border:1px solid #ccc;"
-             "padding:4px 8px;text-align:left;vertical-align:top}</style>")
+             "font-size:13px;width:100%}table.curation td,table.curation th{border:1px solid "
+             "#ccc;padding:4px 8px;text-align:left;vertical-align:top}"
+             "table.curation td.number{text-align:right}</style>")
     return f'{style}<table class="curation"><tr>{head}</tr>{"".join(body)}</table>'
 
 
 def _bar(title: str, labels: list[str], values: list[float], *, horizontal: bool,
-         value_label: str, color: str, width: int = 760):
-    from bokeh.models import ColumnDataSource, HoverTool
+         value_label: str, color: str):
+    """A bar chart as wide as the page, under its title as a heading (a title drawn in
+    the plot is cut where the chart is narrower than it)."""
+    from bokeh.layouts import column
+    from bokeh.models import ColumnDataSource, Div, HoverTool
     from bokeh.plotting import figure
 
     source = ColumnDataSource({"label": labels, "value": values})
     if horizontal:
-        fig = figure(title=title, y_range=list(reversed(labels)), width=width,
+        fig = figure(y_range=list(reversed(labels)), sizing_mode="stretch_width",
                      height=max(160, 28 * len(labels) + 70), toolbar_location=None)
         fig.hbar(y="label", right="value", height=0.7, source=source, color=color)
         fig.xaxis.axis_label = value_label
         fig.x_range.start = 0
     else:
-        fig = figure(title=title, x_range=labels, width=width, height=320,
+        fig = figure(x_range=labels, sizing_mode="stretch_width", height=320,
                      toolbar_location=None)
         fig.vbar(x="label", top="value", width=0.7, source=source, color=color)
         fig.yaxis.axis_label = value_label
         fig.y_range.start = 0
         fig.xaxis.major_label_orientation = 0.8
     fig.add_tools(HoverTool(tooltips=[("", "@label"), (value_label, "@value{0,0.[00]}")]))
-    return fig
+    return column(Div(text=f"<h3>{html.escape(title)}</h3>", sizing_mode="stretch_width"),
+                  fig, sizing_mode="stretch_width")
 
 
 def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence | None = None,
@@ -280,7 +284,8 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                f"{result.rows:,} written to <code>{html.escape(str(result.output_path))}"
                f"</code> in {len(result.files):,} files; {result.executor} executor, "
                f"{result.wall_seconds:.1f} s wall time.</p>")
-    parts = [Div(text=summary, width=900), Div(text=_table_html(rows), width=900)]
+    parts = [Div(text=summary, sizing_mode="stretch_width"),
+             Div(text=_table_html(rows), sizing_mode="stretch_width")]
     parts.append(_bar("Documents after each stage", [r.stage for r in metrics],
                       [r.docs_out for r in metrics], horizontal=False,
                       value_label="documents", color="#4c78a8"))
@@ -312,13 +317,14 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
             parts.append(_bar(f"Duplicate cluster sizes: {stage} (groups of each size)",
                               [str(s) for s in ordered_sizes],
                               [counts[s] for s in ordered_sizes], horizontal=False,
-                              value_label="groups", color="#72b7b2", width=480))
+                              value_label="groups", color="#72b7b2"))
         else:
             parts.append(Div(text=f"<p>{html.escape(stage)}: no duplicates found.</p>"))
     parts.append(_bar("Time per stage (seconds in its tasks, summed over workers)",
                       [r.stage for r in metrics], [round(r.seconds, 3) for r in metrics],
                       horizontal=True, value_label="seconds", color="#f58518"))
-    page = file_html(column(*parts), resources=INLINE, title=title)
+    page = file_html(column(*parts, sizing_mode="stretch_width"), resources=INLINE,
+                     title=title)
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:

@@ -177,8 +177,6 @@ def format_stages(stages: list[StageMetrics]) -> str:
         rows = [(*r, "-" if s.busy_fraction is None else f"{100 * s.busy_fraction:.1f}",
                  "-" if s.mean_queue_length is None else f"{s.mean_queue_length:.2f}")
                 for r, s in zip(rows, stages)]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
+    from curator_dask.observe.tables import text_table
+
+    return text_table(header, rows)

@@ -26,6 +26,10 @@ class AddId(ProcessingStage):
     id_field : str, default "id"
     id_prefix : str, optional
         Store string ids ``f"{id_prefix}-{id:010d}"`` instead of int64.
+    start_index : int, optional
+        Add this to every id, so the first document's id is ``start_index``. Ids stay
+        unique and the same on every run, but unlike NeMo Curator's (which counts every
+        partition's rows first) they are consecutive only within a partition.
 
     Examples
     --------
@@ -36,13 +40,19 @@ class AddId(ProcessingStage):
     [0, 1, 1000000000]
     >>> AddId(id_prefix="doc")(ds).df.compute()["id"].tolist()
     ['doc-0000000000', 'doc-0000000001', 'doc-1000000000']
+    >>> AddId("id", None, 100)(ds).df.compute()["id"].tolist()
+    [100, 101, 1000000100]
     """
 
     needs_partition_index = True
 
-    def __init__(self, id_field: str = "id", id_prefix: str | None = None):
+    def __init__(self, id_field: str = "id", id_prefix: str | None = None,
+                 start_index: int | None = None):
+        if start_index is not None and (not isinstance(start_index, int) or start_index < 0):
+            raise ValueError(f"start_index must be a non-negative integer, got {start_index!r}")
         self.id_field = id_field
         self.id_prefix = id_prefix
+        self.start_index = start_index
         self.name = "add_id"
         self.output_columns = {id_field: "str" if id_prefix else "int64"}
 
@@ -53,6 +63,8 @@ class AddId(ProcessingStage):
                 f"{ROWS_PER_PARTITION_ID_SPACE} per partition; use a smaller blocksize"
             )
         ids = partition_index * ROWS_PER_PARTITION_ID_SPACE + np.arange(len(df), dtype=np.int64)
+        if self.start_index:
+            ids += self.start_index
         if self.id_prefix is None:
             return df.assign(**{self.id_field: ids})
         # Vectorised formatting through numpy's string ops, not a Python loop per row.

@@ -28,9 +28,14 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.io.errors import ResumeMismatchError
+from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths, check_output_path
+from curator_dask.io.planner import check_partitioning
+from curator_dask.io.tables import Backend
 from curator_dask.io.writers import (
     MANIFEST,
+    WriteMode,
     WriteSpec,
     check_mode,
     own_files,
@@ -64,11 +69,26 @@ class ReaderStage(Stage):
     kind = "read"
     name: str = "read"
     resources: Resources = Resources(cpus=1)
+    #: The file name endings the reader takes from a directory.
+    extensions: tuple[str, ...] = ()
 
     def __init__(self, path: str | Sequence[str], **options):
         self.path = path
         self.options = options
         self._dataset: DocumentDataset | None = None
+        blocksize = options.get("blocksize")
+        try:
+            check_partitioning(options.get("files_per_partition"), blocksize)
+        except ValueError as err:
+            if "byte unit" in str(err):  # dask's parse_bytes
+                raise ValueError(f"blocksize must be a number of bytes or a size such as "
+                                 f"'256MiB', got {blocksize!r}") from None
+            raise
+
+    def check_inputs(self) -> None:
+        """Raise ``FileNotFoundError`` naming the path if the input does not exist or
+        holds no file this reader reads (lists the files; reads none)."""
+        list_files(self.path, self.extensions, self.options.get("storage_options"))
 
     def _read(self) -> DocumentDataset:
         raise NotImplementedError
@@ -102,12 +122,13 @@ class JsonlReader(ReaderStage):
     """
 
     name = "read_jsonl"
+    extensions = JSONL_EXTENSIONS
 
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
-                 text_field: str = "text", add_filename: bool | str = False,
-                 input_meta: Mapping | None = None, backend: str = "pandas",
-                 on_bad_lines: str = "error", encoding_errors: str = "strict",
+                 text_field: str | None = "text", add_filename: bool | str = False,
+                 input_meta: Mapping | None = None, backend: Backend = "pandas",
+                 on_bad_lines: OnBadLines = "error", encoding_errors: EncodingErrors = "strict",
                  text_cast: bool = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
                          columns=columns, text_field=text_field, add_filename=add_filename,
@@ -123,11 +144,12 @@ class ParquetReader(ReaderStage):
     """Read Parquet: the options of :meth:`DocumentDataset.read_parquet`."""
 
     name = "read_parquet"
+    extensions = PARQUET_EXTENSIONS
 
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
-                 text_field: str = "text", add_filename: bool | str = False,
-                 input_meta: Mapping | None = None, backend: str = "pandas",
+                 text_field: str | None = "text", add_filename: bool | str = False,
+                 input_meta: Mapping | None = None, backend: Backend = "pandas",
                  text_cast: bool = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
                          columns=columns, text_field=text_field, add_filename=add_filename,
@@ -242,7 +264,7 @@ class WriterStage(Stage):
     fmt = "parquet"
     resources: Resources = Resources(cpus=1)
 
-    def __init__(self, path: str, *, compression: str | None = None, mode: str = "error",
+    def __init__(self, path: str, *, compression: str | None = None, mode: WriteMode = "error",
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, storage_options: dict | None = None):
         self.path = str(path)

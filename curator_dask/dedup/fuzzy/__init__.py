@@ -10,6 +10,7 @@ The MinHash kernel (:mod:`.minhash_kernel`) reproduces cuDF's signatures bit for
 CPU and GPU workers can share one run.
 """
 
+from curator_dask.compat import FuzzyDuplicatesConfig
 from curator_dask.dedup.fuzzy.components import (
     connected_components,
     distributed_components,
@@ -26,6 +27,7 @@ __all__ = [
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
+    "FuzzyDuplicatesConfig",
     "LSH",
     "MinHash",
     "SIGNATURE_FIELD",

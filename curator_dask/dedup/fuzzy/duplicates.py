@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-import dask
 import dask.dataframe as dd
 
+from curator_dask.compat import FuzzyDuplicatesConfig, nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.components import (
     DEFAULT_MAX_LOCAL_EDGES,
@@ -22,7 +22,13 @@ from curator_dask.dedup.fuzzy.jaccard import check_false_positives, pair_similar
 from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, remove_ids
+from curator_dask.dedup.removal import (
+    DEFAULT_BROADCAST_THRESHOLD,
+    STRATEGIES,
+    RemovalStrategy,
+    remove_ids,
+)
+from curator_dask.observe import progress
 
 __all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
 
@@ -31,6 +37,10 @@ logger = logging.getLogger(__name__)
 #: The drop reason removal records (see ``DocumentDataset.dropped_counts``).
 FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
 
+#: NeMo Curator's parameters without a counterpart here, and what to write instead.
+NEMO_ONLY = {"logger": 'curator-dask logs through logging.getLogger("curator_dask")',
+             "profile_dir": "profile with distributed.performance_report(filename=...)"}
+
 
 def _ids_to_remove(df, id_field: str):
     return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
@@ -38,6 +48,10 @@ def _ids_to_remove(df, id_field: str):
 
 class FuzzyDuplicates:
     """Find groups of near-duplicate documents, and remove all but the lowest id of each.
+
+    As NeMo Curator's (and :class:`~curator_dask.dedup.ExactDuplicates`): calling the
+    object returns the duplicates, ``(id, group)``, or with ``perform_removal=True`` the
+    dataset without them; :meth:`identify` and :meth:`remove` do one step each.
 
     Parameters
     ----------
@@ -62,6 +76,11 @@ class FuzzyDuplicates:
         See :func:`~curator_dask.dedup.fuzzy.connected_components`.
     removal_strategy, broadcast_threshold
         See :func:`~curator_dask.dedup.removal.remove_ids`.
+    perform_removal : bool, default False
+        Calling the object returns the deduplicated dataset instead of the duplicates.
+    config : FuzzyDuplicatesConfig, optional
+        NeMo Curator's configuration object (:class:`~curator_dask.compat.FuzzyDuplicatesConfig`),
+        instead of the parameters above; warns with their names.
 
     Examples
     --------
@@ -70,20 +89,35 @@ class FuzzyDuplicates:
     >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"id": [1, 2, 3],
     ...     "text": [base, base.replace("lazy", "LAZY", 1), "something else entirely"]}))
     >>> dedup = FuzzyDuplicates(char_ngrams=5, num_bands=10, minhashes_per_band=4)
-    >>> groups = dedup.identify(ds)
+    >>> groups = dedup(ds)
     >>> groups.df.compute().values.tolist()
     [[1, 1], [2, 1]]
     >>> sorted(dedup.remove(ds, groups).df.compute()["id"])
     [1, 3]
+    >>> removing = FuzzyDuplicates(char_ngrams=5, num_bands=10, minhashes_per_band=4,
+    ...                            perform_removal=True)
+    >>> sorted(removing(ds).df.compute()["id"])
+    [1, 3]
     """
 
+    @nemo_keywords(unsupported=NEMO_ONLY)
     def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
                  minhashes_per_band: int = 13, *, bands_per_iteration: int = 5,
                  use_64_bit_hash: bool = False, false_positive_check: bool = False,
                  jaccard_threshold: float = 0.8, id_field: str = "id",
                  text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD):
+                 removal_strategy: RemovalStrategy = "auto",
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 perform_removal: bool = False,
+                 config: FuzzyDuplicatesConfig | None = None):
+        if isinstance(seed, FuzzyDuplicatesConfig):  # NeMo Curator: FuzzyDuplicates(config)
+            config, seed = seed, 42
+        if config is not None:
+            options = config.options()
+            # NeMo Curator 0.8 also takes perform_removal beside the config.
+            options["perform_removal"] = options["perform_removal"] or perform_removal
+            self.__init__(**options)
+            return
         if not 0.0 <= jaccard_threshold <= 1.0:
             raise ValueError(f"jaccard_threshold must be in [0, 1], got {jaccard_threshold!r}")
         if removal_strategy not in STRATEGIES:
@@ -102,12 +136,14 @@ class FuzzyDuplicates:
         self.max_local_edges = max_local_edges
         self.removal_strategy = removal_strategy
         self.broadcast_threshold = broadcast_threshold
+        self.perform_removal = perform_removal
 
     def __repr__(self) -> str:
         return (f"FuzzyDuplicates(seed={self.minhash.seed}, "
                 f"char_ngrams={self.minhash.char_ngrams}, num_bands={self.lsh.num_bands}, "
                 f"minhashes_per_band={self.lsh.minhashes_per_band}, "
-                f"false_positive_check={self.false_positive_check})")
+                f"false_positive_check={self.false_positive_check}, "
+                f"perform_removal={self.perform_removal})")
 
     def parameters(self) -> dict:
         """What each phase's result depends on, by phase (for cache fingerprints)."""
@@ -167,12 +203,17 @@ class FuzzyDuplicates:
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
         # count shares the MinHash pass with the edges.
-        edges, repeated = dask.persist(self.candidate_edges(signatures).df,
+        edges, repeated = progress.persist(self.candidate_edges(signatures).df,
                                        repeated_ids(signatures.df, self.id_field))
         check_unique_ids(repeated, self.id_field, who="FuzzyDuplicates")
         if self.false_positive_check:
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
         return DocumentDataset(self.groups(edges, num_edges=len(edges)))
+
+    def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
+        """NeMo Curator's name of :meth:`identify` (warns)."""
+        renamed("FuzzyDuplicates.identify_duplicates(ds)", "FuzzyDuplicates.identify(ds)")
+        return self.identify(ds)
 
     def ids_to_remove(self, groups) -> dd.DataFrame:
         """Every id in ``groups`` but the lowest of its group."""
@@ -192,6 +233,8 @@ class FuzzyDuplicates:
                           reason=FUZZY_DUPLICATE_REASON)
 
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
-        """The deduplicated dataset."""
-        return self.remove(ds, self.identify(ds))
+        """The duplicates (:meth:`identify`), or with ``perform_removal=True`` the
+        deduplicated dataset."""
+        groups = self.identify(ds)
+        return self.remove(ds, groups) if self.perform_removal else groups
 

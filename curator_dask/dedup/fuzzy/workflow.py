@@ -26,6 +26,7 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,7 @@ from fsspec.core import url_to_fs
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
+    OutputMode,
     PhaseResult,
     mark_complete,
     output_mode_for,
@@ -47,16 +49,20 @@ from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.dedup.workflow import FileType, check_on_bad_lines, read_input
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.tables import Backend
+from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.ids import AddId
 
 __all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
+FILETYPES = get_args(FileType)
 PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
 
 
@@ -83,6 +89,9 @@ class FuzzyDedupResult:
     groups_path: str = ""
     #: The written output (None when ``perform_removal=False``).
     output: WriteResult | None = None
+    #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
+    #: in ``input_documents``.
+    skipped_lines: int = 0
 
 
 class FuzzyDeduplicationWorkflow:
@@ -115,6 +124,8 @@ class FuzzyDeduplicationWorkflow:
     input_blocksize : int or str, optional
         Bytes per partition (the reader's default is 256 MiB). Peak worker memory
         follows it. Reruns must use the same value, or ids change and nothing is reused.
+    on_bad_lines : {"error", "skip", "warn"}
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     id_field, text_field : str
         Ids are added with :class:`~curator_dask.AddId` when the input has none. Ids the
         input has must be unique integers: a repeated id raises
@@ -148,12 +159,13 @@ class FuzzyDeduplicationWorkflow:
                  num_bands: int = 20, minhashes_per_band: int = 13,
                  bands_per_iteration: int = 5, use_64_bit_hash: bool = False,
                  false_positive_check: bool = False, jaccard_threshold: float = 0.8,
-                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", backend: str = "pandas",
+                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
+                 on_bad_lines: OnBadLines = "error",
+                 id_field: str = "id", text_field: str = "text", backend: Backend = "pandas",
                  max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: str = "auto",
+                 removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -166,6 +178,7 @@ class FuzzyDeduplicationWorkflow:
         self.perform_removal = perform_removal
         self.input_filetype = input_filetype
         self.input_blocksize = input_blocksize
+        self.on_bad_lines = check_on_bad_lines(on_bad_lines, input_filetype)
         self.backend = backend
         self.output_mode = output_mode
         self.storage_options = storage_options
@@ -184,11 +197,9 @@ class FuzzyDeduplicationWorkflow:
     # -- inputs -------------------------------------------------------------------------------
     def read(self) -> DocumentDataset:
         """The input with ids, as the run sees it."""
-        reader = (DocumentDataset.read_jsonl if self.input_filetype == "jsonl"
-                  else DocumentDataset.read_parquet)
-        ds = reader(self.input_path, blocksize=self.input_blocksize,
-                    text_field=self.dedup.text_field, backend=self.backend,
-                    storage_options=self.storage_options)
+        ds = read_input(self.input_path, self.input_filetype, self.input_blocksize,
+                        self.on_bad_lines, text_field=self.dedup.text_field,
+                        backend=self.backend, storage_options=self.storage_options)
         if self.dedup.id_field not in ds.df.columns:
             ds = AddId(id_field=self.dedup.id_field)(ds)
         return ds
@@ -203,6 +214,7 @@ class FuzzyDeduplicationWorkflow:
         minhash = {"files": [[f.path, f.size] for f in files],
                    "input_filetype": self.input_filetype,
                    "input_blocksize": str(self.input_blocksize),
+                   **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
                    "minhash": params["minhash"]}
         lsh = {**minhash, "lsh": params["lsh"]}
         components = {**lsh, "components": params["components"]}
@@ -215,7 +227,15 @@ class FuzzyDeduplicationWorkflow:
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> FuzzyDedupResult:
-        """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
+        """Deduplicate; resumes after the last phase found complete in ``cache_path``.
+
+        Progress is reported phase by phase: a bar on a terminal, else INFO lines (see
+        :mod:`curator_dask.observe.progress`).
+        """
+        with reporting():
+            return self._run()
+
+    def _run(self) -> FuzzyDedupResult:
         ds = self.read()
         # Before anything is written: neither the output nor the cache may touch the input.
         check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
@@ -228,7 +248,7 @@ class FuzzyDeduplicationWorkflow:
         from_cache: list[str] = []
         seconds: dict[str, float] = {}
 
-        def phase(name: str, compute) -> PhaseResult:
+        def run_phase(name: str, compute) -> PhaseResult:
             start = time.perf_counter()
             done = read_phase(self._path(name), fingerprint=fingerprints[name],
                               storage_options=self.storage_options)
@@ -236,20 +256,22 @@ class FuzzyDeduplicationWorkflow:
                 done = None
             if done is None:
                 logger.info("fuzzy dedup: computing %s", name)
-                done = compute()
+                with phase(f"fuzzy dedup: {name}"):
+                    done = compute()
             else:
                 from_cache.append(name)
             seconds[name] = round(time.perf_counter() - start, 3)
             return done
 
-        signatures = phase("minhash", lambda: self._minhash(ds, fingerprints["minhash"]))
+        signatures = run_phase("minhash", lambda: self._minhash(ds, fingerprints["minhash"]))
         self._check_ids()  # every run: a cached phase may predate the check
-        lsh = phase("lsh", lambda: self._lsh(fingerprints["lsh"]))
+        lsh = run_phase("lsh", lambda: self._lsh(fingerprints["lsh"]))
         scored = None
         if self.dedup.false_positive_check:
-            scored = phase("jaccard", lambda: self._jaccard(ds, lsh, fingerprints["jaccard"]))
-        components = phase("components",
-                           lambda: self._components(lsh, scored, fingerprints["components"]))
+            scored = run_phase("jaccard",
+                               lambda: self._jaccard(ds, lsh, fingerprints["jaccard"]))
+        components = run_phase("components",
+                               lambda: self._components(lsh, scored, fingerprints["components"]))
         duplicates = components.rows - components.stats["groups"]
         result = FuzzyDedupResult(
             input_documents=signatures.rows, duplicate_documents=duplicates,
@@ -257,10 +279,11 @@ class FuzzyDeduplicationWorkflow:
             kept_documents=signatures.rows - duplicates, candidate_pairs=lsh.rows,
             false_positive_pairs=components.stats.get("false_positive_pairs"),
             phases_from_cache=from_cache,
-            phase_seconds=seconds, groups_path=components.path)
+            phase_seconds=seconds, groups_path=components.path,
+            skipped_lines=_skipped_lines(signatures.stats.get("dropped", {})))
         if self.perform_removal:
-            removal = phase("removal", lambda: self._removal(ds, fingerprints["removal"],
-                                                             resuming=bool(from_cache)))
+            removal = run_phase("removal", lambda: self._removal(ds, fingerprints["removal"],
+                                                                 resuming=bool(from_cache)))
             stats = removal.stats
             result.output = WriteResult(path=stats["path"], files=stats["files"],
                                         rows=stats["rows"], bytes=stats["bytes"],
@@ -326,8 +349,10 @@ class FuzzyDeduplicationWorkflow:
             if done is None:
                 logger.info("fuzzy dedup: LSH bands %d-%d of %d", bands.start, bands.stop - 1,
                             lsh.num_bands)
-                done = write_phase(lsh.band_edges(signatures, bands), path,
-                                   fingerprint=fingerprint, storage_options=self.storage_options)
+                with phase(f"bands {bands.start}-{bands.stop - 1} of {lsh.num_bands}"):
+                    done = write_phase(lsh.band_edges(signatures, bands), path,
+                                       fingerprint=fingerprint,
+                                       storage_options=self.storage_options)
             rows += done.rows
             parts.append(name)
         mark_complete(self._path("lsh"), fingerprint=fingerprint, rows=rows, files=0,
@@ -390,3 +415,7 @@ class FuzzyDeduplicationWorkflow:
         logger.warning("the output of the finished removal is gone from %s: removing again",
                        self.output_path)
         return False
+
+
+def _skipped_lines(dropped: dict) -> int:
+    return sum(n for reason, n in dropped.items() if reason.startswith("reader."))

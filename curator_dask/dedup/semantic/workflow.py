@@ -27,6 +27,7 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import dask
 import numpy as np
@@ -37,6 +38,7 @@ from fsspec.core import url_to_fs
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
+    OutputMode,
     PhaseResult,
     mark_complete,
     output_mode_for,
@@ -134,17 +136,17 @@ class SemanticDeduplicationWorkflow:
 
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
                  perform_removal: bool = False, n_clusters: int = 1000, max_iter: int = 100,
-                 tol: float = 1e-4, random_state: int = 1234, which_to_keep: str = "hard",
-                 sim_metric: str = "cosine", eps_thresholds=(0.01, 0.001),
+                 tol: float = 1e-4, random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
+                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds=(0.01, 0.001),
                  eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
                  embedding_column: str = "embeddings",
                  embedding_model_name_or_path: str | None = None,
                  embedding_batch_size: int = 128, embedding_max_chars: int = 6000,
-                 input_filetype: str = "jsonl", input_blocksize: int | str | None = None,
+                 input_filetype: Literal["jsonl", "parquet"] = "jsonl", input_blocksize: int | str | None = None,
                  id_field: str = "id", text_field: str = "text", device: str = "auto",
                  removal_strategy: str = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:

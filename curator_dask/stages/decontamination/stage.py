@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import dask
@@ -117,7 +119,9 @@ class TaskDecontamination(WholeDatasetStage):
      'task_decontamination.quiz.ngrams': 1, 'task_decontamination.split_documents': 1}
     """
 
-    def __init__(self, tasks, text_field: str = "text", max_ngram_size: int = 13,
+    def __init__(self, tasks: EvalTask | str | os.PathLike | Mapping
+                 | Sequence[EvalTask | str | os.PathLike | Mapping],
+                 text_field: str = "text", max_ngram_size: int = 13,
                  max_matches: int | None = 10, min_document_length: int = 200,
                  remove_char_each_side: int = 200, max_splits: int = 10,
                  min_ngram_size: int = 8, name: str = "task_decontamination"):

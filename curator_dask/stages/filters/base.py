@@ -23,6 +23,7 @@ and nowhere else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -32,7 +33,32 @@ from curator_dask.dropped import record_dropped
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
 
-__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores"]
+__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores", "dtype_name",
+           "snake_case"]
+
+
+def dtype_name(dtype) -> str:
+    """A score dtype as filters name them: ``int`` -> ``"int64"``, ``str`` -> ``"str"``.
+
+    Examples
+    --------
+    >>> dtype_name(int), dtype_name(float), dtype_name(str), dtype_name("float32")
+    ('int64', 'float64', 'str', 'float32')
+    """
+    if dtype in (str, "str", "string", object):
+        return "str"
+    return np.dtype(dtype).name
+
+
+def snake_case(name: str) -> str:
+    """A class name in snake case: the default name of a filter or modifier class.
+
+    Examples
+    --------
+    >>> snake_case("HasDigit"), snake_case("URLRatioFilter"), snake_case("C4Rules2")
+    ('has_digit', 'url_ratio_filter', 'c4_rules2')
+    """
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class DocumentFilter:
@@ -47,7 +73,9 @@ class DocumentFilter:
     Attributes
     ----------
     name : str
-        The drop reason documents rejected by this filter are counted under.
+        The drop reason documents rejected by this filter are counted under. A class that
+        does not set it is named after itself in snake case (``HasDigit`` ->
+        ``has_digit``), so two filter classes never count under one name.
     score_dtype : str
         dtype of the score column (``"float64"``, ``"int64"``, ``"bool"`` or ``"str"``).
     backend : {"pandas", "any"}
@@ -77,6 +105,11 @@ class DocumentFilter:
     score_dtype: str = "float64"
     backend: str = "pandas"
     default_field: str = "text"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" not in vars(cls):
+            cls.name = snake_case(cls.__name__)
 
     def score(self, text):
         """One score per document of ``text`` (a Series), on the same index."""
@@ -183,6 +216,9 @@ class ScoreFilter(ProcessingStage):
         The column scored; default: the filter's ``default_field`` (``"text"``).
     score_field : str, optional
         Keep the scores in this column (otherwise they are discarded).
+    score_type : str or type, optional
+        dtype of the score column (``"float32"``, ``int``); default: the filter's
+        ``score_dtype``.
     invert : bool, default False
         Keep the documents the filter rejects instead; the others are counted under
         ``"<name>.inverted"``.
@@ -198,17 +234,22 @@ class ScoreFilter(ProcessingStage):
     [['one two three', 3]]
     >>> kept.dropped_counts()
     {'word_count': 1}
+    >>> ScoreFilter(WordCountFilter(), score_field="n", score_type=float).output_columns
+    {'n': 'float64'}
     """
 
     def __init__(self, filter_obj: DocumentFilter, text_field: str | None = None,
-                 score_field: str | None = None, invert: bool = False):
+                 score_field: str | None = None, score_type: str | type | None = None,
+                 invert: bool = False):
         _check_filter(filter_obj, "ScoreFilter")
         self.filter_obj = filter_obj
         self.text_field = text_field if text_field is not None else filter_obj.default_field
         self.score_field = score_field
+        self.score_type = dtype_name(score_type) if score_type is not None \
+            else filter_obj.score_dtype
         self.invert = invert
         self.name = filter_obj.name
-        self.output_columns = {score_field: filter_obj.score_dtype} if score_field else {}
+        self.output_columns = {score_field: self.score_type} if score_field else {}
 
     @property
     def input_columns(self) -> list[str]:
@@ -218,7 +259,9 @@ class ScoreFilter(ProcessingStage):
         scores = compute_scores(self.filter_obj, df[self.text_field])
         keep = self.filter_obj.keep(scores)
         if self.score_field is not None:
-            df = df.assign(**{self.score_field: scores})
+            stored = scores if str(scores.dtype) == self.score_type \
+                else scores.astype(self.score_type)
+            df = df.assign(**{self.score_field: stored})
         if self.invert:
             return _drop_and_count(df, ~_mask(keep, df), f"{self.name}.inverted", None)
         return _drop_and_count(df, keep, self.name, _reasons(self.filter_obj, scores))

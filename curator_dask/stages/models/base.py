@@ -17,6 +17,7 @@ Subclasses choose the model class (``model_kind``), what one batch computes
 
 from __future__ import annotations
 
+import os
 import contextlib
 import logging
 from collections.abc import Hashable
@@ -174,7 +175,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
     _model: loading.LoadedModel | None = None
     _model_key: Hashable | None = None
 
-    def __init__(self, model_path, *, text_field: str = "text",
+    def __init__(self, model_path: str | os.PathLike, *, text_field: str = "text",
                  model_inference_batch_size: int = 256,
                  max_tokens_per_batch: int | None = None, max_chars: int | None = 6000,
                  max_length: int | None = None, device: str = "auto", dtype: str = "auto",
@@ -356,7 +357,7 @@ class TokenizerStage(_TokenizingMixin, ProcessingStage):
 
     resources: Resources = Resources(cpus=1)
 
-    def __init__(self, model_path, *, text_field: str = "text",
+    def __init__(self, model_path: str | os.PathLike, *, text_field: str = "text",
                  input_ids_column: str = "input_ids", max_chars: int | None = 6000,
                  max_length: int | None = None, trust_remote_code: bool = False,
                  name: str | None = None, resources: Resources | None = None):

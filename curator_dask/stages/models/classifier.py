@@ -8,6 +8,7 @@ of :class:`~curator_dask.stages.models.base.ModelStage`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,7 +65,7 @@ class ClassifierStage(ModelStage):
     model_kind = "sequence-classification"
     output_suffix = "classifier"
 
-    def __init__(self, model_path, labels: Sequence[str] | None = None, *,
+    def __init__(self, model_path: str | os.PathLike, labels: Sequence[str] | None = None, *,
                  text_field: str = "text", pred_column: str = "label",
                  prob_column: str | None = None, filter_by: Sequence[str] | None = None,
                  model_inference_batch_size: int = 256, max_chars: int | None = 6000,

@@ -11,6 +11,7 @@ its ``max_seq_length`` (``sentence_bert_config.json``), so vectors match
 
 from __future__ import annotations
 
+import os
 import numpy as np
 
 from curator_dask.resources import Resources
@@ -53,7 +54,8 @@ class EmbeddingStage(ModelStage):
     model_kind = "encoder"
     output_suffix = "embedding"
 
-    def __init__(self, model_path, pooling: str = "mean", embedding_column: str = "embedding",
+    def __init__(self, model_path: str | os.PathLike, pooling: str = "mean",
+                 embedding_column: str = "embedding",
                  normalize: bool = True, *, text_field: str = "text",
                  model_inference_batch_size: int = 256, max_chars: int | None = 6000,
                  device: str = "auto", dtype: str = "auto",

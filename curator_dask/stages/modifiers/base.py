@@ -11,6 +11,7 @@ import pandas as pd
 
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
+from curator_dask.stages.filters.base import snake_case
 
 __all__ = ["DocumentModifier", "Modify", "modify_text"]
 
@@ -26,6 +27,8 @@ class DocumentModifier:
     Attributes
     ----------
     name : str
+        The stage's name; a class that does not set it is named after itself in snake
+        case (``Upper`` -> ``upper``).
     backend : {"pandas", "any"}
         ``"pandas"``: :meth:`modify` needs a pandas Series; cuDF input is converted.
 
@@ -43,6 +46,11 @@ class DocumentModifier:
 
     name: str = "document_modifier"
     backend: str = "pandas"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" not in vars(cls):
+            cls.name = snake_case(cls.__name__)
 
     def modify(self, text):
         """The modified text, one string per document, on the same index."""

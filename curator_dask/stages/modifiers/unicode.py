@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow.compute as pc
 
 from curator_dask.stages.filters._text import arrow_text, like_input
 from curator_dask.stages.modifiers.base import DocumentModifier
+
+if TYPE_CHECKING:
+    from ftfy import TextFixerConfig
 
 __all__ = ["UnicodeReformatter"]
 
@@ -41,7 +44,7 @@ class UnicodeReformatter(DocumentModifier):
 
     name = "unicode_reformatter"
 
-    def __init__(self, config=None, unescape_html: str | bool = "auto",
+    def __init__(self, config: TextFixerConfig | None = None, unescape_html: str | bool = "auto",
                  remove_terminal_escapes: bool = True, fix_encoding: bool = True,
                  restore_byte_a0: bool = True, replace_lossy_sequences: bool = True,
                  decode_inconsistent_utf8: bool = True, fix_c1_controls: bool = True,
