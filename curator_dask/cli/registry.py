@@ -339,7 +339,7 @@ def _options(kind: str, parameters: tuple[Parameter, ...], cls: type | None = No
     if kind == "filter":
         # ScoreFilter reads the filter's default_field when not given text_field.
         wrapper = tuple(
-            Parameter(p.name, getattr(cls, "default_field", "text"), "str")
+            Parameter(p.name, getattr(cls, "default_field", "text"), "str", str)
             if p.name == "text_field" else p
             for p in parameters_of(ScoreFilter, skip=("self", "filter_obj")))
     elif kind == "modifier":

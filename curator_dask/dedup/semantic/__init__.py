@@ -17,7 +17,7 @@ from curator_dask.dedup.semantic.duplicates import (
     embedding_matrix,
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
-from curator_dask.dedup.semantic.workflow import SemanticDedupResult, SemanticDeduplicationWorkflow
+from curator_dask.dedup.semantic.workflow import SemanticDeduplicationWorkflow, SemanticDedupResult
 
 __all__ = [
     "EmbeddingColumnError",

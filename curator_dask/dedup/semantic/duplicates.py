@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Sequence
+from typing import Literal
 
 import dask
 import dask.dataframe as dd
@@ -359,8 +361,8 @@ class SemanticDuplicates:
     """
 
     def __init__(self, n_clusters: int = 1000, *, max_iter: int = 100, tol: float = 1e-4,
-                 random_state: int = 1234, which_to_keep: str = "hard",
-                 sim_metric: str = "cosine", eps_thresholds=(0.01, 0.001),
+                 random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
+                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds: Sequence[float] = (0.01, 0.001),
                  eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
                  embedding_column: str = "embeddings",
                  embedding_model_name_or_path: str | None = None,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -137,7 +138,7 @@ class SemanticDeduplicationWorkflow:
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
                  perform_removal: bool = False, n_clusters: int = 1000, max_iter: int = 100,
                  tol: float = 1e-4, random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds=(0.01, 0.001),
+                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds: Sequence[float] = (0.01, 0.001),
                  eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
                  embedding_column: str = "embeddings",
                  embedding_model_name_or_path: str | None = None,
