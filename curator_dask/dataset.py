@@ -25,9 +25,14 @@ from curator_dask.io.jsonl import (
     filename_column,
     infer_jsonl_schema,
     read_jsonl_partition,
+    read_jsonl_table,
 )
-from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
-from curator_dask.io.planner import PartitionSpec, plan_partitions
+from curator_dask.io.parquet import (
+    infer_parquet_schema,
+    read_parquet_partition,
+    read_parquet_table,
+)
+from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.tables import (
     check_backend,
@@ -78,6 +83,18 @@ class _ReadPartition:
             return read_jsonl_partition(spec, self.fs, self.schema, **self.options)
         return read_parquet_partition(spec, self.fs, self.schema, **self.options)
 
+    def table(self, spec: PartitionSpec) -> tuple[pa.Table, dict[str, int]]:
+        """The partition as an Arrow table, and the rows the reader skipped by reason:
+        for work that stays in Arrow from the reader to the writer."""
+        options = {k: v for k, v in self.options.items() if k != "backend"}
+        if self.fmt == "jsonl":
+            return read_jsonl_table(spec, self.fs, self.schema, **options)
+        return read_parquet_table(spec, self.fs, self.schema, **options)
+
+    @property
+    def backend(self) -> str:
+        return self.options.get("backend", "pandas")
+
 
 class DocumentDataset:
     """A corpus as a Dask dataframe of documents, one row per document.
@@ -114,10 +131,17 @@ class DocumentDataset:
         # For a dataset read from files: the callable that reads one PartitionSpec of
         # ``plan`` (executors stream partitions through stages with it). Not carried on.
         self.partition_reader = None
+        #: Bytes per partition the plan was made with (given or chosen automatically;
+        #: None for ``files_per_partition`` or data not read from files). Passing it as
+        #: ``blocksize`` gives the same plan on any cluster.
+        self.blocksize: int | None = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
-        return DocumentDataset(df, plan=self.plan if keep_plan else None, sources=self.sources)
+        derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
+                                  sources=self.sources)
+        derived.blocksize = self.blocksize if keep_plan else None
+        return derived
 
     @property
     def npartitions(self) -> int:
@@ -152,8 +176,11 @@ class DocumentDataset:
             A directory (searched recursively), a glob, a file or a list of them; any
             fsspec URL (``memory://``, ``s3://`` with s3fs installed).
         blocksize : int or str, optional
-            Target bytes per partition (default ``"256MiB"``). Small files are grouped,
-            large uncompressed files split at line boundaries.
+            Target bytes per partition. Small files are grouped, large uncompressed
+            files split at line boundaries. Default (or ``"auto"``): chosen from the
+            data and the cluster, two partitions per worker thread where the data
+            allows, between 1 MiB and 256 MiB (see ``docs/io.md``); the choice is in
+            :attr:`blocksize`.
         files_per_partition : int, optional
             Whole files per partition instead of ``blocksize``; not both.
         columns : list of str, optional
@@ -196,8 +223,10 @@ class DocumentDataset:
         _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
+        block = resolve_blocksize(files, files_per_partition=files_per_partition,
+                                  blocksize=blocksize)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="jsonl", fs=fs)
+                               blocksize=block, fmt="jsonl", fs=fs)
         sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_jsonl_schema(
             fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
@@ -209,7 +238,7 @@ class DocumentDataset:
                        on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("jsonl", fs, plan, schema, options, sources)
+        return cls._from_plan("jsonl", fs, plan, schema, options, sources, block)
 
     @classmethod
     def read_parquet(
@@ -235,8 +264,10 @@ class DocumentDataset:
         _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
+        block = resolve_blocksize(files, files_per_partition=files_per_partition,
+                                  blocksize=blocksize)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="parquet", fs=fs)
+                               blocksize=block, fmt="parquet", fs=fs)
         sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
                                         columns=columns)
@@ -245,10 +276,11 @@ class DocumentDataset:
         options = dict(text_field=text_field, add_filename=filename_column(add_filename),
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("parquet", fs, plan, schema, options, sources)
+        return cls._from_plan("parquet", fs, plan, schema, options, sources, block)
 
     @classmethod
-    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None) -> DocumentDataset:
+    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None,
+                   blocksize=None) -> DocumentDataset:
         full = schema
         if options["add_filename"]:
             full = schema.append(pa.field(options["add_filename"], pa.string()))
@@ -260,6 +292,7 @@ class DocumentDataset:
                     sum(p.nbytes for p in plan))
         ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
+        ds.blocksize = blocksize
         return ds
 
     @classmethod
