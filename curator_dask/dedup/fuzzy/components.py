@@ -29,13 +29,13 @@ import logging
 
 import dask
 import dask.dataframe as dd
-import numba
 import numpy as np
 import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.numba_cache import njit
 
 __all__ = ["connected_components", "union_find_components", "distributed_components",
            "GROUP_FIELD", "DEFAULT_MAX_LOCAL_EDGES"]
@@ -56,7 +56,7 @@ _C2 = 0xC4CEB9FE1A85EC53
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _index_ids(x, y):
     """Number the distinct ids of both columns ``0..m-1`` in order of first appearance.
 
@@ -90,7 +90,7 @@ def _index_ids(x, y):
     return ids[:count].copy(), number
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _find(parent, i):
     while parent[i] != i:
         parent[i] = parent[parent[i]]  # path halving
@@ -98,7 +98,7 @@ def _find(parent, i):
     return i
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _union_find(number, ids, n_edges):
     parent = np.arange(ids.shape[0]).astype(np.int32)
     for k in range(n_edges):

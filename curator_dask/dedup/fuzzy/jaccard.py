@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 
 import dask.dataframe as dd
-import numba
 import numpy as np
 import pandas as pd
 
@@ -35,6 +34,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash_kernel import _mmh3_x64_128, _next_char, _string_buffers
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
+from curator_dask.numba_cache import njit
 
 __all__ = ["char_ngram_jaccard", "check_false_positives", "pair_similarities", "JACCARD_FIELD"]
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 JACCARD_FIELD = "jaccard"
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _shingle_hashes(data, start, end, width, out):
     """Hash each ``width``-character shingle of ``data[start:end]`` into ``out``; the count."""
     if end == start:
@@ -66,7 +66,7 @@ def _shingle_hashes(data, start, end, width, out):
     return count
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _unique_sorted(values, n):
     """Sort ``values[:n]`` in place and move its distinct values to the front; their count."""
     if n == 0:
@@ -81,7 +81,7 @@ def _unique_sorted(values, n):
     return m
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _jaccard_kernel(data_a, offsets_a, data_b, offsets_b, width, out):
     n = offsets_a.shape[0] - 1
     longest = 0

@@ -3,8 +3,8 @@
 Each function takes flat numpy arrays describing every document of a partition at once
 (UTF-8 bytes plus offsets, or token ids plus per-document token offsets) and makes one
 pass over them; none is called per document. They are compiled with numba on first use
-and cached beside this file (``cache=True``), so a worker process pays the compile once
-per installation, not once per task.
+into the user's kernel cache (:mod:`curator_dask.numba_cache`), so a machine pays the
+compile once per version, not once per worker or run.
 
 Conventions
 -----------
@@ -18,8 +18,9 @@ are confirmed by comparing ids.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from curator_dask.numba_cache import njit
 
 __all__ = [
     "split_whitespace",
@@ -37,7 +38,7 @@ __all__ = [
 _EMPTY = np.int64(-1)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def count_in_class(data, starts, ends, table):
     """Per segment ``[starts[k], ends[k])`` of UTF-8 ``data``: how many code points ``c``
     have ``table[c]`` true."""
@@ -75,7 +76,7 @@ def count_in_class(data, starts, ends, table):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _decode(data, i, end):
     """(code point, byte length) of the UTF-8 character at ``data[i]``."""
     b = np.int64(data[i])
@@ -96,7 +97,7 @@ def _decode(data, i, end):
     return 0xFFFD, 4
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _scan_words(data, offsets, space, starts, ends, nchars, counts, fill):
     k = 0
     for d in range(offsets.shape[0] - 1):
@@ -137,7 +138,7 @@ def _scan_words(data, offsets, space, starts, ends, nchars, counts, fill):
     return k
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def split_whitespace(data, offsets, space):
     """``str.split()`` of every document: (token byte starts, ends, character counts,
     tokens per document). ``space`` is a bool table over code points."""
@@ -151,7 +152,7 @@ def split_whitespace(data, offsets, space):
     return starts, ends, nchars, counts
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def gather_segments(data, starts, ends):
     """Concatenate ``data[starts[k]:ends[k]]``: (bytes, int64 offsets) of a string array."""
     out_offsets = np.empty(starts.shape[0] + 1, np.int64)
@@ -167,7 +168,7 @@ def gather_segments(data, starts, ends):
     return out, out_offsets
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def count_in_classes(data, starts, ends, bits, n_classes):
     """Per segment and class ``c``: how many code points ``cp`` have bit ``c`` of
     ``bits[cp]`` set (an int64 array of shape (segments, n_classes))."""
@@ -191,7 +192,7 @@ def count_in_classes(data, starts, ends, bits, n_classes):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def segment_sums(values, doc_offsets):
     """Sum of ``values`` over each document's contiguous range."""
     n_docs = doc_offsets.shape[0] - 1
@@ -207,7 +208,7 @@ def segment_sums(values, doc_offsets):
 _BASE = np.uint64(0x100000001B3)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def prefix_hashes(ids):
     """Polynomial prefix hashes ``P[i+1] = P[i] * B + ids[i] + 1`` (mod 2**64), so the
     hash of ``ids[p:p+n]`` is ``P[p+n] - P[p] * B**n``, O(1) per n-gram."""
@@ -220,7 +221,7 @@ def prefix_hashes(ids):
 
 # -- n-gram hash table (one document at a time, reused across documents) -------------------
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _ngram_hash(prefix, start, n, base_n):
     h = prefix[start + n] - prefix[start] * base_n
     # finalizer (splitmix64) so the low bits used for the slot are well mixed
@@ -232,7 +233,7 @@ def _ngram_hash(prefix, start, n, base_n):
     return h
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _power(n):
     p = np.uint64(1)
     for _ in range(n):
@@ -240,7 +241,7 @@ def _power(n):
     return p
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _same_ngram(ids, a, b, n):
     for k in range(n):
         if ids[a + k] != ids[b + k]:
@@ -248,7 +249,7 @@ def _same_ngram(ids, a, b, n):
     return True
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _slot(table, mask, ids, prefix, start, n, base_n):
     """The slot holding the n-gram at ``start``, or the empty slot where it belongs."""
     s = np.int64(_ngram_hash(prefix, start, n, base_n) & np.uint64(mask))
@@ -259,7 +260,7 @@ def _slot(table, mask, ids, prefix, start, n, base_n):
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _table_size(positions):
     size = 16
     while size < 2 * positions:
@@ -267,7 +268,7 @@ def _table_size(positions):
     return size
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def ngram_counts(ids, prefix, doc_offsets, n):
     """Word n-gram statistics of every document.
 
@@ -320,7 +321,7 @@ def ngram_counts(ids, prefix, doc_offsets, n):
     return first, top_start, top_count
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def nemo_duplicate_ngram_chars(first, token_chars, doc_offsets, n):
     """Characters in repeated n-grams, counted as NeMo Curator's
     ``RepeatingDuplicateNGramsFilter`` does: each repeat occurrence adds the characters
@@ -344,7 +345,7 @@ def nemo_duplicate_ngram_chars(first, token_chars, doc_offsets, n):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     """Characters (word characters, no spaces) in repeated n-grams as the Gopher rule is
     implemented by datatrove's ``find_all_duplicate``: scan left to right; an n-gram seen
@@ -380,7 +381,7 @@ def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def count_joined_tokens(text_data, text_offsets, token_data, token_offsets, top_start, n):
     """Per document: non-overlapping occurrences, left to right, of the string
     ``" ".join(tokens[top_start[d] : top_start[d] + n])`` in the document's text (as
