@@ -1,37 +1,49 @@
 """Exact deduplication of a corpus on disk, end to end, resumable after a crash.
 
-read -> assign ids (if missing) -> identify (cached) -> remove -> write Parquet.
+read and hash (ids assigned if missing) -> group (cached) -> remove -> write Parquet,
+with the input parsed once (:mod:`curator_dask.dedup.exact_files`).
 
 The duplicate list is the one result worth keeping across a crash: it costs a full pass
 of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
 completion marker; a rerun with the same input and parameters reads it back instead of
 hashing again, then removes and writes. The list names documents by row number as well
 as id, so the input's ids need not be unique; rows and ids must be the same on every run,
-which the same files read with the same blocksize guarantee (``AddId`` included).
+which the same files read with the same blocksize guarantee (``AddId`` included). The
+blocksize is part of the cache's fingerprint, and an automatic one is taken from the
+cache when the input is the same, so a rerun on a cluster of another size resumes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import posixpath
 import time
 from dataclasses import dataclass
 
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
+    DUPLICATES_DIR,
     OUTPUT_MODES,
+    mark_complete,
     output_mode_for,
-    read_duplicates,
-    write_duplicates,
+    read_phase,
+    recorded_blocksize,
 )
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
     ExactDuplicates,
 )
+from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.stages.ids import AddId
 
 __all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
@@ -83,8 +95,10 @@ class ExactDeduplicationWorkflow:
         must not be, contain or lie inside an input path.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
-        Bytes per partition (the reader's default is 256 MiB). Peak worker memory follows
-        it. Reruns must use the same value, or ids change and the cache is not reused.
+        Bytes per partition. Default (or ``"auto"``): chosen from the data and the
+        cluster, two partitions per worker thread where the data allows, at most 256 MiB
+        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        worker memory follows it. A rerun with another value computes the list again.
     id_field, text_field, hash_method, on_null, removal_strategy, broadcast_threshold,
     hash_partitions
         As for :class:`~curator_dask.dedup.exact.ExactDuplicates`.
@@ -126,12 +140,32 @@ class ExactDeduplicationWorkflow:
             storage_options=storage_options,
         )
 
-    def read(self) -> DocumentDataset:
-        """The input with ids, as the run sees it."""
+    def _files(self):
+        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
+        return list_files(self.input_path, extensions, self.storage_options)[1]
+
+    def blocksize(self) -> int:
+        """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
+        the automatic choice the one an earlier run of the same input recorded in the
+        cache (so a rerun on a cluster of another size reads the same partitions, ids
+        and rows), or a new automatic choice (see ``docs/io.md``)."""
+        files = self._files()
+        if self.input_blocksize not in (None, AUTO):
+            return resolve_blocksize(files, blocksize=self.input_blocksize)
+        recorded = recorded_blocksize(
+            posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
+            [[f.path, f.size] for f in files], storage_options=self.storage_options)
+        return recorded or resolve_blocksize(files)
+
+    def _read_input(self, blocksize) -> DocumentDataset:
         reader = (DocumentDataset.read_jsonl if self.input_filetype == "jsonl"
                   else DocumentDataset.read_parquet)
-        ds = reader(self.input_path, blocksize=self.input_blocksize,
-                    text_field=self.dedup.text_field, storage_options=self.storage_options)
+        return reader(self.input_path, blocksize=blocksize, text_field=self.dedup.text_field,
+                      storage_options=self.storage_options)
+
+    def read(self) -> DocumentDataset:
+        """The input with ids, as the run sees it."""
+        ds = self._read_input(self.blocksize())
         id_field = self.dedup.id_field
         if id_field not in ds.df.columns:
             if not self.assign_id:
@@ -142,60 +176,81 @@ class ExactDeduplicationWorkflow:
             ds = AddId(id_field=id_field)(ds)
         return ds
 
-    def fingerprint(self) -> dict:
-        """What the duplicate list depends on: the input files and the parameters."""
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        _, files = list_files(self.input_path, extensions, self.storage_options)
+    def fingerprint(self, blocksize: int | None = None) -> dict:
+        """What the duplicate list depends on: the input files, the bytes per partition
+        (which decide ids and row numbers) and the parameters."""
+        files = self._files()
         d = self.dedup
         return {
             "files": [[f.path, f.size] for f in files],
             "input_filetype": self.input_filetype,
-            "input_blocksize": str(self.input_blocksize),
+            "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
             "id_field": d.id_field, "text_field": d.text_field,
             "hash_method": d.hash_method, "on_null": d.on_null,
         }
 
     def run(self) -> ExactDedupResult:
-        """Deduplicate; resumes from a complete duplicate list in ``cache_path``."""
+        """Deduplicate; resumes from a complete duplicate list in ``cache_path``.
+
+        The input is parsed once: each partition is hashed as it is read and kept in
+        the cache as Arrow until the kept documents are written (see
+        :mod:`curator_dask.dedup.exact_files`).
+        """
         start = time.perf_counter()
-        ds = self.read()
+        blocksize = self.blocksize()
+        ds = self._read_input(blocksize)
+        d = self.dedup
+        if d.id_field not in ds.df.columns and not self.assign_id:
+            raise KeyError(
+                f"the input has no id column {d.id_field!r} (columns: "
+                f"{list(ds.df.columns)}); pass assign_id=True to add ids with AddId"
+            )
         # Before anything is written: neither the output nor the cache may touch the input.
         check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
                         storage_options=self.storage_options)
-        fingerprint = self.fingerprint()
-        cached = read_duplicates(self.cache_path, fingerprint=fingerprint,
-                                 storage_options=self.storage_options)
-        if cached is not None and ROW_FIELD not in cached.duplicates.df.columns:
+        fingerprint = self.fingerprint(blocksize)
+        list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
+        cached = read_phase(list_path, fingerprint=fingerprint,
+                            storage_options=self.storage_options)
+        if cached is not None and not _lists_rows(list_path, self.storage_options):
             # A list of ids alone (an earlier version's) cannot tell apart documents that
             # share an id: find the duplicates again rather than trust the ids.
-            logger.warning("%s lists ids without row numbers: computing it again", cached.path)
+            logger.warning("%s lists ids without row numbers: computing it again", list_path)
             cached = None
         output_mode = output_mode_for(  # fail before hashing
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
+        run = ExactFilesRun(ds, id_field=d.id_field, text_field=d.text_field,
+                            hash_method=d.hash_method, on_null=d.on_null,
+                            assign_id=self.assign_id, cache_path=self.cache_path,
+                            hash_partitions=d.hash_partitions,
+                            storage_options=self.storage_options)
         if cached is None:
-            cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
-                                      fingerprint=fingerprint,
-                                      storage_options=self.storage_options)
+            found = run.identify(list_path, _as_json(fingerprint))
+            mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
+                          files=len(found.parts), stats=found.stats,
+                          storage_options=self.storage_options)
+            rows, stats, from_cache = found.rows, found.stats, False
+        else:
+            rows, stats, from_cache = cached.rows, cached.stats, True
+        parts = _parts_of(list_path, self.storage_options)
         identified = time.perf_counter()
-        # Fewer ids to remove than duplicate rows: a short list needs no count to decide.
-        strategy = None
-        if (self.dedup.removal_strategy == "auto"
-                and cached.rows <= self.dedup.broadcast_threshold):
-            strategy = "broadcast"
-        clean = self.dedup.remove(ds, cached.duplicates, strategy=strategy)
-        written = clean.to_parquet(self.output_path, mode=output_mode,
-                                   storage_options=self.storage_options,
-                                   fingerprint=fingerprint)
+        strategy = d.removal_strategy
+        if strategy == "auto":
+            # The list's size is known: no count is needed to decide.
+            strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
+        written = run.remove(parts, stats, self.output_path, output_mode, _as_json(fingerprint),
+                             strategy, inputs=[ds.sources])
+        run.drop_staging()
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
         result = ExactDedupResult(
             input_documents=written.rows + removed + nulls,
             duplicate_documents=removed,
             kept_documents=written.rows,
-            duplicate_groups=cached.rows - removed,
+            duplicate_groups=rows - removed,
             null_text_documents=nulls,
-            identify_from_cache=cached.from_cache,
+            identify_from_cache=from_cache,
             output=written,
             identify_seconds=identified - start,
             remove_seconds=time.perf_counter() - identified,
@@ -204,3 +259,22 @@ class ExactDeduplicationWorkflow:
                     "%d kept", result.input_documents, removed, result.duplicate_groups,
                     written.rows)
         return result
+
+
+def _parts_of(path: str, storage_options: dict | None) -> list[str]:
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    return sorted(p for p in fs.ls(root, detail=False)
+                  if posixpath.basename(p).startswith("part-") and p.endswith(".parquet"))
+
+
+def _lists_rows(path: str, storage_options: dict | None) -> bool:
+    """Whether the duplicate list at ``path`` names rows (``_row``), not ids alone."""
+    fs, _ = url_to_fs(path, **(storage_options or {}))
+    for part in _parts_of(path, storage_options)[:1]:
+        with fs.open(part, "rb") as handle:
+            return ROW_FIELD in pq.read_schema(handle).names
+    return True
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value, sort_keys=True))
