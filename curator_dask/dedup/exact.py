@@ -276,10 +276,10 @@ class ExactDuplicates:
     broadcast_threshold : int
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     hash_partitions : int, optional
-        Partitions of the ``(id, _hash, _row)`` shuffle; default: as many as the input, so no
-        shuffled partition outgrows an input one. The pairs are ~50 bytes a document, so
-        for documents of a few KB far fewer will do: 1/16 as many cut the CPU time of
-        ``identify`` by ~13% on 4 GB here (fewer, larger shuffle shards and files).
+        Partitions of the ``(id, _hash, _row)`` shuffle. Default: one per 2 GiB of input
+        files (one per 16 input partitions for data not read from files). The triples
+        are ~50 bytes a document, so a partition of 2 GiB of ~1 KB documents holds about
+        100 MB; fewer, larger shuffle shards cost less than one per input partition.
 
     Examples
     --------
@@ -351,7 +351,7 @@ class ExactDuplicates:
             meta=meta, align_dataframes=False, enforce_metadata=False,
         )
         shuffled = hashed.shuffle(on=HASH_FIELD, ignore_index=True,
-                                  npartitions=self.hash_partitions or ds.npartitions,
+                                  npartitions=self.hash_partitions or _hash_partitions(ds),
                                   shuffle_method=default_shuffle_method())
         groups = shuffled.map_partitions(_duplicate_groups, self.id_field, meta=meta,
                                          align_dataframes=False, enforce_metadata=False)
@@ -422,6 +422,18 @@ class ExactDuplicates:
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False)
+
+
+def _hash_partitions(ds: DocumentDataset) -> int:
+    """Partitions of the ``(id, hash, row)`` shuffle when the user gives none: one per
+    2 GiB of input files (~50 bytes a document go into the shuffle, so each holds about
+    100 MB of ~1 KB documents), or one per 16 input partitions for data not read from
+    files."""
+    from curator_dask.dedup.exact_files import default_hash_partitions
+
+    if ds.plan is not None:
+        return min(ds.npartitions, default_hash_partitions(sum(p.nbytes for p in ds.plan)))
+    return max(1, -(-ds.npartitions // 16))
 
 
 def mark_hash_partitioned(duplicates: DocumentDataset) -> DocumentDataset:
