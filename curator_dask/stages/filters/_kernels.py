@@ -24,6 +24,9 @@ from curator_dask.numba_cache import njit
 
 __all__ = [
     "split_whitespace",
+    "count_words",
+    "segment_ids",
+    "count_joined_spans",
     "gather_segments",
     "segment_sums",
     "prefix_hashes",
@@ -98,43 +101,68 @@ def _decode(data, i, end):
 
 
 @njit(nogil=True)
-def _scan_words(data, offsets, space, starts, ends, nchars, counts, fill):
-    k = 0
-    for d in range(offsets.shape[0] - 1):
+def count_words(data, offsets, ascii_space, space):
+    """Words (``str.split()``) per document: one pass, ASCII bytes looked up in a
+    128-entry table, other characters decoded. ``space`` is a bool table over code
+    points, ``ascii_space`` its first 128 entries."""
+    n_docs = offsets.shape[0] - 1
+    out = np.zeros(n_docs, np.int64)
+    for d in range(n_docs):
         i = offsets[d]
         end = offsets[d + 1]
+        count = 0
         in_word = False
-        chars = 0
-        first = k
         while i < end:
-            b = np.int64(data[i])
+            b = data[i]
             if b < 0x80:  # ASCII: most bytes of most text
-                is_space = space[b]
+                is_space = ascii_space[b]
                 i += 1
             else:
                 cp, size = _decode(data, i, end)
                 is_space = space[cp]
                 i += size
             if is_space:
+                in_word = False
+            elif not in_word:
+                in_word = True
+                count += 1
+        out[d] = count
+    return out
+
+
+@njit(nogil=True)
+def _fill_words(data, offsets, ascii_space, space, starts, ends, nchars):
+    k = 0
+    for d in range(offsets.shape[0] - 1):
+        i = offsets[d]
+        end = offsets[d + 1]
+        in_word = False
+        chars = 0
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                is_space = ascii_space[b]
+                size = 1
+            else:
+                cp, size = _decode(data, i, end)
+                is_space = space[cp]
+            if is_space:
                 if in_word:
-                    if fill:
-                        ends[k] = i - 1 if b < 0x80 else i - size
-                        nchars[k] = chars
+                    ends[k] = i
+                    nchars[k] = chars
                     k += 1
                     in_word = False
             elif in_word:
                 chars += 1
             else:
-                if fill:
-                    starts[k] = i - 1 if b < 0x80 else i - size
+                starts[k] = i
                 in_word = True
                 chars = 1
+            i += size
         if in_word:
-            if fill:
-                ends[k] = end
-                nchars[k] = chars
+            ends[k] = end
+            nchars[k] = chars
             k += 1
-        counts[d] = k - first
     return k
 
 
@@ -142,14 +170,81 @@ def _scan_words(data, offsets, space, starts, ends, nchars, counts, fill):
 def split_whitespace(data, offsets, space):
     """``str.split()`` of every document: (token byte starts, ends, character counts,
     tokens per document). ``space`` is a bool table over code points."""
-    counts = np.zeros(offsets.shape[0] - 1, np.int64)
-    none = np.zeros(0, np.int64)
-    total = _scan_words(data, offsets, space, none, none, none, counts, False)
+    ascii_space = space[:128].copy()
+    counts = count_words(data, offsets, ascii_space, space)
+    total = counts.sum()
     starts = np.empty(total, np.int64)
     ends = np.empty(total, np.int64)
     nchars = np.empty(total, np.int64)
-    _scan_words(data, offsets, space, starts, ends, nchars, counts, True)
+    _fill_words(data, offsets, ascii_space, space, starts, ends, nchars)
     return starts, ends, nchars, counts
+
+
+@njit(nogil=True, inline="always")
+def _bytes_hash(data, a, b):
+    h = np.uint64(0xCBF29CE484222325)  # FNV-1a, then a splitmix64 finalizer
+    for i in range(a, b):
+        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    return h
+
+
+@njit(nogil=True, inline="always")
+def _same_bytes(data, a, b, c, d):
+    if b - a != d - c:
+        return False
+    for j in range(b - a):
+        if data[a + j] != data[c + j]:
+            return False
+    return True
+
+
+@njit(nogil=True)
+def segment_ids(data, starts, ends):
+    """int64 ids of the byte strings ``data[starts[k]:ends[k]]``, equal exactly when the
+    bytes are equal, numbered in order of first appearance (as Arrow's
+    ``dictionary_encode``). One pass over a hash table sized to the distinct strings
+    (so it stays in cache), whose hits are confirmed by comparing bytes; no string is
+    built."""
+    n = starts.shape[0]
+    ids = np.empty(n, np.int64)
+    size = 1024
+    mask = np.uint64(size - 1)
+    table = np.full(size, -1, np.int64)  # slot -> id
+    first = np.empty(max(n, 1), np.int64)  # id -> its first segment
+    hashes = np.empty(max(n, 1), np.uint64)  # id -> hash
+    distinct = 0
+    for k in range(n):
+        a = starts[k]
+        b = ends[k]
+        h = _bytes_hash(data, a, b)
+        s = np.int64(h & mask)
+        while True:
+            held = table[s]
+            if held < 0:
+                table[s] = distinct
+                first[distinct] = k
+                hashes[distinct] = h
+                ids[k] = distinct
+                distinct += 1
+                if 2 * distinct > size:  # grow: rehash the distinct strings only
+                    size *= 2
+                    mask = np.uint64(size - 1)
+                    table = np.full(size, -1, np.int64)
+                    for j in range(distinct):
+                        t = np.int64(hashes[j] & mask)
+                        while table[t] >= 0:
+                            t = (t + 1) & (size - 1)
+                        table[t] = j
+                break
+            if hashes[held] == h and _same_bytes(data, starts[first[held]], ends[first[held]],
+                                                 a, b):
+                ids[k] = held
+                break
+            s = (s + 1) & (size - 1)
+    return ids
 
 
 @njit(nogil=True)
@@ -378,6 +473,51 @@ def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
                 table[s] = p
                 p += 1
         out[d] = total
+    return out
+
+
+@njit(nogil=True)
+def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):
+    """:func:`count_joined_tokens` with the tokens given as byte spans of the text
+    (``starts``/``ends`` from :func:`split_whitespace`) instead of their own strings."""
+    n_docs = text_offsets.shape[0] - 1
+    out = np.zeros(n_docs, np.int64)
+    for d in range(n_docs):
+        t0 = top_start[d]
+        if t0 < 0:
+            continue
+        pattern_len = n - 1
+        for k in range(n):
+            pattern_len += ends[t0 + k] - starts[t0 + k]
+        first_byte = text_data[starts[t0]]
+        i = text_offsets[d]
+        end = text_offsets[d + 1]
+        count = 0
+        while i + pattern_len <= end:
+            if text_data[i] != first_byte:
+                i += 1
+                continue
+            j = i
+            ok = True
+            for k in range(n):
+                if k > 0:
+                    if text_data[j] != 0x20:
+                        ok = False
+                        break
+                    j += 1
+                for q in range(starts[t0 + k], ends[t0 + k]):
+                    if text_data[j] != text_data[q]:
+                        ok = False
+                        break
+                    j += 1
+                if not ok:
+                    break
+            if ok:
+                count += 1
+                i += pattern_len
+            else:
+                i += 1
+        out[d] = count
     return out
 
 
