@@ -4,6 +4,7 @@ The fuzzy phases live in :mod:`curator_dask.dedup.fuzzy`; its main entry points 
 re-exported here.
 """
 
+from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.removal import remove_ids
@@ -20,6 +21,8 @@ from curator_dask.dedup.fuzzy import (
 __all__ = [
     "DuplicateIdError",
     "DuplicateListMismatchError",
+    "ExactDedupConfig",
+    "FuzzyDedupConfig",
     "LSH",
     "ExactDedupResult",
     "ExactDeduplicationWorkflow",

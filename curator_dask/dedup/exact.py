@@ -41,17 +41,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import fields
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import backend_dispatch
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import HASH_METHODS, ExactDedupConfig, resolve_config
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
-    STRATEGIES,
     default_shuffle_method,
     remove_ids,
 )
@@ -63,11 +65,9 @@ __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HA
 
 logger = logging.getLogger(__name__)
 
-HASH_METHODS = ("md5", "xxh3_128")
 HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
-ON_NULL = ("error", "skip")
 _HEX_CHARS = 32
 
 # Names of the duplicate frames known to be partitioned on the hash (every group whole
@@ -101,13 +101,7 @@ def hash_texts(texts, method: str = "md5"):
     """
     if method not in HASH_METHODS:
         raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
-    if _is_cudf(texts):
-        return _hash_texts_cudf(texts, method)
-    return _hash_texts_pandas(texts, method)
-
-
-def _is_cudf(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "cudf"
+    return _hash_texts(texts, method)
 
 
 def _hash_texts_pandas(texts: pd.Series, method: str) -> pd.Series:
@@ -130,6 +124,10 @@ def _hash_texts_cudf(texts, method: str):
     hashed = cudf.Series.from_arrow(_hash_arrow(arrow, method))
     hashed.index = texts.index
     return hashed
+
+
+_hash_texts = backend_dispatch("hash_texts", pandas=_hash_texts_pandas,
+                               cudf=lambda: _hash_texts_cudf)
 
 
 def _arrow_strings(texts: pd.Series) -> pa.Array:
@@ -275,6 +273,10 @@ class ExactDuplicates:
     removal_strategy : {"auto", "broadcast", "shuffle"}
     broadcast_threshold : int
         See :func:`~curator_dask.dedup.removal.remove_ids`.
+    config : ExactDedupConfig, optional
+        All the parameters above but ``perform_removal``, ``cache_path`` and
+        ``storage_options`` as one object (then leave them at their defaults), shared
+        with the workflow and the pipeline stage.
     hash_partitions : int, optional
         Partitions of the ``(id, _hash, _row)`` shuffle. Default: one per 2 GiB of input
         files (one per 16 input partitions for data not read from files). The triples
@@ -302,29 +304,26 @@ class ExactDuplicates:
                  removal_strategy: str = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 storage_options: dict | None = None):
-        if hash_method not in HASH_METHODS:
-            raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {hash_method!r}")
-        if on_null not in ON_NULL:
-            raise ValueError(f"on_null must be one of {ON_NULL}, got {on_null!r}")
-        if removal_strategy not in STRATEGIES:
-            raise ValueError(
-                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
-        if hash_partitions is not None and (not isinstance(hash_partitions, int)
-                                            or hash_partitions < 1):
-            raise ValueError(f"hash_partitions must be a positive integer, got {hash_partitions!r}")
-        if hash_method == "xxh3_128":
-            _hash_constructor(hash_method)  # fail now, not on a worker
-        self.id_field = id_field
-        self.text_field = text_field
-        self.hash_method = hash_method
+                 storage_options: dict | None = None,
+                 config: ExactDedupConfig | None = None):
+        config = resolve_config(ExactDedupConfig, config, dict(
+            id_field=id_field, text_field=text_field, hash_method=hash_method,
+            on_null=on_null, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
+            who="ExactDuplicates")
+        if config.hash_method == "xxh3_128":
+            _hash_constructor(config.hash_method)  # fail now, not on a worker
+        for f in fields(ExactDedupConfig):
+            setattr(self, f.name, getattr(config, f.name))
         self.perform_removal = perform_removal
         self.cache_path = cache_path
-        self.on_null = on_null
-        self.removal_strategy = removal_strategy
-        self.broadcast_threshold = broadcast_threshold
-        self.hash_partitions = hash_partitions
         self.storage_options = storage_options
+
+    @property
+    def config(self) -> ExactDedupConfig:
+        """The parameters as one :class:`~curator_dask.dedup.ExactDedupConfig`."""
+        return ExactDedupConfig(**{f.name: getattr(self, f.name)
+                                   for f in fields(ExactDedupConfig)})
 
     def __repr__(self) -> str:
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "

@@ -44,6 +44,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import (
     ROW_FIELD,
@@ -415,9 +416,8 @@ def _mismatch(what: str):
     )
 
 
-def _host(df):
-    """A cuDF frame's small slice as pandas (rows lists and the ids they are checked on)."""
-    return df.to_pandas() if type(df).__module__.split(".")[0] == "cudf" else df
+#: A cuDF frame's small slice as pandas (rows lists and the ids they are checked on).
+_host = to_host
 
 
 def _plain(value):

@@ -33,6 +33,7 @@ from curator_dask.dedup.cache import (
     read_phase,
     recorded_blocksize,
 )
+from curator_dask.dedup.config import ExactDedupConfig, resolve_config
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
@@ -102,6 +103,9 @@ class ExactDeduplicationWorkflow:
     id_field, text_field, hash_method, on_null, removal_strategy, broadcast_threshold,
     hash_partitions
         As for :class:`~curator_dask.dedup.exact.ExactDuplicates`.
+    config : ExactDedupConfig, optional
+        Those parameters as one object (then leave them at their defaults), shared with
+        :class:`~curator_dask.dedup.ExactDuplicates` and the ``ExactDedup`` stage.
     assign_id : bool, default True
         Add ids with :class:`~curator_dask.AddId` when the input has no ``id_field``;
         when False, a missing id column is an error.
@@ -120,7 +124,8 @@ class ExactDeduplicationWorkflow:
                  removal_strategy: str = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 output_mode: str = "error", storage_options: dict | None = None):
+                 output_mode: str = "error", storage_options: dict | None = None,
+                 config: ExactDedupConfig | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -133,12 +138,12 @@ class ExactDeduplicationWorkflow:
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
-        self.dedup = ExactDuplicates(
+        config = resolve_config(ExactDedupConfig, config, dict(
             id_field=id_field, text_field=text_field, hash_method=hash_method,
             on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions,
-            storage_options=storage_options,
-        )
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
+            who="ExactDeduplicationWorkflow")
+        self.dedup = ExactDuplicates(config=config, storage_options=storage_options)
 
     def _files(self):
         extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
@@ -185,8 +190,7 @@ class ExactDeduplicationWorkflow:
             "files": [[f.path, f.size] for f in files],
             "input_filetype": self.input_filetype,
             "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
-            "id_field": d.id_field, "text_field": d.text_field,
-            "hash_method": d.hash_method, "on_null": d.on_null,
+            **d.config.decisive(),
         }
 
     def run(self) -> ExactDedupResult:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curator_dask.backends import to_host
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.overlap import InputPaths, check_output_path
@@ -350,7 +351,7 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
             # cuDF frames and Arrow tables are written through pandas: one JSON writer.
             if isinstance(df, pa.Table):
                 df = df.to_pandas()
-            frame = df.to_pandas() if hasattr(df, "to_pandas") else df
+            frame = to_host(df)
             with fs.open(tmp, "wb", compression=spec.compression) as handle:
                 if len(frame):
                     text = frame.to_json(orient="records", lines=True, force_ascii=False)
@@ -397,7 +398,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
             f"add_filename=True (columns present: {list(df.columns)})"
         )
     names = df[spec.filename_field]
-    for name in sorted(set(names.to_pandas() if hasattr(names, "to_pandas") else names)):
+    for name in sorted(set(to_host(names))):
         relative = _safe_relative_name(name, spec.filename_field)
         group = df[names == name]
         if not spec.keep_filename_column:

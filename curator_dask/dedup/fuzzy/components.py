@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import DEFAULT_MAX_LOCAL_EDGES
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.numba_cache import njit
@@ -43,8 +44,6 @@ __all__ = ["connected_components", "union_find_components", "distributed_compone
 logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
-#: Up to this many edges, components are computed on one worker with union-find.
-DEFAULT_MAX_LOCAL_EDGES = 50_000_000
 
 _U, _V = "_u", "_v"
 _C1 = 0xFF51AFD7ED558CCD

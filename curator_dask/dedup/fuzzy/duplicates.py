@@ -12,6 +12,7 @@ import logging
 import dask
 import dask.dataframe as dd
 
+from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.components import (
     DEFAULT_MAX_LOCAL_EDGES,
@@ -22,7 +23,8 @@ from curator_dask.dedup.fuzzy.jaccard import check_false_positives, pair_similar
 from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, remove_ids
+from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
+from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, remove_ids
 
 __all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
 
@@ -62,6 +64,9 @@ class FuzzyDuplicates:
         See :func:`~curator_dask.dedup.fuzzy.connected_components`.
     removal_strategy, broadcast_threshold
         See :func:`~curator_dask.dedup.removal.remove_ids`.
+    config : FuzzyDedupConfig, optional
+        All the parameters above as one object (then leave them at their defaults),
+        shared with the workflow and the pipeline stage.
 
     Examples
     --------
@@ -83,25 +88,42 @@ class FuzzyDuplicates:
                  jaccard_threshold: float = 0.8, id_field: str = "id",
                  text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
                  removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD):
-        if not 0.0 <= jaccard_threshold <= 1.0:
-            raise ValueError(f"jaccard_threshold must be in [0, 1], got {jaccard_threshold!r}")
-        if removal_strategy not in STRATEGIES:
-            raise ValueError(
-                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
-        self.minhash = MinHash(seed=seed, char_ngrams=char_ngrams,
-                               num_hashes=num_bands * minhashes_per_band,
-                               use_64_bit_hash=use_64_bit_hash, text_field=text_field,
-                               id_field=id_field)
-        self.lsh = LSH(num_bands=num_bands, minhashes_per_band=minhashes_per_band,
-                       bands_per_iteration=bands_per_iteration, id_field=id_field)
-        self.false_positive_check = false_positive_check
-        self.jaccard_threshold = jaccard_threshold
-        self.id_field = id_field
-        self.text_field = text_field
-        self.max_local_edges = max_local_edges
-        self.removal_strategy = removal_strategy
-        self.broadcast_threshold = broadcast_threshold
+                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
+                 config: FuzzyDedupConfig | None = None):
+        c = resolve_config(FuzzyDedupConfig, config, dict(
+            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
+            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
+            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
+            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
+            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold), who="FuzzyDuplicates")
+        self.minhash = MinHash(seed=c.seed, char_ngrams=c.char_ngrams,
+                               num_hashes=c.num_bands * c.minhashes_per_band,
+                               use_64_bit_hash=c.use_64_bit_hash, text_field=c.text_field,
+                               id_field=c.id_field)
+        self.lsh = LSH(num_bands=c.num_bands, minhashes_per_band=c.minhashes_per_band,
+                       bands_per_iteration=c.bands_per_iteration, id_field=c.id_field)
+        self.false_positive_check = c.false_positive_check
+        self.jaccard_threshold = c.jaccard_threshold
+        self.id_field = c.id_field
+        self.text_field = c.text_field
+        self.max_local_edges = c.max_local_edges
+        self.removal_strategy = c.removal_strategy
+        self.broadcast_threshold = c.broadcast_threshold
+
+    @property
+    def config(self) -> FuzzyDedupConfig:
+        """The parameters as one :class:`~curator_dask.dedup.FuzzyDedupConfig`."""
+        m, lsh = self.minhash, self.lsh
+        return FuzzyDedupConfig(
+            seed=m.seed, char_ngrams=m.char_ngrams, num_bands=lsh.num_bands,
+            minhashes_per_band=lsh.minhashes_per_band,
+            bands_per_iteration=lsh.bands_per_iteration, use_64_bit_hash=m.use_64_bit_hash,
+            false_positive_check=self.false_positive_check,
+            jaccard_threshold=self.jaccard_threshold, id_field=self.id_field,
+            text_field=self.text_field, max_local_edges=self.max_local_edges,
+            removal_strategy=self.removal_strategy,
+            broadcast_threshold=self.broadcast_threshold)
 
     def __repr__(self) -> str:
         return (f"FuzzyDuplicates(seed={self.minhash.seed}, "
@@ -184,7 +206,7 @@ class FuzzyDuplicates:
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
         """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
         ids = self.ids_to_remove(groups)
-        if type(ds.df._meta).__module__.split(".")[0] == "cudf":
+        if is_cudf(ds.df._meta):
             ids = ids.to_backend("cudf")  # the anti-join runs where the documents are
         return remove_ids(ds, ids, id_field=self.id_field,
                           strategy=self.removal_strategy,

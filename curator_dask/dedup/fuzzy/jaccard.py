@@ -30,6 +30,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash_kernel import _mmh3_x64_128, _next_char, _string_buffers
@@ -257,7 +258,7 @@ def pair_similarities(edges, ds: DocumentDataset, *, char_ngrams: int = 24,
         ids = ids.drop_duplicates(split_out=edges.npartitions, shuffle_method=method)
         texts = docs[[id_field, text_field]].merge(ids, on=id_field, how="inner",
                                                    shuffle_method=method)
-    if type(texts_meta).__module__.split(".")[0] == "cudf":
+    if is_cudf(texts_meta):
         texts = texts.to_backend("pandas")  # scored on the host, beside the edges
     # The texts move once; the edges go to their member's text, then to their anchor's.
     # As many partitions as the dataset: the selected texts are at most all of it.

@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.backends import is_cudf, series_like, to_host
 from curator_dask.stages.filters import _kernels
 
 __all__ = [
@@ -58,32 +59,18 @@ MAX_CODE_POINT = 0x110000
 
 # -- backends ----------------------------------------------------------------------------
 
-def is_cudf(obj) -> bool:
-    """True for cuDF series and frames (checked without importing cuDF)."""
-    return type(obj).__module__.startswith("cudf")
-
-
 def to_pandas_text(text):
     """A pandas text Series for ``text``; a cuDF Series is copied to host memory.
 
     The one place where filters and modifiers that need pandas leave cuDF.
     """
-    if is_cudf(text):
-        return text.to_pandas()
-    return text
+    return to_host(text)
 
 
 def like_input(values, original, dtype=None):
     """``values`` (array, list or pandas Series) as a Series on ``original``'s backend
     and index, with ``dtype`` (``"str"`` for text)."""
-    if isinstance(values, pd.Series):
-        values = values.to_numpy(dtype=object if dtype == "str" else None)
-    if is_cudf(original):
-        import cudf
-
-        series = cudf.Series(values, index=original.index)
-        return series.astype(dtype) if dtype is not None and dtype != "str" else series
-    return pd.Series(values, index=original.index, dtype=dtype)
+    return series_like(values, original, dtype)
 
 
 def arrow_text(text) -> pa.LargeStringArray:
