@@ -137,6 +137,13 @@ _CHOICE_HELP = {
                    "curator-dask wrote there and refuses if anything else is there; "
                    "'overwrite_all' deletes everything in the directory first. ",
 }
+#: Help for options whose default is None (otherwise shown as "default: none").
+_NONE_HELP = {
+    "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
+                       "the cluster, two partitions per worker thread, at most 256MiB",
+    "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
+              "FuzzyDedupConfig fields), instead of one option each",
+}
 
 
 def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
@@ -170,7 +177,7 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
                                 help="default: %(default)s")
         else:  # None default: a value as YAML reads it (a size, a number, a mapping)
             parser.add_argument(flag, dest=p.name, type=_yaml_value, default=default,
-                                metavar="VALUE", help="default: none")
+                                metavar="VALUE", help=_NONE_HELP.get(p.name, "default: none"))
 
 
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
