@@ -83,7 +83,9 @@ def test_parquet_input_with_its_own_ids_and_xxh3(client, raw):
     assert result.kept_documents == 6
 
 
-def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch):
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch,
+                                                                in_memory):
     from curator_dask.dedup import exact_files
     from curator_dask.io.writers import write_partition
 
@@ -92,12 +94,15 @@ def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, mon
             raise RuntimeError("simulated crash while writing")
         return write_partition(df, spec, index, fs, **options)
 
+    # A corpus this small runs in one pass; a share of 0 forces the staged copy.
+    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
     with monkeypatch.context() as patch:
         patch.setattr(exact_files, "write_partition", crash_after_the_first_part)
         with pytest.raises(RuntimeError, match="simulated crash"):
             workflow(raw).run()
     assert (raw / "cache" / "exact_duplicates" / "_COMPLETE.json").exists()
-    assert (raw / "cache" / "exact_staging").exists()  # the input as read, for the rerun
+    # The staged input, for the rerun to read (kept only when it was staged).
+    assert (raw / "cache" / "exact_staging").exists() == (not in_memory)
     # What the crashed write left (its manifest, maybe a part) is replaced, not an error:
     # the manifest records that this workflow, input and parameters wrote it.
     assert (raw / "out" / ".curator-output.json").exists()
@@ -168,10 +173,14 @@ def test_auto_removal_of_a_lazy_duplicate_list_on_a_cluster(client, threshold):
     assert clean.dropped_counts() == {"exact_duplicate": 4}
 
 
+@pytest.mark.parametrize("in_memory", [True, False])
 @pytest.mark.parametrize("hash_partitions,strategy", [(None, "auto"), (3, "broadcast"),
                                                       (3, "shuffle")])
-def test_workflow_keeps_what_identify_and_remove_keep(client, tmp_path, hash_partitions,
-                                                       strategy):
+def test_workflow_keeps_what_identify_and_remove_keep(client, tmp_path, monkeypatch,
+                                                       hash_partitions, strategy, in_memory):
+    from curator_dask.dedup import exact_files
+
+    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
     # Parquet with its own ids, each on two documents, in four partitions.
     texts = (TEXTS * 4)[:40]
     ids = [i // 2 for i in range(len(texts))]  # every id on two documents

@@ -23,6 +23,12 @@ a lazy dataset. Three steps, each a handful of plain tasks:
 
 The staged copy is deleted once the output is written. A rerun that finds the list
 complete skips steps 1-2 and reads the staged copy if it is whole, or the input again.
+
+An input that fits comfortably in the workers' memory (twice its size under a quarter of
+it, :data:`IN_MEMORY_FRACTION`) is not staged: the three steps run as one graph and each
+partition's table stays in memory from its hash task to its write task, on the same
+worker. A task between the group and write steps marks the list complete and prepares
+the output directory, so a crash while writing still leaves a list to resume from.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from curator_dask.io.writers import (
     write_partition,
 )
 
-__all__ = ["STAGING_DIR", "ExactFilesRun", "default_hash_partitions"]
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,9 @@ STAGING_DIR = "exact_staging"
 #: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
 BYTES_PER_BUCKET = 2 << 30
 _HI, _LO = "_hash_hi", "_hash_lo"
+#: Inputs up to this share of the workers' memory (counted twice: a table and its
+#: filtered copy) skip the staged copy and stay in memory from hash to write.
+IN_MEMORY_FRACTION = 0.25
 
 
 def default_hash_partitions(input_bytes: int) -> int:
@@ -151,7 +160,8 @@ class _Input:
 
 # -- step 1: hash (and stage) -----------------------------------------------------------------
 
-def _hash_partition(source: _Input, i: int, buckets: int, stage: WriteSpec | None) -> dict:
+def _hash_partition(source: _Input, i: int, buckets: int, stage: WriteSpec | None,
+                    keep_table: bool = False) -> dict:
     settings = source.settings
     table, dropped = source.read(i)
     n = table.num_rows
@@ -180,7 +190,8 @@ def _hash_partition(source: _Input, i: int, buckets: int, stage: WriteSpec | Non
         take = order[bounds[b]:bounds[b + 1]]
         pieces.append(pa.table({settings.id_field: ids.take(pa.array(take)),
                                 _HI: hi[take], _LO: lo[take], ROW_FIELD: rows[take]}))
-    return {"pieces": pieces, "rows": n, "nulls": int(nulls.sum()), "dropped": dropped}
+    return {"pieces": pieces, "rows": n, "nulls": int(nulls.sum()), "dropped": dropped,
+            "table": table if keep_table else None}
 
 
 def _piece(hashed: dict, bucket: int) -> pa.Table:
@@ -247,10 +258,16 @@ def _combine(removals: list[pa.Table], npartitions: int) -> pa.Table:
     return combined
 
 
-def _remove_and_write(source: _Input, i: int, removals: list[pa.Table], staged: bool,
-                      output: WriteSpec, dropped: dict[str, int], write=write_partition) -> dict:
+def _remove_and_write(source: _Input, i: int, removals: list[pa.Table], staged,
+                      output: WriteSpec, dropped: dict[str, int], write=write_partition,
+                      after=None) -> dict:
+    """Drop the listed rows of partition ``i`` and write it. ``staged``: True to read
+    the staged copy, False to read the input, or the hash task's result holding the
+    table in memory. ``after`` only orders this task after another."""
     settings = source.settings
-    if staged:
+    if isinstance(staged, dict):
+        table, dropped = staged["table"], staged["dropped"]
+    elif staged:
         table = source.staged(i)
     else:
         table, dropped = source.read(i)
@@ -342,13 +359,78 @@ class ExactFilesRun:
         counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{self.token}-{i}")
                   for i, h in enumerate(hashed)]
         grouped, counted = dask.compute(groups, counts)
-        stats = {"partitions": self.npartitions, "staged": self.npartitions,
-                 "input_rows": sum(c["rows"] for c in counted),
-                 "null_text": sum(c["nulls"] for c in counted),
-                 "reader_dropped": {str(i): c["dropped"] for i, c in enumerate(counted)
-                                    if c["dropped"]}}
+        stats = {**_input_stats(counted), "staged": self.npartitions}
         parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
         return Identified(sum(g["rows"] for g in grouped), parts, stats)
+
+    def fits_in_memory(self, fraction: float | None = None) -> bool:
+        """Whether the input, held as Arrow between the steps, stays under ``fraction``
+        (default :data:`IN_MEMORY_FRACTION`) of the workers' memory (of this machine's
+        available memory without a ``distributed`` client)."""
+        fraction = IN_MEMORY_FRACTION if fraction is None else fraction
+        need = 2 * sum(p.nbytes for p in self.ds.plan)  # the table and its filtered copy
+        try:
+            from distributed import default_client
+
+            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            memory = sum(int(w.get("memory_limit") or 0) for w in workers)
+        except (ImportError, ValueError, TypeError):
+            memory = 0
+        if not memory:
+            import psutil
+
+            memory = psutil.virtual_memory().available
+        return need <= fraction * memory
+
+    def in_one_pass(self, list_path: str, list_fingerprint, output_path: str, mode: str,
+                    output_fingerprint, strategy: str, inputs) -> tuple[Identified, WriteResult]:
+        """All three steps in one graph, each partition's table kept in worker memory from
+        its hash task to its write task (no staged copy): for inputs that fit
+        (:meth:`fits_in_memory`). The list is marked complete, and the output directory
+        prepared, by a task between the group and write steps, so a crash while writing
+        leaves a complete list to resume from."""
+        fs, root = url_to_fs(list_path, **self.storage_options)
+        root = root.rstrip("/")
+        listing = WriteSpec(path=root, fmt="parquet")
+        prepare_output(fs, root, "overwrite", fingerprint=list_fingerprint)
+        out_fs, out_root = url_to_fs(output_path, **self.storage_options)
+        out_root = out_root.rstrip("/") or out_root
+        output = WriteSpec(path=out_root, fmt="parquet")
+        source = self._input(None)
+        t = self.token
+        hashed = [dask.delayed(_hash_partition, pure=False)(
+            source, i, self.buckets, None, True, dask_key_name=f"exact-hash-{t}-{i}")
+            for i in range(self.npartitions)]
+        groups = [dask.delayed(_group_bucket, pure=False)(
+            [dask.delayed(_piece, pure=True)(h, b, dask_key_name=f"exact-piece-{t}-{i}-{b}")
+             for i, h in enumerate(hashed)], b, self.settings, listing, fs,
+            dask_key_name=f"exact-group-{t}-{b}") for b in range(self.buckets)]
+        counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{t}-{i}")
+                  for i, h in enumerate(hashed)]
+        parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
+        marked = dask.delayed(_mark_and_prepare, pure=False)(
+            groups, counts, list_path, list_fingerprint, self.storage_options,
+            out_fs, out_root, mode, inputs, output_fingerprint,
+            dask_key_name=f"exact-mark-{t}")
+        removals = [dask.delayed(_removal_after, pure=True)(
+            p, self.fs, self.settings.id_field, marked,
+            dask_key_name=f"exact-removal-{t}-{b}") for b, p in enumerate(parts)]
+        routed = self._route(removals, strategy)
+        writes = [dask.delayed(_remove_and_write, pure=False)(
+            source, i, routed[i], hashed[i], output, {}, write_partition, marked,
+            dask_key_name=f"exact-write-{t}-{i}") for i in range(self.npartitions)]
+        found, written = dask.compute(marked, writes)
+        return Identified(found["rows"], parts, found["stats"]), _write_result(
+            output_path, list(written))
+
+    def _route(self, removals, strategy: str):
+        if strategy == "broadcast":
+            whole = dask.delayed(_combine, pure=True)(
+                removals, self.npartitions, dask_key_name=f"exact-combine-{self.token}")
+            return [[whole]] * self.npartitions
+        return [[dask.delayed(_for_partition, pure=True)(
+            r, i, dask_key_name=f"exact-route-{self.token}-{i}-{b}")
+            for b, r in enumerate(removals)] for i in range(self.npartitions)]
 
     def staged_whole(self, stats: dict) -> bool:
         """Whether the staged copy an earlier run recorded is all there."""
@@ -371,14 +453,7 @@ class ExactFilesRun:
         removals = [dask.delayed(_removal, pure=True)(
             p, self.fs, self.settings.id_field, dask_key_name=f"exact-removal-{self.token}-{b}")
             for b, p in enumerate(parts)]
-        if strategy == "broadcast":
-            whole = dask.delayed(_combine, pure=True)(
-                removals, self.npartitions, dask_key_name=f"exact-combine-{self.token}")
-            routed = [[whole]] * self.npartitions
-        else:
-            routed = [[dask.delayed(_for_partition, pure=True)(
-                r, i, dask_key_name=f"exact-route-{self.token}-{i}-{b}")
-                for b, r in enumerate(removals)] for i in range(self.npartitions)]
+        routed = self._route(removals, strategy)
         reader_dropped = stats.get("reader_dropped", {})
         source = self._input(self.staging)
         # The writer is looked up here, on the client, and shipped with the tasks.
@@ -386,12 +461,7 @@ class ExactFilesRun:
             source, i, routed[i], staged, output, reader_dropped.get(str(i), {}),
             write_partition, dask_key_name=f"exact-write-{self.token}-{i}")
             for i in range(self.npartitions)]
-        written = list(dask.compute(*writes))
-        files = sorted(f for s in written for f in s["files"])
-        dropped, counters = split_counts(sum_dropped(s["dropped"] for s in written))
-        return WriteResult(path=output_path, files=files, rows=sum(s["rows"] for s in written),
-                           bytes=sum(s["bytes"] for s in written), dropped=dropped,
-                           counters=counters, partitions=written)
+        return _write_result(output_path, list(dask.compute(*writes)))
 
     def drop_staging(self) -> None:
         """Delete the staged copy (only the project's own files; kept if anything else
@@ -412,3 +482,36 @@ class ExactFilesRun:
 
 def _counts(hashed: dict) -> dict:
     return {k: hashed[k] for k in ("rows", "nulls", "dropped")}
+
+
+def _input_stats(counted: list[dict]) -> dict:
+    return {"partitions": len(counted), "input_rows": sum(c["rows"] for c in counted),
+            "null_text": sum(c["nulls"] for c in counted),
+            "reader_dropped": {str(i): c["dropped"] for i, c in enumerate(counted)
+                               if c["dropped"]}}
+
+
+def _mark_and_prepare(groups: list[dict], counted: list[dict], list_path: str,
+                      list_fingerprint, storage_options: dict, out_fs, out_root: str,
+                      mode: str, inputs, output_fingerprint) -> dict:
+    """Mark the duplicate list complete, then prepare the output directory."""
+    from curator_dask.dedup.cache import mark_complete
+
+    rows = sum(g["rows"] for g in groups)
+    stats = _input_stats(counted)
+    mark_complete(list_path, fingerprint=list_fingerprint, rows=rows, files=len(groups),
+                  stats=stats, storage_options=storage_options)
+    prepare_output(out_fs, out_root, mode, inputs=inputs, fingerprint=output_fingerprint)
+    return {"rows": rows, "stats": stats}
+
+
+def _removal_after(path: str, fs, id_field: str, after) -> pa.Table:
+    return _removal(path, fs, id_field)
+
+
+def _write_result(path: str, written: list[dict]) -> WriteResult:
+    files = sorted(f for s in written for f in s["files"])
+    dropped, counters = split_counts(sum_dropped(s["dropped"] for s in written))
+    return WriteResult(path=path, files=files, rows=sum(s["rows"] for s in written),
+                       bytes=sum(s["bytes"] for s in written), dropped=dropped,
+                       counters=counters, partitions=written)

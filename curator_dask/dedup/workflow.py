@@ -71,7 +71,8 @@ class ExactDedupResult:
     identify_from_cache: bool
     output: WriteResult
     #: Seconds spent finding duplicates (or reading them from the cache), and removing
-    #: and writing.
+    #: and writing. An input small enough to run in one pass (no staged copy, see
+    #: :mod:`curator_dask.dedup.exact_files`) counts all of its time as removing.
     identify_seconds: float = 0.0
     remove_seconds: float = 0.0
 
@@ -229,22 +230,33 @@ class ExactDeduplicationWorkflow:
                             assign_id=self.assign_id, cache_path=self.cache_path,
                             hash_partitions=d.hash_partitions,
                             storage_options=self.storage_options)
-        if cached is None:
-            found = run.identify(list_path, _as_json(fingerprint))
-            mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
-                          files=len(found.parts), stats=found.stats,
-                          storage_options=self.storage_options)
-            rows, stats, from_cache = found.rows, found.stats, False
+        if cached is None and run.fits_in_memory():
+            # Small enough to hold in the workers' memory: one graph, no staged copy.
+            # The list's size is unknown until it is made, so "auto" routes each
+            # partition its own rows (there are few buckets at this size).
+            strategy = "broadcast" if d.removal_strategy == "broadcast" else "shuffle"
+            found, written = run.in_one_pass(
+                list_path, _as_json(fingerprint), self.output_path, output_mode,
+                _as_json(fingerprint), strategy, inputs=[ds.sources])
+            rows, from_cache = found.rows, False
+            identified = start  # one pass: identify_seconds is 0, all is in remove
         else:
-            rows, stats, from_cache = cached.rows, cached.stats, True
-        parts = _parts_of(list_path, self.storage_options)
-        identified = time.perf_counter()
-        strategy = d.removal_strategy
-        if strategy == "auto":
-            # The list's size is known: no count is needed to decide.
-            strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
-        written = run.remove(parts, stats, self.output_path, output_mode, _as_json(fingerprint),
-                             strategy, inputs=[ds.sources])
+            if cached is None:
+                found = run.identify(list_path, _as_json(fingerprint))
+                mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
+                              files=len(found.parts), stats=found.stats,
+                              storage_options=self.storage_options)
+                rows, stats, from_cache = found.rows, found.stats, False
+            else:
+                rows, stats, from_cache = cached.rows, cached.stats, True
+            parts = _parts_of(list_path, self.storage_options)
+            identified = time.perf_counter()
+            strategy = d.removal_strategy
+            if strategy == "auto":
+                # The list's size is known: no count is needed to decide.
+                strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
+            written = run.remove(parts, stats, self.output_path, output_mode,
+                                 _as_json(fingerprint), strategy, inputs=[ds.sources])
         run.drop_staging()
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
