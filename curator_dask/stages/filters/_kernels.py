@@ -191,58 +191,67 @@ def _bytes_hash(data, a, b):
     return h
 
 
-@njit(nogil=True, inline="always")
-def _same_bytes(data, a, b, c, d):
-    if b - a != d - c:
-        return False
-    for j in range(b - a):
-        if data[a + j] != data[c + j]:
-            return False
-    return True
-
-
 @njit(nogil=True)
 def segment_ids(data, starts, ends):
     """int64 ids of the byte strings ``data[starts[k]:ends[k]]``, equal exactly when the
     bytes are equal, numbered in order of first appearance (as Arrow's
-    ``dictionary_encode``). One pass over a hash table sized to the distinct strings
-    (so it stays in cache), whose hits are confirmed by comparing bytes; no string is
-    built."""
+    ``dictionary_encode``), without building a string.
+
+    One pass over a hash table sized to the distinct strings. A hit is confirmed by
+    comparing bytes with a compact copy of each distinct string, kept beside the table:
+    comparing with its first occurrence in the text instead would reach all over the
+    partition's bytes, a cache miss per word.
+    """
     n = starts.shape[0]
     ids = np.empty(n, np.int64)
     size = 1024
-    mask = np.uint64(size - 1)
     table = np.full(size, -1, np.int64)  # slot -> id
-    first = np.empty(max(n, 1), np.int64)  # id -> its first segment
     hashes = np.empty(max(n, 1), np.uint64)  # id -> hash
+    store = np.empty(4096, np.uint8)  # the distinct strings' bytes, in id order
+    store_offsets = np.empty(max(n, 1) + 1, np.int64)
+    store_offsets[0] = 0
     distinct = 0
     for k in range(n):
         a = starts[k]
         b = ends[k]
         h = _bytes_hash(data, a, b)
-        s = np.int64(h & mask)
+        s = np.int64(h & np.uint64(size - 1))
         while True:
             held = table[s]
             if held < 0:
                 table[s] = distinct
-                first[distinct] = k
                 hashes[distinct] = h
                 ids[k] = distinct
+                o = store_offsets[distinct]
+                need = o + (b - a)
+                if need > store.shape[0]:
+                    bigger = np.empty(max(2 * store.shape[0], need), np.uint8)
+                    bigger[:o] = store[:o]
+                    store = bigger
+                store[o:need] = data[a:b]
+                store_offsets[distinct + 1] = need
                 distinct += 1
                 if 2 * distinct > size:  # grow: rehash the distinct strings only
                     size *= 2
-                    mask = np.uint64(size - 1)
                     table = np.full(size, -1, np.int64)
                     for j in range(distinct):
-                        t = np.int64(hashes[j] & mask)
+                        t = np.int64(hashes[j] & np.uint64(size - 1))
                         while table[t] >= 0:
                             t = (t + 1) & (size - 1)
                         table[t] = j
                 break
-            if hashes[held] == h and _same_bytes(data, starts[first[held]], ends[first[held]],
-                                                 a, b):
-                ids[k] = held
-                break
+            if hashes[held] == h:
+                o = store_offsets[held]
+                length = store_offsets[held + 1] - o
+                if length == b - a:
+                    same = True
+                    for j in range(length):
+                        if store[o + j] != data[a + j]:
+                            same = False
+                            break
+                    if same:
+                        ids[k] = held
+                        break
             s = (s + 1) & (size - 1)
     return ids
 
