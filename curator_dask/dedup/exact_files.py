@@ -138,16 +138,17 @@ def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: _Sett
 
 
 class _Input:
-    """Reads input partition ``i`` as the run sees it: staged if the copy is there,
-    otherwise from the input files (with ids)."""
+    """Reads an input partition as the run sees it: from the input files (with ids) or
+    from the staged copy. Shared by every task; each task gets only its own
+    :class:`~curator_dask.io.planner.PartitionSpec`, never the whole plan."""
 
-    def __init__(self, reader, plan, settings: _Settings, staging: str | None, fs):
-        self.reader, self.plan, self.settings = reader, plan, settings
+    def __init__(self, reader, settings: _Settings, staging: str | None, fs):
+        self.reader, self.settings = reader, settings
         self.staging, self.fs = staging, fs
 
-    def read(self, i: int) -> tuple[pa.Table, dict[str, int]]:
-        table, dropped = self.reader.table(self.plan[i])
-        return _with_ids(table.replace_schema_metadata(None), i, self.settings), dropped
+    def read(self, spec) -> tuple[pa.Table, dict[str, int]]:
+        table, dropped = self.reader.table(spec)
+        return _with_ids(table.replace_schema_metadata(None), spec.index, self.settings), dropped
 
     def staged(self, i: int) -> pa.Table:
         path = posixpath.join(self.staging, f"part-{i:05d}.arrow")
@@ -160,10 +161,11 @@ class _Input:
 
 # -- step 1: hash (and stage) -----------------------------------------------------------------
 
-def _hash_partition(source: _Input, i: int, buckets: int, stage: WriteSpec | None,
+def _hash_partition(source: _Input, spec, buckets: int, stage: WriteSpec | None,
                     keep_table: bool = False) -> dict:
     settings = source.settings
-    table, dropped = source.read(i)
+    i = spec.index
+    table, dropped = source.read(spec)
     n = table.num_rows
     rows = row_numbers(n, i)
     text = _text(table, settings)
@@ -172,7 +174,7 @@ def _hash_partition(source: _Input, i: int, buckets: int, stage: WriteSpec | Non
         nulls = pc.is_null(text).to_numpy(zero_copy_only=False)
         if settings.on_null == "error":
             raise _null_error(table, nulls, i, settings,
-                              [s.file.path for s in source.plan[i].slices])
+                              [s.file.path for s in spec.slices])
         text = text.filter(pa.array(~nulls))
     if stage is not None:
         write_partition(table, stage, i, source.fs)
@@ -258,19 +260,20 @@ def _combine(removals: list[pa.Table], npartitions: int) -> pa.Table:
     return combined
 
 
-def _remove_and_write(source: _Input, i: int, removals: list[pa.Table], staged,
+def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
                       output: WriteSpec, dropped: dict[str, int], write=write_partition,
                       after=None) -> dict:
-    """Drop the listed rows of partition ``i`` and write it. ``staged``: True to read
+    """Drop the listed rows of partition ``spec`` and write it. ``staged``: True to read
     the staged copy, False to read the input, or the hash task's result holding the
     table in memory. ``after`` only orders this task after another."""
     settings = source.settings
+    i = spec.index
     if isinstance(staged, dict):
         table, dropped = staged["table"], staged["dropped"]
     elif staged:
         table = source.staged(i)
     else:
-        table, dropped = source.read(i)
+        table, dropped = source.read(spec)
     listed = pa.concat_tables([_for_partition(r, i) for r in removals])
     if len(removals) > 1:
         listed = listed.sort_by([(ROW_FIELD, "ascending")])
@@ -335,7 +338,7 @@ class ExactFilesRun:
         self.token = uuid.uuid4().hex[:12]  # new keys each run (see the executors' notes)
 
     def _input(self, staging: str | None) -> _Input:
-        return _Input(self.ds.partition_reader, self.ds.plan, self.settings, staging, self.fs)
+        return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
 
     def identify(self, list_path: str, fingerprint) -> Identified:
         """Steps 1-2: hash and stage every partition, write the duplicate list's parts."""
@@ -346,8 +349,9 @@ class ExactFilesRun:
         stage = WriteSpec(path=self.staging, fmt="arrow")
         prepare_output(self.fs, self.staging, "overwrite", fingerprint=fingerprint)
         source = self._input(None)
+        plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
-            source, i, self.buckets, stage, dask_key_name=f"exact-hash-{self.token}-{i}")
+            source, plan[i], self.buckets, stage, dask_key_name=f"exact-hash-{self.token}-{i}")
             for i in range(self.npartitions)]
         groups = []
         for b in range(self.buckets):
@@ -398,8 +402,9 @@ class ExactFilesRun:
         output = WriteSpec(path=out_root, fmt="parquet")
         source = self._input(None)
         t = self.token
+        plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
-            source, i, self.buckets, None, True, dask_key_name=f"exact-hash-{t}-{i}")
+            source, plan[i], self.buckets, None, True, dask_key_name=f"exact-hash-{t}-{i}")
             for i in range(self.npartitions)]
         groups = [dask.delayed(_group_bucket, pure=False)(
             [dask.delayed(_piece, pure=True)(h, b, dask_key_name=f"exact-piece-{t}-{i}-{b}")
@@ -417,7 +422,7 @@ class ExactFilesRun:
             dask_key_name=f"exact-removal-{t}-{b}") for b, p in enumerate(parts)]
         routed = self._route(removals, strategy)
         writes = [dask.delayed(_remove_and_write, pure=False)(
-            source, i, routed[i], hashed[i], output, {}, write_partition, marked,
+            source, plan[i], routed[i], hashed[i], output, {}, write_partition, marked,
             dask_key_name=f"exact-write-{t}-{i}") for i in range(self.npartitions)]
         found, written = dask.compute(marked, writes)
         return Identified(found["rows"], parts, found["stats"]), _write_result(
@@ -458,7 +463,7 @@ class ExactFilesRun:
         source = self._input(self.staging)
         # The writer is looked up here, on the client, and shipped with the tasks.
         writes = [dask.delayed(_remove_and_write, pure=False)(
-            source, i, routed[i], staged, output, reader_dropped.get(str(i), {}),
+            source, self.ds.plan[i], routed[i], staged, output, reader_dropped.get(str(i), {}),
             write_partition, dask_key_name=f"exact-write-{self.token}-{i}")
             for i in range(self.npartitions)]
         return _write_result(output_path, list(dask.compute(*writes)))

@@ -38,7 +38,8 @@ from curator_dask.io.tables import (
     to_frame,
 )
 
-__all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes", "BAD_LINE_REASON",
+__all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes",
+           "BAD_LINE_REASON",
            "TYPE_MISMATCH_REASON", "TRUNCATED_REASON", "SAMPLE_FILES", "SAMPLE_BYTES"]
 
 logger = logging.getLogger(__name__)

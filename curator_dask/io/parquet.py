@@ -20,7 +20,8 @@ from curator_dask.io.files import InputFile, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
 
-__all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet", "SAMPLE_FILES"]
+__all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet",
+           "SAMPLE_FILES"]
 
 logger = logging.getLogger(__name__)
 

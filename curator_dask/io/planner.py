@@ -86,8 +86,10 @@ def check_partitioning(files_per_partition: int | None, blocksize) -> int | None
 
     Examples
     --------
-    >>> check_partitioning(None, "64MiB"), check_partitioning(None, None), check_partitioning(2, None)
-    (67108864, None, None)
+    >>> check_partitioning(None, "64MiB"), check_partitioning(None, None)
+    (67108864, None)
+    >>> check_partitioning(2, None) is None
+    True
     """
     if files_per_partition is not None and blocksize not in (None, AUTO):
         raise ValueError(
