@@ -31,7 +31,8 @@ Rows:
     python benchmarks/real_text.py --rows filters,exact,fuzzy,demo
     python benchmarks/real_text.py --rows exact --size-mb 20 --big-mb 50 --repeat 1
 
-Writes ``benchmarks/results/real_text.json``.
+Prints one line per figure (``benchmarks/table.py``): curator-dask, its peer, the ratio,
+the target and whether it is met; writes every turn to ``benchmarks/results/real_text.json``.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def child_filters(data: str, workers: int, nemo: bool) -> dict:
                 "partitions": npartitions}
 
 
-def child_exact(data: str, workers: int, nemo: bool, work: str, path: str) -> dict:
+def child_exact(data: str, workers: int, work: str, path: str) -> dict:
     """Exact dedup, JSONL in and Parquet out, on a warmed-up cluster (``path``: the
     workflow, or the API path identify -> write -> remove -> write)."""
     from curator_dask import DocumentDataset
@@ -419,7 +420,7 @@ def main(argv=None) -> int:
                         help="run datasketch once, not --repeat times (it is the slow one)")
     args = parser.parse_args(argv)
     if args.child == "exact":
-        result = child_exact(args.data, args.workers, False, args.work, args.path)
+        result = child_exact(args.data, args.workers, args.work, args.path)
     elif args.child == "duckdb":
         result = child_duckdb(args.data, args.workers, args.work)
     elif args.child == "fuzzy":
