@@ -19,13 +19,6 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.warc import (
-    HTML_CONTENT_TYPES,
-    WARC_BLOCKSIZE,
-    WARC_EXTENSIONS,
-    WARC_SCHEMA,
-    read_warc_partition,
-)
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
@@ -34,16 +27,28 @@ from curator_dask.io.jsonl import (
     filename_column,
     infer_jsonl_schema,
     read_jsonl_partition,
+    read_jsonl_table,
 )
-from curator_dask.io.parquet import infer_parquet_schema, read_parquet_partition
-from curator_dask.io.planner import PartitionSpec, plan_partitions
 from curator_dask.io.overlap import InputPaths, input_paths
+from curator_dask.io.parquet import (
+    infer_parquet_schema,
+    read_parquet_partition,
+    read_parquet_table,
+)
+from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
 from curator_dask.io.tables import (
     Backend,
     check_backend,
     schema_with_overrides,
     to_frame,
     with_text_column,
+)
+from curator_dask.io.warc import (
+    HTML_CONTENT_TYPES,
+    WARC_BLOCKSIZE,
+    WARC_EXTENSIONS,
+    WARC_SCHEMA,
+    read_warc_partition,
 )
 from curator_dask.io.writers import (
     MANIFEST,
@@ -92,6 +97,18 @@ class _ReadPartition:
             return read_warc_partition(spec, self.fs, **self.options)
         return read_parquet_partition(spec, self.fs, self.schema, **self.options)
 
+    def table(self, spec: PartitionSpec) -> tuple[pa.Table, dict[str, int]]:
+        """The partition as an Arrow table, and the rows the reader skipped by reason:
+        for work that stays in Arrow from the reader to the writer."""
+        options = {k: v for k, v in self.options.items() if k != "backend"}
+        if self.fmt == "jsonl":
+            return read_jsonl_table(spec, self.fs, self.schema, **options)
+        return read_parquet_table(spec, self.fs, self.schema, **options)
+
+    @property
+    def backend(self) -> str:
+        return self.options.get("backend", "pandas")
+
 
 class DocumentDataset:
     """A corpus as a Dask dataframe of documents, one row per document.
@@ -128,10 +145,17 @@ class DocumentDataset:
         # For a dataset read from files: the callable that reads one PartitionSpec of
         # ``plan`` (executors stream partitions through stages with it). Not carried on.
         self.partition_reader = None
+        #: Bytes per partition the plan was made with (given or chosen automatically;
+        #: None for ``files_per_partition`` or data not read from files). Passing it as
+        #: ``blocksize`` gives the same plan on any cluster.
+        self.blocksize: int | None = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
-        return DocumentDataset(df, plan=self.plan if keep_plan else None, sources=self.sources)
+        derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
+                                  sources=self.sources)
+        derived.blocksize = self.blocksize if keep_plan else None
+        return derived
 
     @property
     def npartitions(self) -> int:
@@ -166,8 +190,11 @@ class DocumentDataset:
             A directory (searched recursively), a glob, a file or a list of them; any
             fsspec URL (``memory://``, ``s3://`` with s3fs installed).
         blocksize : int or str, optional
-            Target bytes per partition (default ``"256MiB"``). Small files are grouped,
-            large uncompressed files split at line boundaries.
+            Target bytes per partition. Small files are grouped, large uncompressed
+            files split at line boundaries. Default (or ``"auto"``): chosen from the
+            data and the cluster, two partitions per worker thread where the data
+            allows, between 1 MiB and 256 MiB (see ``docs/io.md``); the choice is in
+            :attr:`blocksize`.
         files_per_partition : int, optional
             Whole files per partition instead of ``blocksize``; not both.
         columns : list of str, optional
@@ -211,8 +238,10 @@ class DocumentDataset:
         _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
+        block = resolve_blocksize(files, files_per_partition=files_per_partition,
+                                  blocksize=blocksize)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="jsonl", fs=fs)
+                               blocksize=block, fmt="jsonl", fs=fs)
         sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_jsonl_schema(
             fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
@@ -224,7 +253,7 @@ class DocumentDataset:
                        on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("jsonl", fs, plan, schema, options, sources)
+        return cls._from_plan("jsonl", fs, plan, schema, options, sources, block)
 
     @classmethod
     def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
@@ -258,8 +287,10 @@ class DocumentDataset:
         _check_text_cast(text_cast)
         check_backend(backend)
         fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
+        block = resolve_blocksize(files, files_per_partition=files_per_partition,
+                                  blocksize=blocksize)
         plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="parquet", fs=fs)
+                               blocksize=block, fmt="parquet", fs=fs)
         sources = input_paths(path, storage_options, files=[f.path for f in files])
         inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
                                         columns=columns)
@@ -268,7 +299,7 @@ class DocumentDataset:
         options = dict(text_field=text_field, add_filename=filename_column(add_filename),
                        text_cast=text_cast, typed=tuple(input_meta or ()),
                        columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("parquet", fs, plan, schema, options, sources)
+        return cls._from_plan("parquet", fs, plan, schema, options, sources, block)
 
     @classmethod
     def read_warc(
@@ -329,7 +360,8 @@ class DocumentDataset:
         return cls._from_plan("warc", fs, plan, WARC_SCHEMA, options, sources)
 
     @classmethod
-    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None) -> DocumentDataset:
+    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None,
+                   blocksize=None) -> DocumentDataset:
         full = schema
         if options["add_filename"]:
             full = schema.append(pa.field(options["add_filename"], pa.string()))
@@ -344,6 +376,7 @@ class DocumentDataset:
                     sum(p.nbytes for p in plan))
         ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
+        ds.blocksize = blocksize
         return ds
 
     @classmethod

@@ -10,10 +10,10 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import write_jsonl
 from curator_dask import AddId, DocumentDataset
 from curator_dask.dedup import ExactDuplicates, NullTextError, hash_texts, remove_ids
 from curator_dask.dedup.exact import HASH_FIELD
@@ -239,12 +239,27 @@ def test_duplicates_not_partitioned_on_hash_are_regrouped():
 def test_cache_path_writes_and_reads_back_the_duplicates(tmp_path):
     df = corpus(seed=4)
     ds = DocumentDataset.from_pandas(df, npartitions=3)
-    dedup = ExactDuplicates(cache_path=str(tmp_path / "cache"))
+    dedup = ExactDuplicates(cache_path=str(tmp_path / "cache"), hash_partitions=3)
     dups = dedup.identify(ds)
     files = sorted(p.name for p in (tmp_path / "cache" / "exact_duplicates").iterdir()
                    if not p.name.startswith("."))  # the writer's hidden manifest
     assert files == ["_COMPLETE.json"] + [f"part-{i:05d}.parquet" for i in range(3)]
     assert kept_ids(dedup.remove(ds, dups)) == expected_kept(df)
+
+
+def test_the_default_hash_partitions_follow_the_input_size(tmp_path):
+    # Data not read from files: one hash partition per 16 input partitions.
+    df = corpus(seed=5)
+    for npartitions, wanted in ((3, 1), (17, 2)):
+        ds = DocumentDataset.from_pandas(df, npartitions=npartitions)
+        assert ExactDuplicates().identify(ds).npartitions == wanted
+    # Files: one per 2 GiB, so a small corpus is grouped in one.
+    ds.to_parquet(str(tmp_path / "pq"))
+    read = DocumentDataset.read_parquet(str(tmp_path / "pq"), files_per_partition=1)
+    assert read.npartitions == 17
+    dedup = ExactDuplicates(perform_removal=True)
+    assert dedup.identify(read).npartitions == 1
+    assert kept_ids(dedup(read)) == expected_kept(df)
 
 
 def test_a_corpus_without_duplicates_keeps_everything(tmp_path):

@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import write_jsonl
+
 from curator_dask import DocumentDataset
 from curator_dask.dedup import ExactDeduplicationWorkflow, ExactDuplicates
 from curator_dask.dedup.removal import default_shuffle_method
@@ -85,20 +85,26 @@ def test_parquet_input_with_its_own_ids_and_xxh3(client, raw):
 
 
 @pytest.mark.slow
-def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch):
-    from curator_dask import dataset
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch,
+                                                                in_memory):
+    from curator_dask.dedup import exact_files
     from curator_dask.io.writers import write_partition
 
-    def crash_after_the_first_part(df, spec, index, fs):
+    def crash_after_the_first_part(df, spec, index, fs, **options):
         if spec.path.endswith("/out") and index > 0:
             raise RuntimeError("simulated crash while writing")
-        return write_partition(df, spec, index, fs)
+        return write_partition(df, spec, index, fs, **options)
 
+    # A corpus this small runs in one pass; a share of 0 forces the staged copy.
+    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
     with monkeypatch.context() as patch:
-        patch.setattr(dataset, "write_partition", crash_after_the_first_part)
+        patch.setattr(exact_files, "write_partition", crash_after_the_first_part)
         with pytest.raises(RuntimeError, match="simulated crash"):
             workflow(raw).run()
     assert (raw / "cache" / "exact_duplicates" / "_COMPLETE.json").exists()
+    # The staged input, for the rerun to read (kept only when it was staged).
+    assert (raw / "cache" / "exact_staging").exists() == (not in_memory)
     # What the crashed write left (its manifest, maybe a part) is replaced, not an error:
     # the manifest records that this workflow, input and parameters wrote it.
     assert (raw / "out" / ".curator-output.json").exists()
@@ -111,6 +117,7 @@ def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, mon
     assert result.identify_from_cache
     assert read_output(raw / "out")[["id", "text"]].equals(expected(raw)[["id", "text"]])
     assert result.duplicate_documents == 27
+    assert not (raw / "cache" / "exact_staging").exists()
 
 
 @pytest.mark.slow
@@ -167,3 +174,57 @@ def test_auto_removal_of_a_lazy_duplicate_list_on_a_cluster(client, threshold):
     clean = ExactDuplicates(perform_removal=True, broadcast_threshold=threshold)(ds)
     assert sorted(clean.df.compute()["id"]) == [0, 1, 3, 6, 8]
     assert clean.dropped_counts() == {"exact_duplicate": 4}
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+@pytest.mark.parametrize("hash_partitions,strategy", [(None, "auto"), (3, "broadcast"),
+                                                      (3, "shuffle")])
+def test_workflow_keeps_what_identify_and_remove_keep(client, tmp_path, monkeypatch,
+                                                       hash_partitions, strategy, in_memory):
+    from curator_dask.dedup import exact_files
+
+    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
+    # Parquet with its own ids, each on two documents, in four partitions.
+    texts = (TEXTS * 4)[:40]
+    ids = [i // 2 for i in range(len(texts))]  # every id on two documents
+    df = pd.DataFrame({"id": ids, "text": texts, "n": range(len(texts))})
+    (tmp_path / "pq").mkdir()
+    for k in range(4):
+        df.iloc[k * 10:(k + 1) * 10].to_parquet(tmp_path / "pq" / f"{k}.parquet")
+    flow = ExactDeduplicationWorkflow(
+        str(tmp_path / "pq"), str(tmp_path / "out"), str(tmp_path / "cache"),
+        input_filetype="parquet", assign_id=False, input_blocksize=1,
+        hash_partitions=hash_partitions, removal_strategy=strategy)
+    result = flow.run()
+    ds = flow.read()
+    dedup = ExactDuplicates()
+    want = dedup.remove(ds, dedup.identify(ds)).df.compute()
+    got = pd.read_parquet(tmp_path / "out")
+    assert sorted(got["n"]) == sorted(want["n"])
+    assert result.kept_documents == len(want) == got["text"].nunique()
+    assert result.input_documents == len(df)
+    assert not (tmp_path / "cache" / "exact_staging").exists()  # removed once written
+
+
+@pytest.mark.slow
+def test_rerun_on_a_cluster_of_another_size_reads_the_same_partitions(tmp_path):
+    from distributed import Client, LocalCluster
+
+    # 8 MB: an automatic blocksize of 2 MiB for 1 thread, 1 MiB for 8.
+    rows = [{"text": f"document {i % 7000} " + "word " * 200} for i in range(8000)]
+    write_jsonl(tmp_path / "raw" / "a.jsonl", rows)
+    runs = []
+    for workers, threads in ((1, 1), (2, 4)):
+        with LocalCluster(n_workers=workers, threads_per_worker=threads, processes=False,
+                          dashboard_address=None) as cluster, Client(cluster):
+            flow = ExactDeduplicationWorkflow(str(tmp_path / "raw"), str(tmp_path / "out"),
+                                              str(tmp_path / "cache"),
+                                              output_mode="overwrite")
+            runs.append((flow.blocksize(), flow.run()))
+    (first_block, first), (second_block, second) = runs
+    assert first_block == second_block == 2 * 2**20
+    assert second.identify_from_cache
+    assert (first.kept_documents, first.duplicate_documents) == (7000, 1000)
+    assert (second.kept_documents, second.duplicate_documents) == (7000, 1000)
+    marker = json.loads((tmp_path / "cache" / "exact_duplicates" / "_COMPLETE.json").read_text())
+    assert marker["fingerprint"]["input_blocksize"] == first_block

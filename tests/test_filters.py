@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from curator_dask import DocumentDataset
@@ -515,3 +516,24 @@ def test_two_stages_with_one_name_in_a_pipeline_count_their_drops_apart(tmp_path
     rows = {row.stage: row for row in stage_rows(result, p.stages)}
     assert rows["word_count"].dropped == {"word_count": 3}
     assert rows["word_count_2"].dropped == {"word_count_2": 6}
+
+
+def test_word_ids_are_equal_exactly_when_the_words_are():
+    # The n-gram filters number words by their bytes; Arrow's dictionary encoding is the
+    # specification (same ids, in order of first appearance).
+    import pyarrow.compute as pc
+
+    from curator_dask.stages.filters import _kernels
+    from curator_dask.stages.filters._text import buffers, word_spans
+
+    rng = np.random.default_rng(7)
+    alphabet = list("ab\u00e9\u4e2d") + [" ", " ", "\n", "\u00a0"]
+    docs = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 400)))) for _ in range(300)]
+    arr = pa.array(docs, pa.large_string())
+    spans = word_spans(arr)
+    words = [w for d in docs for w in d.split()]
+    assert spans.doc_offsets[-1] == len(words)
+    want = pc.dictionary_encode(pa.array(words, pa.large_string())).indices.to_numpy()
+    assert spans.ids.tolist() == want.tolist()
+    data, offsets = buffers(pa.array(words, pa.large_string()))
+    assert _kernels.segment_ids(data, offsets[:-1], offsets[1:]).tolist() == want.tolist()

@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import write_jsonl
+
 from curator_dask import DocumentDataset
 from curator_dask.dedup.fuzzy import FuzzyDeduplicationWorkflow, FuzzyDuplicates, MinHash
 from curator_dask.dedup.fuzzy import duplicates as duplicates_module

@@ -10,7 +10,6 @@ takes a few seconds to start its worker on a busy machine; the runs outlast that
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import pytest

@@ -27,14 +27,14 @@ from curator_dask.stages.models import (  # noqa: E402
     TokenizerStage,
     loaded,
 )
-from curator_dask.stages.models.testing import (  # noqa: E402
-    save_tiny_classifier,
-    save_tiny_encoder,
-)
 from curator_dask.stages.models.batching import (  # noqa: E402
     Tokens,
     pad_batch,
     run_batches,
+)
+from curator_dask.stages.models.testing import (  # noqa: E402
+    save_tiny_classifier,
+    save_tiny_encoder,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

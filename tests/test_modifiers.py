@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_filters_reference import DOCS, plain
 
 from curator_dask import DocumentDataset
 from curator_dask.stages.filters import ScoreFilter, WordCountFilter
@@ -21,7 +22,6 @@ from curator_dask.stages.modifiers import (
     UrlRemover,
     WhitespaceNormalizer,
 )
-from test_filters_reference import DOCS, plain
 
 TEXT = pd.Series(DOCS, dtype="str")
 

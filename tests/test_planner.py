@@ -7,9 +7,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from curator_dask.io.files import list_files
+from curator_dask.io.files import InputFile, list_files
 from curator_dask.io.jsonl import read_slice_bytes
-from curator_dask.io.planner import check_partitioning, plan_partitions
+from curator_dask.io.planner import (
+    auto_blocksize,
+    check_partitioning,
+    plan_partitions,
+    resolve_blocksize,
+)
+
+MiB = 2**20
 
 
 def _write(fs, path: str, lines: list[bytes], trailing_newline: bool = True) -> None:
@@ -71,8 +78,66 @@ def test_bad_partitioning_arguments(fpp, blocksize, message):
         check_partitioning(fpp, blocksize)
 
 
-def test_default_blocksize_is_256mib():
-    assert check_partitioning(None, None) == 256 * 2**20
+def test_no_blocksize_means_an_automatic_choice():
+    assert check_partitioning(None, None) is None
+    assert check_partitioning(None, "auto") is None
+    assert check_partitioning(None, "64MiB") == 64 * MiB
+
+
+def _files(sizes, compression=None):
+    return [InputFile(f"/d/{i:03d}.jsonl", size, compression, f"{i:03d}.jsonl")
+            for i, size in enumerate(sizes)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=1, max_value=600 * MiB), min_size=1, max_size=20),
+       threads=st.integers(min_value=1, max_value=256))
+def test_automatic_plan_fills_the_threads_when_the_data_allows(sizes, threads):
+    files = _files(sizes)
+    block = resolve_blocksize(files, threads=threads)
+    plan = plan_partitions(files, threads=threads)
+    # Never above the 256 MiB cap, and no partition above the chosen blocksize.
+    assert MiB <= block <= 256 * MiB
+    assert all(p.nbytes <= block for p in plan)
+    total = sum(sizes)
+    if total >= 2 * threads * MiB and total <= 2 * threads * 256 * MiB:
+        # Uncompressed files split at any byte: two partitions per thread at least.
+        assert len(plan) >= 2 * threads
+    # The same input and settings give the same plan, on every call.
+    assert plan_partitions(files, threads=threads) == plan
+    assert plan == plan_partitions(files, blocksize=block)
+
+
+def test_automatic_blocksize_is_the_same_for_clusters_of_similar_size():
+    total = 500 * 10**6
+    assert auto_blocksize(total, 2) == auto_blocksize(total, 3) == 64 * MiB
+    assert auto_blocksize(total, 4) == 32 * MiB
+    assert auto_blocksize(10**13, 1000) == 256 * MiB
+
+
+def test_given_blocksize_or_files_per_partition_wins_over_the_automatic_choice():
+    files = _files([100 * MiB])
+    assert resolve_blocksize(files, blocksize="50MiB", threads=64) == 50 * MiB
+    assert len(plan_partitions(files, blocksize="50MiB", threads=64)) == 2
+    assert resolve_blocksize(files, files_per_partition=1, threads=64) is None
+    assert len(plan_partitions(files, files_per_partition=1, threads=64)) == 1
+
+
+def test_reading_with_a_client_plans_for_its_worker_threads(tmp_path):
+    from distributed import Client, LocalCluster
+
+    from curator_dask import DocumentDataset
+
+    line = b'{"text": "' + b"x" * 1000 + b'"}\n'
+    (tmp_path / "a.jsonl").write_bytes(line * 10_000)  # 10 MB: room for 1 MiB blocks
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        ds = DocumentDataset.read_jsonl(str(tmp_path))
+    assert ds.npartitions >= 2 * 4
+    assert ds.blocksize == auto_blocksize(len(line) * 10_000, 4)
+    # Without a client: this machine's CPU count; a given blocksize is recorded as given.
+    assert DocumentDataset.read_jsonl(str(tmp_path), blocksize="4MiB").blocksize == 4 * MiB
+    assert DocumentDataset.read_jsonl(str(tmp_path), files_per_partition=1).blocksize is None
 
 
 @settings(max_examples=100, deadline=None)

@@ -129,8 +129,17 @@ def test_dedup_workflows_report_each_phase(corpus, client, tmp_path, caplog, fas
                    cache_path=str(tmp_path / "cache"), input_blocksize="1KiB")
     with caplog.at_level(logging.INFO, logger=LOGGER):
         if method == "exact":
+            # Small enough to run in one graph, then with the input staged in the cache.
             ExactDeduplicationWorkflow(**options).run()
-            phases = ["exact dedup: identify", "exact dedup: remove and write"]
+            from curator_dask.dedup import exact_files
+
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.0)
+                ExactDeduplicationWorkflow(**{**options, "output_path": str(tmp_path / "staged"),
+                                              "cache_path": str(tmp_path / "cache-staged")}
+                                           ).run()
+            phases = ["exact dedup: identify, remove and write", "exact dedup: identify",
+                      "exact dedup: remove and write"]
         else:
             FuzzyDeduplicationWorkflow(**options, perform_removal=True, char_ngrams=5).run()
             phases = ["fuzzy dedup: minhash", "fuzzy dedup: lsh: bands 0-4 of 20",

@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 from conftest import docs, write_jsonl
 
-from curator_dask import AddId, DocumentDataset, ProcessingStage, Resources, Sequential, processing_stage
+from curator_dask import (
+    AddId,
+    DocumentDataset,
+    ProcessingStage,
+    Resources,
+    Sequential,
+    processing_stage,
+)
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
 
 

@@ -29,6 +29,7 @@ from curator_dask import AddId, JsonlReader, ParquetWriter, Pipeline, Resources,
 from curator_dask.cluster import dashboard_link, get_client
 from curator_dask.dedup.stages import ExactDedup, FuzzyDedup
 from curator_dask.executors import StreamingExecutor
+from curator_dask.numba_cache import precompile_in_background
 from curator_dask.observe.report import StageRow, stage_rows, write_report
 from curator_dask.sample import noisy_sample, write_shards
 from curator_dask.stages.filters import (
@@ -149,6 +150,9 @@ def run_demo(output: str | Path = "demo-output", *, n_workers: int = 2,
     # inherit the environment: no download attempts, no progress bars of their own.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Compile the kernels here while the workers start, into the cache they load from,
+    # so that no worker compiles on a machine's first run.
+    precompile_in_background()
     with get_client(n_workers=n_workers, threads_per_worker=1,
                     **dict(cluster_options or {})) as client:
         link = dashboard_link(client)

@@ -157,6 +157,13 @@ _CHOICE_HELP = {
     "on_bad_lines": "a malformed JSONL line: 'error' stops naming the file and line; 'skip' "
                     "leaves it out and counts it; 'warn' also logs it. ",
 }
+#: Help for options whose default is None (otherwise shown as "default: none").
+_NONE_HELP = {
+    "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
+                       "the cluster, two partitions per worker thread, at most 256MiB",
+    "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
+              "FuzzyDedupConfig fields), instead of one option each",
+}
 
 
 def _choices(hint) -> tuple | None:
@@ -212,8 +219,8 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
                                 help="default: %(default)s")
         else:  # a value as YAML reads it (a size, a number, a list, a mapping)
             parser.add_argument(flag, dest=p.name, type=_yaml_value, default=default,
-                                metavar="VALUE", help="default: none" if default is None
-                                else f"default: {_yaml_text(default)}")
+                                metavar="VALUE", help=_NONE_HELP.get(p.name, "default: none")
+                                if default is None else f"default: {_yaml_text(default)}")
 
 
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:

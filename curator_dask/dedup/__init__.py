@@ -6,27 +6,30 @@ The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 """
 
 from curator_dask.compat import FuzzyDuplicatesConfig
+from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
-from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
-from curator_dask.dedup.removal import remove_ids
-from curator_dask.dedup.workflow import ExactDedupResult, ExactDeduplicationWorkflow
 from curator_dask.dedup.fuzzy import (
     LSH,
-    FuzzyDedupResult,
     FuzzyDeduplicationWorkflow,
+    FuzzyDedupResult,
     FuzzyDuplicates,
     MinHash,
     optimal_bands,
 )
+from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
+from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.semantic import (
-    SemanticDedupResult,
     SemanticDeduplicationWorkflow,
+    SemanticDedupResult,
     SemanticDuplicates,
 )
+from curator_dask.dedup.workflow import ExactDeduplicationWorkflow, ExactDedupResult
 
 __all__ = [
     "DuplicateIdError",
     "DuplicateListMismatchError",
+    "ExactDedupConfig",
+    "FuzzyDedupConfig",
     "LSH",
     "ExactDedupResult",
     "ExactDeduplicationWorkflow",

@@ -44,6 +44,7 @@ from curator_dask.io.writers import claim_files, read_manifest
 from curator_dask.stages.fingerprint import param_changes
 
 __all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
+           "recorded_blocksize",
            "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
            "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes"]
 
@@ -128,6 +129,28 @@ def read_phase(path: str, *, fingerprint: dict | None,
         return None
     logger.info("reusing %d rows from %s", marker["rows"], path)
     return PhaseResult(path, marker["rows"], marker["files"], True, marker.get("stats", {}))
+
+
+def recorded_blocksize(path: str, files: list, *,
+                       storage_options: dict | None = None) -> int | None:
+    """The ``input_blocksize`` (bytes) that the phase marked complete at ``path`` was
+    computed with, if it was computed from these ``files`` (``[[path, size], ...]``).
+
+    A workflow whose blocksize is chosen automatically reads with this one when it
+    finds it, so a rerun on a cluster of another size (which would choose another)
+    reads the same partitions and reuses the cache instead of mixing two plans.
+    """
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    target = posixpath.join(root, MARKER)
+    try:
+        marker = json.loads(fs.cat_file(target))
+    except (FileNotFoundError, ValueError):
+        return None
+    fingerprint = marker.get("fingerprint") if isinstance(marker, dict) else None
+    if not isinstance(fingerprint, dict) or fingerprint.get("files") != _json(files):
+        return None
+    block = fingerprint.get("input_blocksize")
+    return block if isinstance(block, int) and not isinstance(block, bool) else None
 
 
 def _json(value):

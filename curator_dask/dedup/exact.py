@@ -41,19 +41,26 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Literal, get_args
+from dataclasses import fields
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import backend_dispatch
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import (
+    HASH_METHODS,
+    ExactDedupConfig,
+    HashMethod,
+    OnNull,
+    resolve_config,
+)
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
-    STRATEGIES,
     RemovalStrategy,
     default_shuffle_method,
     remove_ids,
@@ -67,13 +74,9 @@ __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HA
 
 logger = logging.getLogger(__name__)
 
-HashMethod = Literal["md5", "xxh3_128"]
-HASH_METHODS = get_args(HashMethod)
 HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
-OnNull = Literal["error", "skip"]
-ON_NULL = get_args(OnNull)
 _HEX_CHARS = 32
 
 # Names of the duplicate frames known to be partitioned on the hash (every group whole
@@ -107,13 +110,7 @@ def hash_texts(texts, method: str = "md5"):
     """
     if method not in HASH_METHODS:
         raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
-    if _is_cudf(texts):
-        return _hash_texts_cudf(texts, method)
-    return _hash_texts_pandas(texts, method)
-
-
-def _is_cudf(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "cudf"
+    return _hash_texts(texts, method)
 
 
 def _hash_texts_pandas(texts: pd.Series, method: str) -> pd.Series:
@@ -136,6 +133,10 @@ def _hash_texts_cudf(texts, method: str):
     hashed = cudf.Series.from_arrow(_hash_arrow(arrow, method))
     hashed.index = texts.index
     return hashed
+
+
+_hash_texts = backend_dispatch("hash_texts", pandas=_hash_texts_pandas,
+                               cudf=lambda: _hash_texts_cudf)
 
 
 def _arrow_strings(texts: pd.Series) -> pa.Array:
@@ -172,24 +173,39 @@ def _hash_constructor(method: str):
     return xxhash.xxh3_128
 
 
-def _hash_arrow(arrow: pa.Array, method: str) -> pa.Array:
-    """Hash each string's bytes straight from the Arrow buffers; hex all digests at once."""
-    if arrow.null_count:
-        raise NullTextError(f"cannot hash {arrow.null_count} null text(s)")
-    new = _hash_constructor(method)
+def string_buffers(arrow: pa.Array) -> tuple[memoryview, list[int]]:
+    """The UTF-8 bytes of a string array and its ``len + 1`` offsets (as Python ints,
+    which slice a memoryview fastest)."""
     n = len(arrow)
     _, offsets_buffer, data_buffer = arrow.buffers()
     offset_type = np.int64 if pa.types.is_large_string(arrow.type) else np.int32
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[arrow.offset:arrow.offset + n + 1]
-    offsets = offsets.tolist()
     data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+    return data, offsets.tolist()
+
+
+def digests(arrow: pa.Array, method: str) -> bytes:
+    """The 16-byte digests of every string's UTF-8 bytes, concatenated (no nulls)."""
+    if arrow.null_count:
+        raise NullTextError(f"cannot hash {arrow.null_count} null text(s)")
+    new = _hash_constructor(method)
+    data, offsets = string_buffers(arrow)
     # The one per-document loop, measured faster than the alternatives in the module
     # docstring: the hashing runs in C on buffer slices, no Python str is built.
-    digests = b"".join([new(data[start:end]).digest()
-                        for start, end in zip(offsets, offsets[1:])])
+    return b"".join([new(data[start:end]).digest() for start, end in zip(offsets, offsets[1:])])
+
+
+def hex_digests(packed: bytes) -> pa.LargeStringArray:
+    """32-character lowercase hex strings of concatenated 16-byte digests, made at once."""
+    n = len(packed) // 16
     hex_offsets = np.arange(0, _HEX_CHARS * (n + 1), _HEX_CHARS, dtype=np.int64)
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(hex_offsets),
-                                            pa.py_buffer(digests.hex().encode("ascii")))
+                                            pa.py_buffer(packed.hex().encode("ascii")))
+
+
+def _hash_arrow(arrow: pa.Array, method: str) -> pa.Array:
+    """Hash each string's bytes straight from the Arrow buffers; hex all digests at once."""
+    return hex_digests(digests(arrow, method))
 
 
 # -- partition functions -----------------------------------------------------------------
@@ -268,11 +284,15 @@ class ExactDuplicates:
     removal_strategy : {"auto", "broadcast", "shuffle"}
     broadcast_threshold : int
         See :func:`~curator_dask.dedup.removal.remove_ids`.
+    config : ExactDedupConfig, optional
+        All the parameters above but ``perform_removal``, ``cache_path`` and
+        ``storage_options`` as one object (then leave them at their defaults), shared
+        with the workflow and the pipeline stage.
     hash_partitions : int, optional
-        Partitions of the ``(id, _hash, _row)`` shuffle; default: as many as the input, so no
-        shuffled partition outgrows an input one. The pairs are ~50 bytes a document, so
-        for documents of a few KB far fewer will do: 1/16 as many cut the CPU time of
-        ``identify`` by ~13% on 4 GB here (fewer, larger shuffle shards and files).
+        Partitions of the ``(id, _hash, _row)`` shuffle. Default: one per 2 GiB of input
+        files (one per 16 input partitions for data not read from files). The triples
+        are ~50 bytes a document, so a partition of 2 GiB of ~1 KB documents holds about
+        100 MB; fewer, larger shuffle shards cost less than one per input partition.
 
     Examples
     --------
@@ -298,29 +318,26 @@ class ExactDuplicates:
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 storage_options: dict | None = None):
-        if hash_method not in HASH_METHODS:
-            raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {hash_method!r}")
-        if on_null not in ON_NULL:
-            raise ValueError(f"on_null must be one of {ON_NULL}, got {on_null!r}")
-        if removal_strategy not in STRATEGIES:
-            raise ValueError(
-                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
-        if hash_partitions is not None and (not isinstance(hash_partitions, int)
-                                            or hash_partitions < 1):
-            raise ValueError(f"hash_partitions must be a positive integer, got {hash_partitions!r}")
-        if hash_method == "xxh3_128":
-            _hash_constructor(hash_method)  # fail now, not on a worker
-        self.id_field = id_field
-        self.text_field = text_field
-        self.hash_method = hash_method
+                 storage_options: dict | None = None,
+                 config: ExactDedupConfig | None = None):
+        config = resolve_config(ExactDedupConfig, config, dict(
+            id_field=id_field, text_field=text_field, hash_method=hash_method,
+            on_null=on_null, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
+            who="ExactDuplicates")
+        if config.hash_method == "xxh3_128":
+            _hash_constructor(config.hash_method)  # fail now, not on a worker
+        for f in fields(ExactDedupConfig):
+            setattr(self, f.name, getattr(config, f.name))
         self.perform_removal = perform_removal
         self.cache_path = cache_path
-        self.on_null = on_null
-        self.removal_strategy = removal_strategy
-        self.broadcast_threshold = broadcast_threshold
-        self.hash_partitions = hash_partitions
         self.storage_options = storage_options
+
+    @property
+    def config(self) -> ExactDedupConfig:
+        """The parameters as one :class:`~curator_dask.dedup.ExactDedupConfig`."""
+        return ExactDedupConfig(**{f.name: getattr(self, f.name)
+                                   for f in fields(ExactDedupConfig)})
 
     def __repr__(self) -> str:
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "
@@ -347,7 +364,7 @@ class ExactDuplicates:
             meta=meta, align_dataframes=False, enforce_metadata=False,
         )
         shuffled = hashed.shuffle(on=HASH_FIELD, ignore_index=True,
-                                  npartitions=self.hash_partitions or ds.npartitions,
+                                  npartitions=self.hash_partitions or _hash_partitions(ds),
                                   shuffle_method=default_shuffle_method())
         groups = shuffled.map_partitions(_duplicate_groups, self.id_field, meta=meta,
                                          align_dataframes=False, enforce_metadata=False)
@@ -418,6 +435,18 @@ class ExactDuplicates:
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False)
+
+
+def _hash_partitions(ds: DocumentDataset) -> int:
+    """Partitions of the ``(id, hash, row)`` shuffle when the user gives none: one per
+    2 GiB of input files (~50 bytes a document go into the shuffle, so each holds about
+    100 MB of ~1 KB documents), or one per 16 input partitions for data not read from
+    files."""
+    from curator_dask.dedup.exact_files import default_hash_partitions
+
+    if ds.plan is not None:
+        return min(ds.npartitions, default_hash_partitions(sum(p.nbytes for p in ds.plan)))
+    return max(1, -(-ds.npartitions // 16))
 
 
 def mark_hash_partitioned(duplicates: DocumentDataset) -> DocumentDataset:

@@ -42,7 +42,10 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import (
     ROW_FIELD,
@@ -53,7 +56,7 @@ from curator_dask.dedup.ids import (
 from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["remove_ids", "default_shuffle_method", "STRATEGIES",
+__all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "STRATEGIES",
            "DEFAULT_BROADCAST_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
@@ -352,21 +355,54 @@ def _drop_listed_rows(df, listed, number: int, id_field: str, reason: str):
     """Drop the rows ``listed`` (sorted, unique ``(_row, id)`` of this partition)."""
     if len(listed) == 0:
         return df
-    positions = listed[ROW_FIELD].to_numpy() - first_row(number)
-    if positions[-1] >= len(df):
+    hit = listed_rows_mask(df[id_field], listed[ROW_FIELD].to_numpy(), listed[id_field],
+                           number, id_field)
+    return _drop_rows(df, hit, reason)
+
+
+def listed_rows_mask(ids, rows: np.ndarray, listed_ids, number: int,
+                     id_field: str) -> np.ndarray:
+    """Which rows of partition ``number`` (``ids``: its id column, pandas or Arrow) the
+    list ``(rows, listed_ids)`` names (row numbers sorted and unique, all of this
+    partition), as a boolean mask; a row that does not carry its listed id raises
+    :class:`~curator_dask.dedup.ids.DuplicateListMismatchError`.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> listed_rows_mask(pa.array([7, 7, 8]), np.array([1]), pa.array([7]), 0, "id").tolist()
+    [False, True, False]
+    """
+    hit = np.zeros(len(ids), dtype=bool)
+    if len(rows) == 0:
+        return hit
+    positions = np.asarray(rows, dtype=np.int64) - first_row(number)
+    if positions[-1] >= len(ids):
         _mismatch(f"the list names row {int(positions[-1])} of partition {number}, which "
-                  f"has {len(df)} rows")
-    found = _host(df[id_field]).iloc[positions].reset_index(drop=True)
-    wanted = listed[id_field].reset_index(drop=True)
-    same = found.eq(wanted).fillna(False).to_numpy(dtype=bool) | (
-        found.isna().to_numpy() & wanted.isna().to_numpy())
+                  f"has {len(ids)} rows")
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        found = ids.take(pa.array(positions))
+        wanted = listed_ids if isinstance(listed_ids, (pa.Array, pa.ChunkedArray)) \
+            else pa.array(listed_ids)
+        same = pc.fill_null(pc.equal(found, wanted.cast(found.type)), False).to_numpy(
+            zero_copy_only=False)
+        same |= (pc.is_null(found).to_numpy(zero_copy_only=False)
+                 & pc.is_null(wanted).to_numpy(zero_copy_only=False))
+        found_at = lambda i: found[i].as_py()  # noqa: E731
+        wanted_at = lambda i: wanted[i].as_py()  # noqa: E731
+    else:
+        found = _host(ids).iloc[positions].reset_index(drop=True)
+        wanted = pd.Series(listed_ids).reset_index(drop=True)
+        same = found.eq(wanted).fillna(False).to_numpy(dtype=bool) | (
+            found.isna().to_numpy() & wanted.isna().to_numpy())
+        found_at = lambda i: _plain(found.iloc[i])  # noqa: E731
+        wanted_at = lambda i: _plain(wanted.iloc[i])  # noqa: E731
     if not same.all():
         bad = int(np.flatnonzero(~same)[0])
         _mismatch(f"row {int(positions[bad])} of partition {number} has {id_field}="
-                  f"{_plain(found.iloc[bad])!r}, the list says {_plain(wanted.iloc[bad])!r}")
-    hit = np.zeros(len(df), dtype=bool)
+                  f"{found_at(bad)!r}, the list says {wanted_at(bad)!r}")
     hit[positions] = True
-    return _drop_rows(df, hit, reason)
+    return hit
 
 
 def _mismatch(what: str):
@@ -377,9 +413,8 @@ def _mismatch(what: str):
     )
 
 
-def _host(df):
-    """A cuDF frame's small slice as pandas (rows lists and the ids they are checked on)."""
-    return df.to_pandas() if type(df).__module__.split(".")[0] == "cudf" else df
+#: A cuDF frame's small slice as pandas (rows lists and the ids they are checked on).
+_host = to_host
 
 
 def _plain(value):

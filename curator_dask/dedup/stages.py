@@ -33,6 +33,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig, resolve_config
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     HASH_FIELD,
@@ -100,6 +101,9 @@ class ExactDedup(WholeDatasetStage):
     hash_partitions : int, optional
         See :class:`~curator_dask.dedup.ExactDuplicates`.
     name : str, default "exact_dedup"
+    config : ExactDedupConfig, optional
+        The parameters above but ``name`` as one object (then leave them at their
+        defaults), shared with the workflow and :class:`~curator_dask.dedup.ExactDuplicates`.
 
     Examples
     --------
@@ -119,20 +123,21 @@ class ExactDedup(WholeDatasetStage):
                  hash_method: HashMethod = "md5", on_null: OnNull = "error",
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 hash_partitions: int | None = None, name: str = "exact_dedup"):
-        self.dedup = ExactDuplicates(
+                 hash_partitions: int | None = None, name: str = "exact_dedup", *,
+                 config: ExactDedupConfig | None = None):
+        config = resolve_config(ExactDedupConfig, config, dict(
             id_field=id_field, text_field=text_field, hash_method=hash_method,
             on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions)
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
+            who="ExactDedup")
+        self.dedup = ExactDuplicates(config=config)
         self.name = name
         self.last_run: DedupStats | None = None
 
     def fingerprint(self) -> dict:
         """The parameters that decide which documents are kept (not how fast)."""
-        d = self.dedup
         return {"stage": "curator_dask.dedup.stages.ExactDedup",
-                "params": {"id_field": d.id_field, "text_field": d.text_field,
-                           "hash_method": d.hash_method, "on_null": d.on_null}}
+                "params": self.dedup.config.decisive()}
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Identify the duplicates (written under ``cache_path``), then remove them."""
@@ -168,6 +173,9 @@ class FuzzyDedup(WholeDatasetStage):
     max_local_edges, removal_strategy, broadcast_threshold
         See :class:`~curator_dask.dedup.FuzzyDuplicates`.
     name : str, default "fuzzy_dedup"
+    config : FuzzyDedupConfig, optional
+        The parameters above but ``name`` as one object (then leave them at their
+        defaults), shared with the workflow and :class:`~curator_dask.dedup.FuzzyDuplicates`.
 
     Notes
     -----
@@ -193,14 +201,15 @@ class FuzzyDedup(WholeDatasetStage):
                  text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 name: str = "fuzzy_dedup"):
-        self.dedup = FuzzyDuplicates(
+                 name: str = "fuzzy_dedup", *, config: FuzzyDedupConfig | None = None):
+        config = resolve_config(FuzzyDedupConfig, config, dict(
             seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
             minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
             use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
             jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
             max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold)
+            broadcast_threshold=broadcast_threshold), who="FuzzyDedup")
+        self.dedup = FuzzyDuplicates(config=config)
         self.name = name
         self.last_run: DedupStats | None = None
 

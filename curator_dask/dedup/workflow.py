@@ -1,30 +1,41 @@
 """Exact deduplication of a corpus on disk, end to end, resumable after a crash.
 
-read -> assign ids (if missing) -> identify (cached) -> remove -> write Parquet.
+read and hash (ids assigned if missing) -> group (cached) -> remove -> write Parquet,
+with the input parsed once (:mod:`curator_dask.dedup.exact_files`).
 
 The duplicate list is the one result worth keeping across a crash: it costs a full pass
 of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
 completion marker; a rerun with the same input and parameters reads it back instead of
 hashing again, then removes and writes. The list names documents by row number as well
 as id, so the input's ids need not be unique; rows and ids must be the same on every run,
-which the same files read with the same blocksize guarantee (``AddId`` included).
+which the same files read with the same blocksize guarantee (``AddId`` included). The
+blocksize is part of the cache's fingerprint, and an automatic one is taken from the
+cache when the input is the same, so a rerun on a cluster of another size resumes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import posixpath
 import time
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
+    DUPLICATES_DIR,
     OUTPUT_MODES,
     OutputMode,
+    mark_complete,
     output_mode_for,
-    read_duplicates,
-    write_duplicates,
+    read_phase,
+    recorded_blocksize,
 )
+from curator_dask.dedup.config import ExactDedupConfig, resolve_config
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
@@ -32,11 +43,13 @@ from curator_dask.dedup.exact import (
     HashMethod,
     OnNull,
 )
+from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
@@ -66,7 +79,8 @@ class ExactDedupResult:
     identify_from_cache: bool
     output: WriteResult
     #: Seconds spent finding duplicates (or reading them from the cache), and removing
-    #: and writing.
+    #: and writing. An input small enough to run in one pass (no staged copy, see
+    #: :mod:`curator_dask.dedup.exact_files`) counts all of its time as removing.
     identify_seconds: float = 0.0
     remove_seconds: float = 0.0
     #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
@@ -94,8 +108,10 @@ class ExactDeduplicationWorkflow:
         must not be, contain or lie inside an input path.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
-        Bytes per partition (the reader's default is 256 MiB). Peak worker memory follows
-        it. Reruns must use the same value, or ids change and the cache is not reused.
+        Bytes per partition. Default (or ``"auto"``): chosen from the data and the
+        cluster, two partitions per worker thread where the data allows, at most 256 MiB
+        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        worker memory follows it. A rerun with another value computes the list again.
     on_bad_lines : {"error", "skip", "warn"}
         JSONL input: a malformed line is an error naming the file and line, or is
         skipped and counted (:attr:`ExactDedupResult.skipped_lines`), see
@@ -103,6 +119,9 @@ class ExactDeduplicationWorkflow:
     id_field, text_field, hash_method, on_null, removal_strategy, broadcast_threshold,
     hash_partitions
         As for :class:`~curator_dask.dedup.exact.ExactDuplicates`.
+    config : ExactDedupConfig, optional
+        Those parameters as one object (then leave them at their defaults), shared with
+        :class:`~curator_dask.dedup.ExactDuplicates` and the ``ExactDedup`` stage.
     assign_id : bool, default True
         Add ids with :class:`~curator_dask.AddId` when the input has no ``id_field``;
         when False, a missing id column is an error.
@@ -122,7 +141,8 @@ class ExactDeduplicationWorkflow:
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None,
+                 config: ExactDedupConfig | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -136,18 +156,38 @@ class ExactDeduplicationWorkflow:
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
-        self.dedup = ExactDuplicates(
+        config = resolve_config(ExactDedupConfig, config, dict(
             id_field=id_field, text_field=text_field, hash_method=hash_method,
             on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions,
-            storage_options=storage_options,
-        )
+            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
+            who="ExactDeduplicationWorkflow")
+        self.dedup = ExactDuplicates(config=config, storage_options=storage_options)
+
+    def _files(self):
+        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
+        return list_files(self.input_path, extensions, self.storage_options)[1]
+
+    def blocksize(self) -> int:
+        """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
+        the automatic choice the one an earlier run of the same input recorded in the
+        cache (so a rerun on a cluster of another size reads the same partitions, ids
+        and rows), or a new automatic choice (see ``docs/io.md``)."""
+        files = self._files()
+        if self.input_blocksize not in (None, AUTO):
+            return resolve_blocksize(files, blocksize=self.input_blocksize)
+        recorded = recorded_blocksize(
+            posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
+            [[f.path, f.size] for f in files], storage_options=self.storage_options)
+        return recorded or resolve_blocksize(files)
+
+    def _read_input(self, blocksize) -> DocumentDataset:
+        return read_input(self.input_path, self.input_filetype, blocksize, self.on_bad_lines,
+                          text_field=self.dedup.text_field,
+                          storage_options=self.storage_options)
 
     def read(self) -> DocumentDataset:
         """The input with ids, as the run sees it."""
-        ds = read_input(self.input_path, self.input_filetype, self.input_blocksize,
-                        self.on_bad_lines, text_field=self.dedup.text_field,
-                        storage_options=self.storage_options)
+        ds = self._read_input(self.blocksize())
         id_field = self.dedup.id_field
         if id_field not in ds.df.columns:
             if not self.assign_id:
@@ -156,62 +196,90 @@ class ExactDeduplicationWorkflow:
             ds = AddId(id_field=id_field)(ds)
         return ds
 
-    def fingerprint(self) -> dict:
-        """What the duplicate list depends on: the input files and the parameters."""
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        _, files = list_files(self.input_path, extensions, self.storage_options)
+    def fingerprint(self, blocksize: int | None = None) -> dict:
+        """What the duplicate list depends on: the input files, the bytes per partition
+        (which decide ids and row numbers) and the parameters."""
+        files = self._files()
         d = self.dedup
         return {
             "files": [[f.path, f.size] for f in files],
             "input_filetype": self.input_filetype,
-            "input_blocksize": str(self.input_blocksize),
+            "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
             **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
-            "id_field": d.id_field, "text_field": d.text_field,
-            "hash_method": d.hash_method, "on_null": d.on_null,
+            **d.config.decisive(),
         }
 
     def run(self) -> ExactDedupResult:
         """Deduplicate; resumes from a complete duplicate list in ``cache_path``.
 
-        Progress is reported phase by phase (identify, remove): a bar on a terminal,
-        else INFO lines (see :mod:`curator_dask.observe.progress`).
+        The input is parsed once: each partition is hashed as it is read and kept in
+        the cache as Arrow until the kept documents are written (see
+        :mod:`curator_dask.dedup.exact_files`). Progress is reported phase by phase
+        (identify, remove): a bar on a terminal, else INFO lines (see
+        :mod:`curator_dask.observe.progress`).
         """
         with reporting():
             return self._run()
 
     def _run(self) -> ExactDedupResult:
         start = time.perf_counter()
-        ds = self.read()
+        blocksize = self.blocksize()
+        ds = self._read_input(blocksize)
+        d = self.dedup
+        if d.id_field not in ds.df.columns and not self.assign_id:
+            require_columns("the dedup workflow", ds.df.columns, [d.id_field],
+                            fix="Pass assign_id=True to add ids with AddId.")
         # Before anything is written: neither the output nor the cache may touch the input.
         check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
                         storage_options=self.storage_options)
-        fingerprint = self.fingerprint()
-        cached = read_duplicates(self.cache_path, fingerprint=fingerprint,
-                                 storage_options=self.storage_options)
-        if cached is not None and ROW_FIELD not in cached.duplicates.df.columns:
+        fingerprint = self.fingerprint(blocksize)
+        list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
+        cached = read_phase(list_path, fingerprint=fingerprint,
+                            storage_options=self.storage_options)
+        if cached is not None and not _lists_rows(list_path, self.storage_options):
             # A list of ids alone (an earlier version's) cannot tell apart documents that
             # share an id: find the duplicates again rather than trust the ids.
-            logger.warning("%s lists ids without row numbers: computing it again", cached.path)
+            logger.warning("%s lists ids without row numbers: computing it again", list_path)
             cached = None
         output_mode = output_mode_for(  # fail before hashing
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
-        if cached is None:
-            with phase("exact dedup: identify"):
-                cached = write_duplicates(self.dedup.identify(ds), self.cache_path,
-                                          fingerprint=fingerprint,
-                                          storage_options=self.storage_options)
-        identified = time.perf_counter()
-        # Fewer ids to remove than duplicate rows: a short list needs no count to decide.
-        strategy = None
-        if (self.dedup.removal_strategy == "auto"
-                and cached.rows <= self.dedup.broadcast_threshold):
-            strategy = "broadcast"
-        clean = self.dedup.remove(ds, cached.duplicates, strategy=strategy)
-        with phase("exact dedup: remove and write"):
-            written = clean.to_parquet(self.output_path, mode=output_mode,
-                                       storage_options=self.storage_options,
-                                       fingerprint=fingerprint)
+        run = ExactFilesRun(ds, id_field=d.id_field, text_field=d.text_field,
+                            hash_method=d.hash_method, on_null=d.on_null,
+                            assign_id=self.assign_id, cache_path=self.cache_path,
+                            hash_partitions=d.hash_partitions,
+                            storage_options=self.storage_options)
+        if cached is None and run.fits_in_memory():
+            # Small enough to hold in the workers' memory: one graph, no staged copy.
+            # The list's size is unknown until it is made, so "auto" routes each
+            # partition its own rows (there are few buckets at this size).
+            strategy = "broadcast" if d.removal_strategy == "broadcast" else "shuffle"
+            with phase("exact dedup: identify, remove and write"):
+                found, written = run.in_one_pass(
+                    list_path, _as_json(fingerprint), self.output_path, output_mode,
+                    _as_json(fingerprint), strategy, inputs=[ds.sources])
+            rows, from_cache = found.rows, False
+            identified = start  # one pass: identify_seconds is 0, all is in remove
+        else:
+            if cached is None:
+                with phase("exact dedup: identify"):
+                    found = run.identify(list_path, _as_json(fingerprint))
+                mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
+                              files=len(found.parts), stats=found.stats,
+                              storage_options=self.storage_options)
+                rows, stats, from_cache = found.rows, found.stats, False
+            else:
+                rows, stats, from_cache = cached.rows, cached.stats, True
+            parts = _parts_of(list_path, self.storage_options)
+            identified = time.perf_counter()
+            strategy = d.removal_strategy
+            if strategy == "auto":
+                # The list's size is known: no count is needed to decide.
+                strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
+            with phase("exact dedup: remove and write"):
+                written = run.remove(parts, stats, self.output_path, output_mode,
+                                     _as_json(fingerprint), strategy, inputs=[ds.sources])
+        run.drop_staging()
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
         skipped = sum(n for reason, n in written.dropped.items() if reason.startswith("reader."))
@@ -219,9 +287,9 @@ class ExactDeduplicationWorkflow:
             input_documents=written.rows + removed + nulls,
             duplicate_documents=removed,
             kept_documents=written.rows,
-            duplicate_groups=cached.rows - removed,
+            duplicate_groups=rows - removed,
             null_text_documents=nulls,
-            identify_from_cache=cached.from_cache,
+            identify_from_cache=from_cache,
             output=written,
             identify_seconds=identified - start,
             remove_seconds=time.perf_counter() - identified,
@@ -252,3 +320,22 @@ def read_input(path, input_filetype: str, blocksize, on_bad_lines: str, **option
         return DocumentDataset.read_jsonl(path, blocksize=blocksize, on_bad_lines=on_bad_lines,
                                           **options)
     return DocumentDataset.read_parquet(path, blocksize=blocksize, **options)
+
+
+def _parts_of(path: str, storage_options: dict | None) -> list[str]:
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    return sorted(p for p in fs.ls(root, detail=False)
+                  if posixpath.basename(p).startswith("part-") and p.endswith(".parquet"))
+
+
+def _lists_rows(path: str, storage_options: dict | None) -> bool:
+    """Whether the duplicate list at ``path`` names rows (``_row``), not ids alone."""
+    fs, _ = url_to_fs(path, **(storage_options or {}))
+    for part in _parts_of(path, storage_options)[:1]:
+        with fs.open(part, "rb") as handle:
+            return ROW_FIELD in pq.read_schema(handle).names
+    return True
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value, sort_keys=True))

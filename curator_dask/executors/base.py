@@ -637,11 +637,10 @@ class Executor:
 
     def _collect(self, state: RunState, segment: Segment):
         """Without a writer: the final partitions as a dataset (held where they are)."""
+        import dask
         import dask.dataframe as dd
 
         from curator_dask.dataset import DocumentDataset
-
-        import dask
 
         frames = self.frames(state, segment.steps[-1].results)
         # The partitions are typed already: convert-string would turn object columns

@@ -39,7 +39,8 @@ from curator_dask.io.tables import (
     to_frame,
 )
 
-__all__ = ["read_jsonl_partition", "infer_jsonl_schema", "read_slice_bytes", "BAD_LINE_REASON",
+__all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes",
+           "BAD_LINE_REASON",
            "TYPE_MISMATCH_REASON", "TRUNCATED_REASON", "SAMPLE_FILES", "SAMPLE_BYTES"]
 
 logger = logging.getLogger(__name__)
@@ -528,7 +529,7 @@ def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[st
     return union.schema()
 
 
-def read_jsonl_partition(
+def read_jsonl_table(
     spec: PartitionSpec,
     fs,
     schema: pa.Schema,
@@ -540,15 +541,9 @@ def read_jsonl_partition(
     text_cast: bool = False,
     typed: Collection[str] = (),
     columns_chosen: bool = False,
-    backend: str = "pandas",
-):
-    """Read one planned partition into a frame with exactly ``schema``'s columns.
-
-    Skipped lines are counted on the partition: malformed JSON under
-    ``reader.bad_json_line``, values whose type does not fit the schema under
-    ``reader.type_mismatch``, the partial last line of a truncated compressed file under
-    ``reader.truncated_file``.
-    """
+) -> tuple[pa.Table, dict[str, int]]:
+    """Read one planned partition as an Arrow table with exactly ``schema``'s columns,
+    and the lines skipped by reason (see :func:`read_jsonl_partition`)."""
     conformer = Conformer(schema, text_field, text_cast, frozenset(typed), columns_chosen)
     reader = _SliceReader(conformer, on_bad_lines, encoding_errors)
     tables = []
@@ -566,8 +561,21 @@ def read_jsonl_partition(
     if add_filename:
         full_schema = schema.append(pa.field(add_filename, pa.string()))
     table = pa.concat_tables(tables) if tables else full_schema.empty_table()
+    return table, {reason: count for reason, count in reader.dropped.items() if count}
+
+
+def read_jsonl_partition(spec: PartitionSpec, fs, schema: pa.Schema, *,
+                         backend: str = "pandas", **options):
+    """Read one planned partition into a frame with exactly ``schema``'s columns.
+
+    Options are those of :func:`read_jsonl_table`. Skipped lines are counted on the
+    partition: malformed JSON under ``reader.bad_json_line``, values whose type does not
+    fit the schema under ``reader.type_mismatch``, the partial last line of a truncated
+    compressed file under ``reader.truncated_file``.
+    """
+    table, dropped = read_jsonl_table(spec, fs, schema, **options)
     frame = to_frame(table, backend)
-    for reason, count in reader.dropped.items():
+    for reason, count in dropped.items():
         record_dropped(frame, reason, count)
     return frame
 

@@ -20,7 +20,8 @@ from curator_dask.io.files import InputFile, open_input, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
 
-__all__ = ["read_parquet_partition", "infer_parquet_schema", "open_parquet", "SAMPLE_FILES"]
+__all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet",
+           "SAMPLE_FILES"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, i
         raise conflict.error(path, row, unit="row") from None
 
 
-def read_parquet_partition(
+def read_parquet_table(
     spec: PartitionSpec,
     fs,
     schema: pa.Schema,
@@ -120,9 +121,9 @@ def read_parquet_partition(
     text_cast: bool = False,
     typed: Collection[str] = (),
     columns_chosen: bool = False,
-    backend: str = "pandas",
-):
-    """Read one planned partition into a frame with exactly ``schema``'s columns."""
+) -> tuple[pa.Table, dict[str, int]]:
+    """Read one planned partition as an Arrow table with exactly ``schema``'s columns
+    (and no rows skipped: the empty drop counts keep the JSONL reader's shape)."""
     conformer = Conformer(schema, text_field, text_cast, frozenset(typed), columns_chosen)
     tables = []
     for piece in spec.slices:
@@ -139,4 +140,11 @@ def read_parquet_partition(
     if add_filename:
         full_schema = schema.append(pa.field(add_filename, pa.string()))
     table = pa.concat_tables(tables) if tables else full_schema.empty_table()
+    return table, {}
+
+
+def read_parquet_partition(spec: PartitionSpec, fs, schema: pa.Schema, *,
+                           backend: str = "pandas", **options):
+    """Read one planned partition into a frame with exactly ``schema``'s columns."""
+    table, _ = read_parquet_table(spec, fs, schema, **options)
     return to_frame(table, backend)

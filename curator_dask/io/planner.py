@@ -1,12 +1,23 @@
 """Partition plans: which bytes or row groups of which files make each partition.
 
 A plan is computed on the client from file sizes (and Parquet footers) alone, before any
-data is read, and is a pure function of the input listing: the same files give the same
-plan, so partition indices, and the ids derived from them, are stable across runs.
+data is read, and is a pure function of the input listing and the partitioning settings:
+the same files with the same settings give the same plan, so partition indices, and the
+ids derived from them, are stable across runs.
+
+When neither ``blocksize`` nor ``files_per_partition`` is given, the blocksize is chosen
+from the data and the cluster (:func:`auto_blocksize`): enough partitions for two per
+worker thread when the data allows, never more than :data:`DEFAULT_BLOCKSIZE` a
+partition, never less than :data:`MIN_AUTO_BLOCKSIZE`, rounded down to a power of two so
+that clusters of similar size choose the same plan. The choice is a number of bytes that
+callers record (:attr:`~curator_dask.DocumentDataset.blocksize`, the dedup workflows'
+fingerprints and output manifests) and can pass back to get the same plan elsewhere.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,9 +25,22 @@ from dask.utils import parse_bytes
 
 from curator_dask.io.files import InputFile, open_input
 
-__all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning"]
+__all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning",
+           "auto_blocksize", "resolve_blocksize", "cluster_threads", "DEFAULT_BLOCKSIZE",
+           "MIN_AUTO_BLOCKSIZE", "AUTO"]
 
+logger = logging.getLogger(__name__)
+
+#: The largest partition the automatic choice makes, and the blocksize NeMo Curator users
+#: know as the default.
 DEFAULT_BLOCKSIZE = "256MiB"
+#: The smallest partition the automatic choice makes: below this, per-task and per-shuffle
+#: overheads outweigh the gain of spreading the work.
+MIN_AUTO_BLOCKSIZE = "1MiB"
+#: ``blocksize=AUTO`` (or ``None`` with no ``files_per_partition``): choose from the data.
+AUTO = "auto"
+#: Partitions per worker thread the automatic choice aims for (at least).
+PARTITIONS_PER_THREAD = 2
 
 
 @dataclass(frozen=True)
@@ -59,22 +83,102 @@ class PartitionSpec:
 
 
 def check_partitioning(files_per_partition: int | None, blocksize) -> int | None:
-    """Validate the two ways of partitioning; return the blocksize in bytes or None."""
-    if files_per_partition is not None and blocksize is not None:
+    """Validate the two ways of partitioning; return the blocksize in bytes, or None for
+    ``files_per_partition`` or for the automatic choice (``blocksize`` None or ``"auto"``).
+
+    Examples
+    --------
+    >>> check_partitioning(None, "64MiB"), check_partitioning(None, None)
+    (67108864, None)
+    >>> check_partitioning(2, None) is None
+    True
+    """
+    if files_per_partition is not None and blocksize not in (None, AUTO):
         raise ValueError(
             "give either files_per_partition or blocksize, not both "
             f"(got files_per_partition={files_per_partition!r}, blocksize={blocksize!r})"
         )
     if files_per_partition is not None:
-        if not isinstance(files_per_partition, int) or files_per_partition < 1:
+        if (not isinstance(files_per_partition, int) or isinstance(files_per_partition, bool)
+                or files_per_partition < 1):
             raise ValueError(
                 f"files_per_partition must be a positive integer, got {files_per_partition!r}"
             )
         return None
-    size = parse_bytes(blocksize if blocksize is not None else DEFAULT_BLOCKSIZE)
+    if blocksize is None or blocksize == AUTO:
+        return None
+    size = parse_bytes(blocksize)
     if size < 1:
         raise ValueError(f"blocksize must be positive, got {blocksize!r}")
     return size
+
+
+def cluster_threads() -> int:
+    """Worker threads that will run the partitions: those of the current
+    ``distributed`` client's workers, or this machine's CPU count without one (or
+    while the client has no workers yet)."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        try:
+            workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        except TypeError:  # distributed before n_workers=
+            workers = client.scheduler_info()["workers"].values()
+        threads = sum(int(w.get("nthreads", 0)) for w in workers)
+        if threads > 0:
+            return threads
+    return os.cpu_count() or 1
+
+
+def auto_blocksize(total_bytes: int, threads: int) -> int:
+    """The blocksize the planner chooses when the user gives none.
+
+    ``total_bytes / (2 * threads)``, rounded down to a power of two, between
+    :data:`MIN_AUTO_BLOCKSIZE` and :data:`DEFAULT_BLOCKSIZE`: at least two partitions
+    per thread when the data is large enough, none larger than 256 MiB. Rounding to a
+    power of two makes clusters within a factor of two of each other choose the same
+    plan.
+
+    Examples
+    --------
+    >>> auto_blocksize(100 * 10**6, threads=2) // 2**20       # 25 MB a thread-half -> 16 MiB
+    16
+    >>> auto_blocksize(500 * 10**6, threads=2) // 2**20
+    64
+    >>> auto_blocksize(10**12, threads=2) // 2**20            # never above 256 MiB
+    256
+    >>> auto_blocksize(100_000, threads=64) // 2**20          # never below 1 MiB
+    1
+    """
+    cap = parse_bytes(DEFAULT_BLOCKSIZE)
+    floor = parse_bytes(MIN_AUTO_BLOCKSIZE)
+    share = total_bytes // max(PARTITIONS_PER_THREAD * max(int(threads), 1), 1)
+    if share <= floor:
+        return floor
+    return min(cap, 1 << (int(share).bit_length() - 1))
+
+
+def resolve_blocksize(files: Sequence[InputFile], *, files_per_partition: int | None = None,
+                      blocksize: int | str | None = None,
+                      threads: int | None = None) -> int | None:
+    """The blocksize in bytes a plan of ``files`` uses (None with ``files_per_partition``).
+
+    ``blocksize`` None or ``"auto"``: :func:`auto_blocksize` of the files' total size
+    and ``threads`` (default :func:`cluster_threads`).
+    """
+    block = check_partitioning(files_per_partition, blocksize)
+    if block is not None or files_per_partition is not None:
+        return block
+    threads = cluster_threads() if threads is None else threads
+    total = sum(f.size for f in files)
+    block = auto_blocksize(total, threads)
+    logger.info("blocksize: %d bytes, chosen for %d bytes of input and %d worker threads",
+                block, total, threads)
+    return block
 
 
 def plan_partitions(
@@ -84,6 +188,7 @@ def plan_partitions(
     blocksize: int | str | None = None,
     fmt: str = "jsonl",
     fs=None,
+    threads: int | None = None,
 ) -> list[PartitionSpec]:
     """Plan partitions for ``files`` (already in their deterministic order).
 
@@ -92,7 +197,9 @@ def plan_partitions(
     file into several partitions: uncompressed JSONL at line boundaries (byte ranges),
     Parquet by row groups (this needs ``fs`` to read the footers), WARC (``fmt="warc"``)
     at record boundaries when plain or gzip with a member per record (``fs`` checks
-    which). Compressed JSONL cannot be split and is always read whole.
+    which). Compressed JSONL cannot be split and is always read whole. With neither, the
+    blocksize is chosen by :func:`resolve_blocksize` (``threads``: the worker threads to
+    fill; default, the current cluster's).
 
     Examples
     --------
@@ -104,7 +211,8 @@ def plan_partitions(
     >>> [(s.start, s.end) for p in plan_partitions(big, blocksize=100) for s in p.slices]
     [(0, 100), (100, 200), (200, None)]
     """
-    block = check_partitioning(files_per_partition, blocksize)
+    block = resolve_blocksize(files, files_per_partition=files_per_partition,
+                              blocksize=blocksize, threads=threads)
     if files_per_partition is not None:
         groups = [
             tuple(FileSlice(f) for f in files[i: i + files_per_partition])

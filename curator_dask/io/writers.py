@@ -40,6 +40,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curator_dask.backends import to_host
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.overlap import InputPaths, check_output_path
@@ -52,13 +56,15 @@ logger = logging.getLogger(__name__)
 
 WriteMode = Literal["error", "overwrite", "overwrite_all", "append"]
 MODES = get_args(WriteMode)
-FORMATS = ("parquet", "jsonl")
+#: ``arrow`` (Arrow IPC files, uncompressed) is for the project's own intermediate data:
+#: written at memory speed and read back as a memory map.
+FORMATS = ("parquet", "jsonl", "arrow")
 COMPRESSIONS = {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 #: The manifest every write records in its output directory, before any part.
 MANIFEST = ".curator-output.json"
 _MANIFEST_FORMAT = 1
 _PART = re.compile(r"^part-(\d+)\.")
-_PART_FILE = re.compile(r"^part-\d{5,}(\.parquet|\.jsonl(\.gz|\.zst|\.bz2)?)$")
+_PART_FILE = re.compile(r"^part-\d{5,}(\.parquet|\.arrow|\.jsonl(\.gz|\.zst|\.bz2)?)$")
 _MARKER_FILE = re.compile(r"^\.part-\d{5,}\.done$")
 _TMP_FILE = re.compile(r"^\..+\.tmp-[0-9a-f]{32}$")
 _MANIFEST_TMP = re.compile(r"^" + re.escape(f"{MANIFEST}.tmp-") + r"[0-9a-f]{32}$")
@@ -81,7 +87,8 @@ class WriteSpec:
     def __post_init__(self):
         if self.fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.fmt!r}")
-        allowed = COMPRESSIONS if self.fmt == "jsonl" else (None, "snappy", "zstd", "gzip")
+        allowed = {"jsonl": COMPRESSIONS, "parquet": (None, "snappy", "zstd", "gzip"),
+                   "arrow": (None,)}[self.fmt]
         if self.compression not in allowed:
             raise ValueError(
                 f"compression for {self.fmt} must be one of {list(allowed)}, "
@@ -90,8 +97,8 @@ class WriteSpec:
 
     @property
     def suffix(self) -> str:
-        if self.fmt == "parquet":
-            return ".parquet"
+        if self.fmt in ("parquet", "arrow"):
+            return "." + self.fmt
         return ".jsonl" + COMPRESSIONS[self.compression]
 
 
@@ -330,12 +337,23 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     tmp = posixpath.join(posixpath.dirname(target),
                          f".{posixpath.basename(target)}.tmp-{uuid.uuid4().hex}")
     try:
-        if spec.fmt == "parquet":
+        if isinstance(df, pa.Table) and spec.fmt == "parquet":
+            # Arrow all the way: no pandas frame is made for a table read as Arrow.
+            with fs.open(tmp, "wb") as handle:
+                pq.write_table(df, handle, compression=spec.compression or "snappy")
+        elif spec.fmt == "parquet":
             with fs.open(tmp, "wb") as handle:
                 df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
+        elif spec.fmt == "arrow":
+            table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(
+                df, preserve_index=False)
+            with fs.open(tmp, "wb") as handle, pa.ipc.new_file(handle, table.schema) as out:
+                out.write_table(table)
         else:
-            # cuDF frames are written through pandas: one JSON writer for both backends.
-            frame = df.to_pandas() if hasattr(df, "to_pandas") else df
+            # cuDF frames and Arrow tables are written through pandas: one JSON writer.
+            if isinstance(df, pa.Table):
+                df = df.to_pandas()
+            frame = to_host(df)
             with fs.open(tmp, "wb", compression=spec.compression) as handle:
                 if len(frame):
                     text = frame.to_json(orient="records", lines=True, force_ascii=False)
@@ -358,11 +376,19 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     return nbytes
 
 
-def write_partition(df, spec: WriteSpec, index: int, fs) -> dict:
+def write_partition(df, spec: WriteSpec, index: int, fs, *,
+                    dropped: dict[str, int] | None = None) -> dict:
     """Write one partition; returns its stats (rows, bytes, files, drop counts and
-    counters, see :mod:`curator_dask.dropped`)."""
+    counters, see :mod:`curator_dask.dropped`).
+
+    ``df`` is a pandas or cuDF frame, or a ``pyarrow.Table`` (written without a pandas
+    round trip); ``dropped`` gives the counts of a table, which carries none itself.
+    """
+    counts = get_counts(df)
+    for reason, count in (dropped or {}).items():
+        counts[reason] = counts.get(reason, 0) + int(count)
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
-             "dropped": get_counts(df)}
+             "dropped": counts}
     if spec.filename_field is None:
         target = posixpath.join(spec.path, part_name(spec.first_index + index, spec.suffix))
         stats["bytes"] = _write_frame(df, fs, target, spec)
@@ -374,7 +400,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs) -> dict:
             f"add_filename=True (columns present: {list(df.columns)})"
         )
     names = df[spec.filename_field]
-    for name in sorted(set(names.to_pandas() if hasattr(names, "to_pandas") else names)):
+    for name in sorted(set(to_host(names))):
         relative = _safe_relative_name(name, spec.filename_field)
         group = df[names == name]
         if not spec.keep_filename_column:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from curator_dask.backends import series_like
 from curator_dask.stages.base import ProcessingStage
 
 __all__ = ["AddId", "ROWS_PER_PARTITION_ID_SPACE"]
@@ -74,10 +75,4 @@ class AddId(ProcessingStage):
 
 
 def _as_string_column(df, values):
-    if hasattr(df, "to_pandas"):  # cuDF
-        import cudf
-
-        return cudf.Series(values, index=df.index)
-    import pandas as pd
-
-    return pd.Series(values, index=df.index, dtype="str")
+    return series_like(values, df, "str")

@@ -20,7 +20,7 @@ from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDup
 from curator_dask.dedup.fuzzy.jaccard import char_ngram_jaccard, check_false_positives
 from curator_dask.dedup.fuzzy.lsh import LSH, band_buckets, lsh_probability, optimal_bands
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, MinHash, signature_matrix
-from curator_dask.dedup.fuzzy.workflow import FuzzyDedupResult, FuzzyDeduplicationWorkflow
+from curator_dask.dedup.fuzzy.workflow import FuzzyDeduplicationWorkflow, FuzzyDedupResult
 
 __all__ = [
     "FUZZY_DUPLICATE_REASON",

@@ -29,13 +29,14 @@ import logging
 
 import dask
 import dask.dataframe as dd
-import numba
 import numpy as np
 import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import DEFAULT_MAX_LOCAL_EDGES
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 
 __all__ = ["connected_components", "union_find_components", "distributed_components",
@@ -44,8 +45,6 @@ __all__ = ["connected_components", "union_find_components", "distributed_compone
 logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
-#: Up to this many edges, components are computed on one worker with union-find.
-DEFAULT_MAX_LOCAL_EDGES = 50_000_000
 
 _U, _V = "_u", "_v"
 _C1 = 0xFF51AFD7ED558CCD
@@ -57,7 +56,7 @@ _C2 = 0xC4CEB9FE1A85EC53
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _index_ids(x, y):
     """Number the distinct ids of both columns ``0..m-1`` in order of first appearance.
 
@@ -91,7 +90,7 @@ def _index_ids(x, y):
     return ids[:count].copy(), number
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _find(parent, i):
     while parent[i] != i:
         parent[i] = parent[parent[i]]  # path halving
@@ -99,7 +98,7 @@ def _find(parent, i):
     return i
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _union_find(number, ids, n_edges):
     parent = np.arange(ids.shape[0]).astype(np.int32)
     for k in range(n_edges):

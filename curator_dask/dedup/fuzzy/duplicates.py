@@ -11,8 +11,10 @@ import logging
 
 import dask.dataframe as dd
 
+from curator_dask.backends import is_cudf
 from curator_dask.compat import FuzzyDuplicatesConfig, nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
 from curator_dask.dedup.fuzzy.components import (
     DEFAULT_MAX_LOCAL_EDGES,
     GROUP_FIELD,
@@ -24,7 +26,6 @@ from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
-    STRATEGIES,
     RemovalStrategy,
     remove_ids,
 )
@@ -78,9 +79,11 @@ class FuzzyDuplicates:
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     perform_removal : bool, default False
         Calling the object returns the deduplicated dataset instead of the duplicates.
-    config : FuzzyDuplicatesConfig, optional
-        NeMo Curator's configuration object (:class:`~curator_dask.compat.FuzzyDuplicatesConfig`),
-        instead of the parameters above; warns with their names.
+    config : FuzzyDedupConfig, optional
+        All the parameters above (but ``perform_removal``) as one object (then leave them
+        at their defaults), shared with the workflow and the pipeline stage. NeMo
+        Curator's configuration object (:class:`~curator_dask.compat.FuzzyDuplicatesConfig`)
+        is accepted too, and warns with curator-dask's names.
 
     Examples
     --------
@@ -109,34 +112,50 @@ class FuzzyDuplicates:
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  perform_removal: bool = False,
-                 config: FuzzyDuplicatesConfig | None = None):
+                 config: FuzzyDedupConfig | FuzzyDuplicatesConfig | None = None):
         if isinstance(seed, FuzzyDuplicatesConfig):  # NeMo Curator: FuzzyDuplicates(config)
             config, seed = seed, 42
-        if config is not None:
+        if isinstance(config, FuzzyDuplicatesConfig):
             options = config.options()
             # NeMo Curator 0.8 also takes perform_removal beside the config.
             options["perform_removal"] = options["perform_removal"] or perform_removal
             self.__init__(**options)
             return
-        if not 0.0 <= jaccard_threshold <= 1.0:
-            raise ValueError(f"jaccard_threshold must be in [0, 1], got {jaccard_threshold!r}")
-        if removal_strategy not in STRATEGIES:
-            raise ValueError(
-                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
-        self.minhash = MinHash(seed=seed, char_ngrams=char_ngrams,
-                               num_hashes=num_bands * minhashes_per_band,
-                               use_64_bit_hash=use_64_bit_hash, text_field=text_field,
-                               id_field=id_field)
-        self.lsh = LSH(num_bands=num_bands, minhashes_per_band=minhashes_per_band,
-                       bands_per_iteration=bands_per_iteration, id_field=id_field)
-        self.false_positive_check = false_positive_check
-        self.jaccard_threshold = jaccard_threshold
-        self.id_field = id_field
-        self.text_field = text_field
-        self.max_local_edges = max_local_edges
-        self.removal_strategy = removal_strategy
-        self.broadcast_threshold = broadcast_threshold
         self.perform_removal = perform_removal
+        c = resolve_config(FuzzyDedupConfig, config, dict(
+            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
+            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
+            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
+            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
+            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
+            broadcast_threshold=broadcast_threshold), who="FuzzyDuplicates")
+        self.minhash = MinHash(seed=c.seed, char_ngrams=c.char_ngrams,
+                               num_hashes=c.num_bands * c.minhashes_per_band,
+                               use_64_bit_hash=c.use_64_bit_hash, text_field=c.text_field,
+                               id_field=c.id_field)
+        self.lsh = LSH(num_bands=c.num_bands, minhashes_per_band=c.minhashes_per_band,
+                       bands_per_iteration=c.bands_per_iteration, id_field=c.id_field)
+        self.false_positive_check = c.false_positive_check
+        self.jaccard_threshold = c.jaccard_threshold
+        self.id_field = c.id_field
+        self.text_field = c.text_field
+        self.max_local_edges = c.max_local_edges
+        self.removal_strategy = c.removal_strategy
+        self.broadcast_threshold = c.broadcast_threshold
+
+    @property
+    def config(self) -> FuzzyDedupConfig:
+        """The parameters as one :class:`~curator_dask.dedup.FuzzyDedupConfig`."""
+        m, lsh = self.minhash, self.lsh
+        return FuzzyDedupConfig(
+            seed=m.seed, char_ngrams=m.char_ngrams, num_bands=lsh.num_bands,
+            minhashes_per_band=lsh.minhashes_per_band,
+            bands_per_iteration=lsh.bands_per_iteration, use_64_bit_hash=m.use_64_bit_hash,
+            false_positive_check=self.false_positive_check,
+            jaccard_threshold=self.jaccard_threshold, id_field=self.id_field,
+            text_field=self.text_field, max_local_edges=self.max_local_edges,
+            removal_strategy=self.removal_strategy,
+            broadcast_threshold=self.broadcast_threshold)
 
     def __repr__(self) -> str:
         return (f"FuzzyDuplicates(seed={self.minhash.seed}, "
@@ -225,7 +244,7 @@ class FuzzyDuplicates:
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
         """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
         ids = self.ids_to_remove(groups)
-        if type(ds.df._meta).__module__.split(".")[0] == "cudf":
+        if is_cudf(ds.df._meta):
             ids = ids.to_backend("cudf")  # the anti-join runs where the documents are
         return remove_ids(ds, ids, id_field=self.id_field,
                           strategy=self.removal_strategy,

@@ -27,14 +27,15 @@ from __future__ import annotations
 import logging
 
 import dask.dataframe as dd
-import numba
 import numpy as np
 import pandas as pd
 
+from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash_kernel import _mmh3_x64_128, _next_char, _string_buffers
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
+from curator_dask.numba_cache import njit
 
 __all__ = ["char_ngram_jaccard", "check_false_positives", "pair_similarities", "JACCARD_FIELD"]
 
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 JACCARD_FIELD = "jaccard"
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _shingle_hashes(data, start, end, width, out):
     """Hash each ``width``-character shingle of ``data[start:end]`` into ``out``; the count."""
     if end == start:
@@ -66,7 +67,7 @@ def _shingle_hashes(data, start, end, width, out):
     return count
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _unique_sorted(values, n):
     """Sort ``values[:n]`` in place and move its distinct values to the front; their count."""
     if n == 0:
@@ -81,7 +82,7 @@ def _unique_sorted(values, n):
     return m
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _jaccard_kernel(data_a, offsets_a, data_b, offsets_b, width, out):
     n = offsets_a.shape[0] - 1
     longest = 0
@@ -257,7 +258,7 @@ def pair_similarities(edges, ds: DocumentDataset, *, char_ngrams: int = 24,
         ids = ids.drop_duplicates(split_out=edges.npartitions, shuffle_method=method)
         texts = docs[[id_field, text_field]].merge(ids, on=id_field, how="inner",
                                                    shuffle_method=method)
-    if type(texts_meta).__module__.split(".")[0] == "cudf":
+    if is_cudf(texts_meta):
         texts = texts.to_backend("pandas")  # scored on the host, beside the edges
     # The texts move once; the edges go to their member's text, then to their anchor's.
     # As many partitions as the dataset: the selected texts are at most all of it.

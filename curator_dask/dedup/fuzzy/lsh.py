@@ -37,6 +37,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from curator_dask.backends import array_module, frame_like
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
@@ -124,12 +125,7 @@ def optimal_bands(threshold: float, num_hashes: int, false_positive_weight: floa
 
 # -- bucket ids -----------------------------------------------------------------------------
 
-def _array_module(array):
-    if type(array).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
+_array_module = array_module
 
 
 def _fmix64(h):
@@ -181,13 +177,7 @@ def band_buckets(matrix, bands: Sequence[int], minhashes_per_band: int):
 
 # -- partition functions ----------------------------------------------------------------------
 
-def _frame(like, columns: dict):
-    """A frame of the same backend as ``like`` from numpy (or cupy) columns."""
-    if type(like).__module__.split(".")[0] == "cudf":
-        import cudf
-
-        return cudf.DataFrame(columns)
-    return pd.DataFrame(columns)
+_frame = frame_like
 
 
 def _bucket_partition(df, id_field: str, bands: Sequence[int], minhashes_per_band: int):

@@ -32,8 +32,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
+from curator_dask.backends import backend_dispatch, is_cudf
 from curator_dask.dedup.exact import NullTextError
+from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.columns import id_column_fix
 
@@ -84,9 +85,7 @@ def signature_matrix(signatures, num_hashes: int | None = None):
     ValueError
         If rows are null or not all of one length.
     """
-    if _is_cudf(signatures):
-        return _signature_matrix_cudf(signatures, num_hashes)
-    return _signature_matrix_pandas(signatures, num_hashes)
+    return _signature_matrix(signatures, num_hashes)
 
 
 def _signature_matrix_pandas(signatures: pd.Series, num_hashes: int | None) -> np.ndarray:
@@ -122,8 +121,8 @@ def _signature_matrix_cudf(signatures, num_hashes: int | None):
     return signatures.list.leaves.values.reshape(n, num_hashes)
 
 
-def _is_cudf(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "cudf"
+_signature_matrix = backend_dispatch("signature_matrix", pandas=_signature_matrix_pandas,
+                                     cudf=lambda: _signature_matrix_cudf)
 
 
 # -- one small function per backend --------------------------------------------------------
@@ -146,6 +145,9 @@ def _minhash_cudf(texts, a: np.ndarray, b: np.ndarray, seed: int, char_ngrams: i
         out = texts.str.minhash(seed, a=a_col, b=b_col, width=char_ngrams)
     out.name = SIGNATURE_FIELD
     return out
+
+
+_minhash = backend_dispatch("minhash", pandas=_minhash_pandas, cudf=lambda: _minhash_cudf)
 
 
 class MinHash(ProcessingStage):
@@ -214,7 +216,7 @@ class MinHash(ProcessingStage):
 
     def meta(self, input_meta):
         self.check_input_columns(input_meta.columns)
-        if _is_cudf(input_meta):
+        if is_cudf(input_meta):
             import cudf
 
             value = "uint64" if self.use_64_bit_hash else "uint32"
@@ -228,9 +230,7 @@ class MinHash(ProcessingStage):
 
     def signatures(self, texts):
         """Signatures of a text column (pandas or cuDF), as a list column."""
-        if _is_cudf(texts):
-            return _minhash_cudf(texts, self.a, self.b, self.hash_seed, self.char_ngrams)
-        return _minhash_pandas(texts, self.a, self.b, self.hash_seed, self.char_ngrams)
+        return _minhash(texts, self.a, self.b, self.hash_seed, self.char_ngrams)
 
     def process(self, df):
         texts = df[self.text_field]

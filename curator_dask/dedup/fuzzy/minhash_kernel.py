@@ -64,9 +64,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 import pyarrow as pa
+
+from curator_dask.numba_cache import njit
 
 __all__ = [
     "generate_permutations",
@@ -97,17 +98,17 @@ _NEMO_PRIME_64 = (1 << 61) - 1
 # --------------------------------------------------------------------------
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _rotl32(x, r):
     return np.uint32((x << np.uint32(r)) | (x >> np.uint32(32 - r)))
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _rotl64(x, r):
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _fmix64(k):
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
@@ -117,7 +118,7 @@ def _fmix64(k):
     return k
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _mmh3_x86_32(data, start, length, seed):
     """MurmurHash3_x86_32 of ``data[start:start+length]`` (little-endian blocks)."""
     h1 = np.uint32(seed)
@@ -164,7 +165,7 @@ def _mmh3_x86_32(data, start, length, seed):
     return np.uint32(h1)
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _load_u64_le(data, p):
     v = np.uint64(0)
     for j in range(8):
@@ -172,7 +173,7 @@ def _load_u64_le(data, p):
     return v
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _mmh3_x64_128(data, start, length, seed):
     """MurmurHash3_x64_128 of ``data[start:start+length]``; returns ``(h1, h2)``.
 
@@ -239,7 +240,7 @@ def _mmh3_x64_128(data, start, length, seed):
 # --------------------------------------------------------------------------
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _next_char(data, pos, end):
     """Byte index of the character after the one starting at ``pos``."""
     pos += 1
@@ -248,7 +249,7 @@ def _next_char(data, pos, end):
     return pos
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _minhash32_kernel(data, offsets, a, b, seed, width, out):
     n_docs = offsets.shape[0] - 1
     n_perm = a.shape[0]
@@ -287,7 +288,7 @@ def _minhash32_kernel(data, offsets, a, b, seed, width, out):
             hi = _next_char(data, hi, e)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _minhash64_kernel(data, offsets, a, b, seed, width, out):
     n_docs = offsets.shape[0] - 1
     n_perm = a.shape[0]

@@ -41,8 +41,10 @@ from curator_dask.dedup.cache import (
     output_mode_for,
     read_parquet_parts,
     read_phase,
+    recorded_blocksize,
     write_phase,
 )
+from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
 from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
@@ -54,6 +56,7 @@ from curator_dask.dedup.workflow import FileType, check_on_bad_lines, read_input
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.ids import AddId
@@ -122,8 +125,10 @@ class FuzzyDeduplicationWorkflow:
         As for :class:`~curator_dask.dedup.fuzzy.FuzzyDuplicates`.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
-        Bytes per partition (the reader's default is 256 MiB). Peak worker memory
-        follows it. Reruns must use the same value, or ids change and nothing is reused.
+        Bytes per partition. Default (or ``"auto"``): chosen from the data and the
+        cluster, two partitions per worker thread where the data allows, at most 256 MiB
+        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        worker memory follows it. A rerun with another value computes every phase again.
     on_bad_lines : {"error", "skip", "warn"}
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     id_field, text_field : str
@@ -137,6 +142,10 @@ class FuzzyDeduplicationWorkflow:
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     storage_options : dict, optional
         For fsspec, used for input, cache and output.
+    config : FuzzyDedupConfig, optional
+        The algorithm's parameters (``seed`` ... ``broadcast_threshold``, ``id_field``,
+        ``text_field``) as one object (then leave them at their defaults), shared with
+        :class:`~curator_dask.dedup.FuzzyDuplicates` and the ``FuzzyDedup`` stage.
 
     Examples
     --------
@@ -165,7 +174,8 @@ class FuzzyDeduplicationWorkflow:
                  max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
                  removal_strategy: RemovalStrategy = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None):
+                 output_mode: OutputMode = "error", storage_options: dict | None = None,
+                 config: FuzzyDedupConfig | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -182,38 +192,55 @@ class FuzzyDeduplicationWorkflow:
         self.backend = backend
         self.output_mode = output_mode
         self.storage_options = storage_options
-        self.dedup = FuzzyDuplicates(
+        config = resolve_config(FuzzyDedupConfig, config, dict(
             seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
             minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
             use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
             jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
             max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold)
+            broadcast_threshold=broadcast_threshold), who="FuzzyDeduplicationWorkflow")
+        self.dedup = FuzzyDuplicates(config=config)
 
     def __repr__(self) -> str:
         return (f"FuzzyDeduplicationWorkflow(input_path={self.input_path!r}, "
                 f"cache_path={self.cache_path!r}, {self.dedup!r})")
 
     # -- inputs -------------------------------------------------------------------------------
-    def read(self) -> DocumentDataset:
+    def _files(self):
+        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
+        return list_files(self.input_path, extensions, self.storage_options)[1]
+
+    def blocksize(self) -> int:
+        """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
+        the automatic choice the one an earlier run of the same input recorded in the
+        cache (so a rerun on a cluster of another size reuses its phases), or a new
+        automatic choice (see ``docs/io.md``)."""
+        files = self._files()
+        if self.input_blocksize not in (None, AUTO):
+            return resolve_blocksize(files, blocksize=self.input_blocksize)
+        recorded = recorded_blocksize(self._path("minhash"), [[f.path, f.size] for f in files],
+                                      storage_options=self.storage_options)
+        return recorded or resolve_blocksize(files)
+
+    def read(self, blocksize: int | None = None) -> DocumentDataset:
         """The input with ids, as the run sees it."""
-        ds = read_input(self.input_path, self.input_filetype, self.input_blocksize,
+        ds = read_input(self.input_path, self.input_filetype,
+                        blocksize if blocksize is not None else self.blocksize(),
                         self.on_bad_lines, text_field=self.dedup.text_field,
                         backend=self.backend, storage_options=self.storage_options)
         if self.dedup.id_field not in ds.df.columns:
             ds = AddId(id_field=self.dedup.id_field)(ds)
         return ds
 
-    def fingerprints(self) -> dict[str, dict]:
+    def fingerprints(self, blocksize: int | None = None) -> dict[str, dict]:
         """What each phase depends on: the input files, how they are read, the parameters
         of that phase and of every phase before it. Changing the Jaccard threshold redoes
         components and what follows, not MinHash, LSH or the scores of the pairs."""
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        _, files = list_files(self.input_path, extensions, self.storage_options)
+        files = self._files()
         params = self.dedup.parameters()
         minhash = {"files": [[f.path, f.size] for f in files],
                    "input_filetype": self.input_filetype,
-                   "input_blocksize": str(self.input_blocksize),
+                   "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
                    **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
                    "minhash": params["minhash"]}
         lsh = {**minhash, "lsh": params["lsh"]}
@@ -236,11 +263,12 @@ class FuzzyDeduplicationWorkflow:
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:
-        ds = self.read()
+        blocksize = self.blocksize()
+        ds = self.read(blocksize)
         # Before anything is written: neither the output nor the cache may touch the input.
         check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
                         cache=self.cache_path, storage_options=self.storage_options)
-        fingerprints = self.fingerprints()
+        fingerprints = self.fingerprints(blocksize)
         if self.perform_removal:  # an output this run may not replace: refuse before MinHash
             output_mode_for(self.output_path, self.output_mode, resuming=True,
                             fingerprint=fingerprints["removal"],

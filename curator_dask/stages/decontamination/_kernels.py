@@ -13,15 +13,15 @@ instead of binary-searching the whole array.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from curator_dask.numba_cache import njit
 from curator_dask.stages.filters._kernels import _BASE
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _mix(h):
     h ^= h >> np.uint64(30)
     h *= np.uint64(0xBF58476D1CE4E5B9)
@@ -31,13 +31,13 @@ def _mix(h):
     return h
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _key(prefix, start, n, base_n, mask):
     raw = prefix[start + n] - prefix[start] * base_n
     return _mix(raw + np.uint64(n) * _GOLDEN) & mask
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def normalise_ascii(data, starts, ends, punctuation):
     """Words ``data[starts[k]:ends[k]]`` with ASCII letters lowercased and the bytes in
     ``punctuation`` (a 128-entry table) removed, in one pass: (bytes, int64 offsets, and
@@ -68,7 +68,7 @@ def normalise_ascii(data, starts, ends, punctuation):
     return out[:j], offsets, other
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def splice(data, offsets, rows, new_data, new_offsets):
     """The strings ``data``/``offsets`` with string ``rows[k]`` replaced by string ``k`` of
     ``new_data``/``new_offsets`` (``rows`` sorted): (bytes, offsets)."""
@@ -95,7 +95,7 @@ def splice(data, offsets, rows, new_data, new_offsets):
     return out, out_offsets
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def powers(max_n):
     """``_BASE ** n`` for ``n`` in ``0..max_n`` (mod 2**64)."""
     out = np.empty(max_n + 1, np.uint64)
@@ -105,7 +105,7 @@ def powers(max_n):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def task_ngrams(prefix, text_offsets, min_n, max_n, mask):
     """The n-grams of each task text, as NeMo Curator builds them: none for a text of
     fewer than ``min_n`` words, the whole text for one of fewer than ``max_n``, and every
@@ -143,7 +143,7 @@ def task_ngrams(prefix, text_offsets, min_n, max_n, mask):
     return keys, starts, lens, texts
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _same(a_ids, a, b_ids, b, n):
     for i in range(n):
         if a_ids[a + i] != b_ids[b + i]:
@@ -151,7 +151,7 @@ def _same(a_ids, a, b_ids, b, n):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def first_of_equal(keys, starts, lens, tokens):
     """For n-grams sorted by key (stably): True for the first of each set of identical
     n-grams (same words), False for its repeats."""
@@ -171,7 +171,7 @@ def first_of_equal(keys, starts, lens, tokens):
     return keep
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def directory(keys, bits):
     """``out[b]``: index of the first key whose top ``bits`` bits are at least ``b``."""
     size = 1 << bits
@@ -185,7 +185,7 @@ def directory(keys, bits):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def key_filter(keys, filter_bits):
     """A bit set over the top ``filter_bits`` bits of the keys: a window whose bit is
     clear is no task n-gram, known from one read of a small array (most windows)."""
@@ -197,7 +197,7 @@ def key_filter(keys, filter_bits):
     return bitset
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits, mask,
                  enabled, bitset, filter_bits):
     """Every position of every document where a task n-gram starts (the longest enabled
@@ -249,7 +249,7 @@ def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits
         found[:count, 3].copy()
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _entry(key, n, p, ids, keys, starts, lens, tokens, enabled, first, last):
     """The enabled index entry equal to the ``n`` words at ``p``, or -1."""
     for e in range(first, last):
@@ -259,14 +259,14 @@ def _entry(key, n, p, ids, keys, starts, lens, tokens, enabled, first, last):
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _grow(a, cap):
     out = np.empty(cap, a.dtype)
     out[:a.shape[0]] = a
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _chars(data, a, b):
     """Characters (code points) in the UTF-8 bytes ``data[a:b]``."""
     n = 0
@@ -275,7 +275,7 @@ def _chars(data, a, b):
     return n
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _back(data, pos, chars, floor):
     """The byte ``chars`` characters before ``pos`` (not below ``floor``), and how many
     characters that was short of ``chars``."""
@@ -287,7 +287,7 @@ def _back(data, pos, chars, floor):
     return pos, chars
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _forward(data, pos, chars, ceiling):
     while chars > 0 and pos < ceiling:
         pos += 1
@@ -297,12 +297,12 @@ def _forward(data, pos, chars, ceiling):
     return pos, chars
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _is_stop(b):
     return b == 46 or b == 33 or b == 63  # . ! ?
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def cut(data, text_offsets, docs, match_doc, match_start, match_end, margin, min_length,
         max_splits):
     """NeMo Curator's splitting of each contaminated document, on UTF-8 bytes.

@@ -54,7 +54,6 @@ def _resiliparse(html: str, options: dict) -> str | None:
 
 def _justext(html: str, options: dict) -> str | None:
     import justext
-
     from lxml.etree import ParserError
 
     options = dict(options)

@@ -3,8 +3,8 @@
 Each function takes flat numpy arrays describing every document of a partition at once
 (UTF-8 bytes plus offsets, or token ids plus per-document token offsets) and makes one
 pass over them; none is called per document. They are compiled with numba on first use
-and cached beside this file (``cache=True``), so a worker process pays the compile once
-per installation, not once per task.
+into the user's kernel cache (:mod:`curator_dask.numba_cache`), so a machine pays the
+compile once per version, not once per worker or run.
 
 Conventions
 -----------
@@ -18,11 +18,15 @@ are confirmed by comparing ids.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from curator_dask.numba_cache import njit
 
 __all__ = [
     "split_whitespace",
+    "count_words",
+    "segment_ids",
+    "count_joined_spans",
     "gather_segments",
     "segment_sums",
     "prefix_hashes",
@@ -37,7 +41,7 @@ __all__ = [
 _EMPTY = np.int64(-1)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def count_in_class(data, starts, ends, table):
     """Per segment ``[starts[k], ends[k])`` of UTF-8 ``data``: how many code points ``c``
     have ``table[c]`` true."""
@@ -75,7 +79,7 @@ def count_in_class(data, starts, ends, table):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _decode(data, i, end):
     """(code point, byte length) of the UTF-8 character at ``data[i]``."""
     b = np.int64(data[i])
@@ -96,62 +100,163 @@ def _decode(data, i, end):
     return 0xFFFD, 4
 
 
-@numba.njit(cache=True, nogil=True)
-def _scan_words(data, offsets, space, starts, ends, nchars, counts, fill):
-    k = 0
-    for d in range(offsets.shape[0] - 1):
+@njit(nogil=True)
+def count_words(data, offsets, ascii_space, space):
+    """Words (``str.split()``) per document: one pass, ASCII bytes looked up in a
+    128-entry table, other characters decoded. ``space`` is a bool table over code
+    points, ``ascii_space`` its first 128 entries."""
+    n_docs = offsets.shape[0] - 1
+    out = np.zeros(n_docs, np.int64)
+    for d in range(n_docs):
         i = offsets[d]
         end = offsets[d + 1]
+        count = 0
         in_word = False
-        chars = 0
-        first = k
         while i < end:
-            b = np.int64(data[i])
+            b = data[i]
             if b < 0x80:  # ASCII: most bytes of most text
-                is_space = space[b]
+                is_space = ascii_space[b]
                 i += 1
             else:
                 cp, size = _decode(data, i, end)
                 is_space = space[cp]
                 i += size
             if is_space:
+                in_word = False
+            elif not in_word:
+                in_word = True
+                count += 1
+        out[d] = count
+    return out
+
+
+@njit(nogil=True)
+def _fill_words(data, offsets, ascii_space, space, starts, ends, nchars):
+    k = 0
+    for d in range(offsets.shape[0] - 1):
+        i = offsets[d]
+        end = offsets[d + 1]
+        in_word = False
+        chars = 0
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                is_space = ascii_space[b]
+                size = 1
+            else:
+                cp, size = _decode(data, i, end)
+                is_space = space[cp]
+            if is_space:
                 if in_word:
-                    if fill:
-                        ends[k] = i - 1 if b < 0x80 else i - size
-                        nchars[k] = chars
+                    ends[k] = i
+                    nchars[k] = chars
                     k += 1
                     in_word = False
             elif in_word:
                 chars += 1
             else:
-                if fill:
-                    starts[k] = i - 1 if b < 0x80 else i - size
+                starts[k] = i
                 in_word = True
                 chars = 1
+            i += size
         if in_word:
-            if fill:
-                ends[k] = end
-                nchars[k] = chars
+            ends[k] = end
+            nchars[k] = chars
             k += 1
-        counts[d] = k - first
     return k
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def split_whitespace(data, offsets, space):
     """``str.split()`` of every document: (token byte starts, ends, character counts,
     tokens per document). ``space`` is a bool table over code points."""
-    counts = np.zeros(offsets.shape[0] - 1, np.int64)
-    none = np.zeros(0, np.int64)
-    total = _scan_words(data, offsets, space, none, none, none, counts, False)
+    ascii_space = space[:128].copy()
+    counts = count_words(data, offsets, ascii_space, space)
+    total = counts.sum()
     starts = np.empty(total, np.int64)
     ends = np.empty(total, np.int64)
     nchars = np.empty(total, np.int64)
-    _scan_words(data, offsets, space, starts, ends, nchars, counts, True)
+    _fill_words(data, offsets, ascii_space, space, starts, ends, nchars)
     return starts, ends, nchars, counts
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
+def _bytes_hash(data, a, b):
+    h = np.uint64(0xCBF29CE484222325)  # FNV-1a, then a splitmix64 finalizer
+    for i in range(a, b):
+        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    return h
+
+
+@njit(nogil=True)
+def segment_ids(data, starts, ends):
+    """int64 ids of the byte strings ``data[starts[k]:ends[k]]``, equal exactly when the
+    bytes are equal, numbered in order of first appearance (as Arrow's
+    ``dictionary_encode``), without building a string.
+
+    One pass over a hash table sized to the distinct strings. A hit is confirmed by
+    comparing bytes with a compact copy of each distinct string, kept beside the table:
+    comparing with its first occurrence in the text instead would reach all over the
+    partition's bytes, a cache miss per word.
+    """
+    n = starts.shape[0]
+    ids = np.empty(n, np.int64)
+    size = 1024
+    table = np.full(size, -1, np.int64)  # slot -> id
+    hashes = np.empty(max(n, 1), np.uint64)  # id -> hash
+    store = np.empty(4096, np.uint8)  # the distinct strings' bytes, in id order
+    store_offsets = np.empty(max(n, 1) + 1, np.int64)
+    store_offsets[0] = 0
+    distinct = 0
+    for k in range(n):
+        a = starts[k]
+        b = ends[k]
+        h = _bytes_hash(data, a, b)
+        s = np.int64(h & np.uint64(size - 1))
+        while True:
+            held = table[s]
+            if held < 0:
+                table[s] = distinct
+                hashes[distinct] = h
+                ids[k] = distinct
+                o = store_offsets[distinct]
+                need = o + (b - a)
+                if need > store.shape[0]:
+                    bigger = np.empty(max(2 * store.shape[0], need), np.uint8)
+                    bigger[:o] = store[:o]
+                    store = bigger
+                store[o:need] = data[a:b]
+                store_offsets[distinct + 1] = need
+                distinct += 1
+                if 2 * distinct > size:  # grow: rehash the distinct strings only
+                    size *= 2
+                    table = np.full(size, -1, np.int64)
+                    for j in range(distinct):
+                        t = np.int64(hashes[j] & np.uint64(size - 1))
+                        while table[t] >= 0:
+                            t = (t + 1) & (size - 1)
+                        table[t] = j
+                break
+            if hashes[held] == h:
+                o = store_offsets[held]
+                length = store_offsets[held + 1] - o
+                if length == b - a:
+                    same = True
+                    for j in range(length):
+                        if store[o + j] != data[a + j]:
+                            same = False
+                            break
+                    if same:
+                        ids[k] = held
+                        break
+            s = (s + 1) & (size - 1)
+    return ids
+
+
+@njit(nogil=True)
 def gather_segments(data, starts, ends):
     """Concatenate ``data[starts[k]:ends[k]]``: (bytes, int64 offsets) of a string array."""
     out_offsets = np.empty(starts.shape[0] + 1, np.int64)
@@ -167,7 +272,7 @@ def gather_segments(data, starts, ends):
     return out, out_offsets
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def count_in_classes(data, starts, ends, bits, n_classes):
     """Per segment and class ``c``: how many code points ``cp`` have bit ``c`` of
     ``bits[cp]`` set (an int64 array of shape (segments, n_classes))."""
@@ -191,7 +296,7 @@ def count_in_classes(data, starts, ends, bits, n_classes):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def segment_sums(values, doc_offsets):
     """Sum of ``values`` over each document's contiguous range."""
     n_docs = doc_offsets.shape[0] - 1
@@ -207,7 +312,7 @@ def segment_sums(values, doc_offsets):
 _BASE = np.uint64(0x100000001B3)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def prefix_hashes(ids):
     """Polynomial prefix hashes ``P[i+1] = P[i] * B + ids[i] + 1`` (mod 2**64), so the
     hash of ``ids[p:p+n]`` is ``P[p+n] - P[p] * B**n``, O(1) per n-gram."""
@@ -220,7 +325,7 @@ def prefix_hashes(ids):
 
 # -- n-gram hash table (one document at a time, reused across documents) -------------------
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _ngram_hash(prefix, start, n, base_n):
     h = prefix[start + n] - prefix[start] * base_n
     # finalizer (splitmix64) so the low bits used for the slot are well mixed
@@ -232,7 +337,7 @@ def _ngram_hash(prefix, start, n, base_n):
     return h
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _power(n):
     p = np.uint64(1)
     for _ in range(n):
@@ -240,7 +345,7 @@ def _power(n):
     return p
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _same_ngram(ids, a, b, n):
     for k in range(n):
         if ids[a + k] != ids[b + k]:
@@ -248,7 +353,7 @@ def _same_ngram(ids, a, b, n):
     return True
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _slot(table, mask, ids, prefix, start, n, base_n):
     """The slot holding the n-gram at ``start``, or the empty slot where it belongs."""
     s = np.int64(_ngram_hash(prefix, start, n, base_n) & np.uint64(mask))
@@ -259,7 +364,7 @@ def _slot(table, mask, ids, prefix, start, n, base_n):
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _table_size(positions):
     size = 16
     while size < 2 * positions:
@@ -267,7 +372,7 @@ def _table_size(positions):
     return size
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def ngram_counts(ids, prefix, doc_offsets, n):
     """Word n-gram statistics of every document.
 
@@ -320,7 +425,7 @@ def ngram_counts(ids, prefix, doc_offsets, n):
     return first, top_start, top_count
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def nemo_duplicate_ngram_chars(first, token_chars, doc_offsets, n):
     """Characters in repeated n-grams, counted as NeMo Curator's
     ``RepeatingDuplicateNGramsFilter`` does: each repeat occurrence adds the characters
@@ -344,7 +449,7 @@ def nemo_duplicate_ngram_chars(first, token_chars, doc_offsets, n):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     """Characters (word characters, no spaces) in repeated n-grams as the Gopher rule is
     implemented by datatrove's ``find_all_duplicate``: scan left to right; an n-gram seen
@@ -380,7 +485,52 @@ def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
+def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):
+    """:func:`count_joined_tokens` with the tokens given as byte spans of the text
+    (``starts``/``ends`` from :func:`split_whitespace`) instead of their own strings."""
+    n_docs = text_offsets.shape[0] - 1
+    out = np.zeros(n_docs, np.int64)
+    for d in range(n_docs):
+        t0 = top_start[d]
+        if t0 < 0:
+            continue
+        pattern_len = n - 1
+        for k in range(n):
+            pattern_len += ends[t0 + k] - starts[t0 + k]
+        first_byte = text_data[starts[t0]]
+        i = text_offsets[d]
+        end = text_offsets[d + 1]
+        count = 0
+        while i + pattern_len <= end:
+            if text_data[i] != first_byte:
+                i += 1
+                continue
+            j = i
+            ok = True
+            for k in range(n):
+                if k > 0:
+                    if text_data[j] != 0x20:
+                        ok = False
+                        break
+                    j += 1
+                for q in range(starts[t0 + k], ends[t0 + k]):
+                    if text_data[j] != text_data[q]:
+                        ok = False
+                        break
+                    j += 1
+                if not ok:
+                    break
+            if ok:
+                count += 1
+                i += pattern_len
+            else:
+                i += 1
+        out[d] = count
+    return out
+
+
+@njit(nogil=True)
 def count_joined_tokens(text_data, text_offsets, token_data, token_offsets, top_start, n):
     """Per document: non-overlapping occurrences, left to right, of the string
     ``" ".join(tokens[top_start[d] : top_start[d] + n])`` in the document's text (as

@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.backends import is_cudf, series_like, to_host
 from curator_dask.stages.filters import _kernels
 
 __all__ = [
@@ -42,6 +43,9 @@ __all__ = [
     "re2_class",
     "Segments",
     "words",
+    "count_words",
+    "word_spans",
+    "WordSpans",
     "string_array",
     "split_segments",
     "nonblank_lines",
@@ -55,32 +59,18 @@ MAX_CODE_POINT = 0x110000
 
 # -- backends ----------------------------------------------------------------------------
 
-def is_cudf(obj) -> bool:
-    """True for cuDF series and frames (checked without importing cuDF)."""
-    return type(obj).__module__.startswith("cudf")
-
-
 def to_pandas_text(text):
     """A pandas text Series for ``text``; a cuDF Series is copied to host memory.
 
     The one place where filters and modifiers that need pandas leave cuDF.
     """
-    if is_cudf(text):
-        return text.to_pandas()
-    return text
+    return to_host(text)
 
 
 def like_input(values, original, dtype=None):
     """``values`` (array, list or pandas Series) as a Series on ``original``'s backend
     and index, with ``dtype`` (``"str"`` for text)."""
-    if isinstance(values, pd.Series):
-        values = values.to_numpy(dtype=object if dtype == "str" else None)
-    if is_cudf(original):
-        import cudf
-
-        series = cudf.Series(values, index=original.index)
-        return series.astype(dtype) if dtype is not None and dtype != "str" else series
-    return pd.Series(values, index=original.index, dtype=dtype)
+    return series_like(values, original, dtype)
 
 
 def arrow_text(text) -> pa.LargeStringArray:
@@ -240,8 +230,8 @@ class Segments:
     @functools.cached_property
     def ids(self) -> np.ndarray:
         """int64 ids, equal exactly when the strings are equal (within this partition)."""
-        encoded = pc.dictionary_encode(self.values)
-        return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        data, offsets = buffers(self.values)
+        return _kernels.segment_ids(data, offsets[:-1], offsets[1:])
 
     @functools.cached_property
     def prefix_hashes(self) -> np.ndarray:
@@ -279,12 +269,52 @@ def string_array(data: np.ndarray, offsets: np.ndarray) -> pa.LargeStringArray:
 
 def words(arr: pa.Array) -> Segments:
     """``text.split()`` for every document: whitespace-separated words, none empty."""
+    spans = word_spans(arr)
+    token_data, token_offsets = _kernels.gather_segments(spans.data, spans.starts, spans.ends)
+    return Segments(string_array(token_data, token_offsets), spans.doc_offsets, spans.nchars)
+
+
+def count_words(arr: pa.Array) -> np.ndarray:
+    """``len(text.split())`` for every document (int64), in one pass over the bytes."""
     data, offsets = buffers(arr)
-    starts, ends, nchars, counts = _kernels.split_whitespace(data, offsets, char_table("space"))
-    token_data, token_offsets = _kernels.gather_segments(data, starts, ends)
-    doc_offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=doc_offsets[1:])
-    return Segments(string_array(token_data, token_offsets), doc_offsets, nchars)
+    space = char_table("space")
+    return _kernels.count_words(data, offsets, _ascii(space), space)
+
+
+@functools.cache
+def _ascii_space() -> np.ndarray:
+    return char_table("space")[:128].copy()
+
+
+def _ascii(space: np.ndarray) -> np.ndarray:
+    return _ascii_space() if space is char_table("space") else space[:128].copy()
+
+
+class WordSpans:
+    """The words of every document as byte spans of the text itself (no word strings
+    are built): what the n-gram filters need, at a fraction of :func:`words`' cost."""
+
+    def __init__(self, arr: pa.Array):
+        self.data, offsets = buffers(arr)
+        self.text_offsets = offsets
+        self.starts, self.ends, self.nchars, counts = _kernels.split_whitespace(
+            self.data, offsets, char_table("space"))
+        self.doc_offsets = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=self.doc_offsets[1:])
+
+    @functools.cached_property
+    def ids(self) -> np.ndarray:
+        """int64 ids, equal exactly when the words are equal (within this partition)."""
+        return _kernels.segment_ids(self.data, self.starts, self.ends)
+
+    @functools.cached_property
+    def prefix_hashes(self) -> np.ndarray:
+        return _kernels.prefix_hashes(self.ids)
+
+
+def word_spans(arr: pa.Array) -> WordSpans:
+    """``text.split()`` for every document, as :class:`WordSpans`."""
+    return WordSpans(arr)
 
 
 def split_segments(arr: pa.Array, separator: str, *, regex: bool = False) -> Segments:

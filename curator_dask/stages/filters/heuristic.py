@@ -33,6 +33,7 @@ from curator_dask.stages.filters._text import (
     arrow_text,
     char_table,
     count_chars,
+    count_words,
     lengths,
     like_input,
     nonblank_lines,
@@ -367,7 +368,7 @@ class WordCountFilter(DocumentFilter):
         self._max_words = max_words
 
     def score(self, text):
-        return like_input(words(arrow_text(text)).per_doc_count(), text, "int64")
+        return like_input(count_words(arrow_text(text)), text, "int64")
 
     def keep(self, scores):
         return (scores >= self._min_words) & (scores <= self._max_words)

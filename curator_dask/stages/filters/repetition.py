@@ -19,12 +19,12 @@ import numpy as np
 from curator_dask.stages.filters import _kernels
 from curator_dask.stages.filters._text import (
     arrow_text,
-    buffers,
     lengths,
     like_input,
     nonblank_lines,
     ratio,
     split_segments,
+    word_spans,
     words,
 )
 from curator_dask.stages.filters.base import DocumentFilter
@@ -187,13 +187,11 @@ class RepeatingTopNGramsFilter(DocumentFilter):
 
     def score(self, text):
         arr = arrow_text(text)
-        w = words(arr)
+        w = word_spans(arr)
         n = self._n
         _, top_start, _ = _kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, n)
-        text_data, text_offsets = buffers(arr)
-        token_data, token_offsets = buffers(w.values)
-        occurrences = _kernels.count_joined_tokens(text_data, text_offsets, token_data,
-                                                   token_offsets, top_start, n)
+        occurrences = _kernels.count_joined_spans(w.data, w.text_offsets, w.starts, w.ends,
+                                                  top_start, n)
         has = top_start >= 0
         pattern_chars = np.zeros(len(arr), np.int64)
         if has.any():

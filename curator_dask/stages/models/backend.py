@@ -26,16 +26,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.backends import is_cudf
+
 __all__ = ["is_cudf", "host_text", "token_array", "column_like", "cudf_meta",
            "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))
 VECTOR_DTYPE = "object"
-
-
-def is_cudf(obj) -> bool:
-    """True for cuDF series and frames (checked without importing cuDF)."""
-    return type(obj).__module__.startswith("cudf")
 
 
 def _arrow(series) -> pa.Array:

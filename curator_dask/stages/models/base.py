@@ -17,9 +17,9 @@ Subclasses choose the model class (``model_kind``), what one batch computes
 
 from __future__ import annotations
 
-import os
 import contextlib
 import logging
+import os
 from collections.abc import Hashable
 from typing import Any
 

@@ -12,6 +12,7 @@ its ``max_seq_length`` (``sentence_bert_config.json``), so vectors match
 from __future__ import annotations
 
 import os
+
 import numpy as np
 
 from curator_dask.resources import Resources

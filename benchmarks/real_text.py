@@ -1,0 +1,466 @@
+"""Real text, each row beside the peer a user would pick, in one run (issue: speed on real corpora).
+
+The corpus is the bundled Python-docs sample replicated to ``--size-mb`` and
+``--big-mb`` MB with different ids (``benchmarks/corpus.py``: every copy has one word in
+five replaced from the sample's own words, plus planted exact and near duplicates).
+Each row runs the API path a NeMo Curator user would write, on a ``LocalCluster`` of
+``--workers`` processes with one thread each (``--workers`` threads for DuckDB), and
+each contender runs in its own fresh process, taking turns with its peer ``--repeat``
+times; the fastest wall time of each is reported, every time in the JSON.
+
+Rows:
+
+``fuzzy``
+    ``FuzzyDeduplicationWorkflow`` defaults (char 24-grams, 20 bands x 13, automatic
+    blocksize) on ``--size-mb``, beside datasketch (``MinHash(num_perm=260)`` over the
+    same shingles, ``MinHashLSH(params=(20, 13))``, union-find) in one process.
+``exact``
+    ``ExactDeduplicationWorkflow`` (JSONL in, Parquet out) on ``--big-mb``, and the
+    API path ``ExactDuplicates.identify`` -> write -> ``remove`` -> write, beside DuckDB
+    (``read_json`` -> ``md5`` -> ``DISTINCT ON`` -> ``COPY ... TO`` Parquet).
+``filters``
+    ``Sequential([ScoreFilter(WordCountFilter()), ScoreFilter(RepeatingTopNGramsFilter(n=2)),
+    ScoreFilter(NonAlphaNumericFilter())])`` on ``--size-mb`` read and persisted first,
+    timed to the count of kept documents, beside the same code on NeMo Curator 0.9
+    (run by ``--nemo-python``, or ``$CURATOR_DASK_NEMO_PYTHON``: a Python with
+    ``nemo-curator==0.9.0`` in its own environment; the row says why when it is absent).
+``demo``
+    ``curator-dask demo`` twice in fresh processes: first with an empty kernel cache
+    (``NUMBA_CACHE_DIR`` a new directory), then warm.
+
+    python benchmarks/real_text.py --rows filters,exact,fuzzy,demo
+    python benchmarks/real_text.py --rows exact --size-mb 20 --big-mb 50 --repeat 1
+
+Prints one line per figure (``benchmarks/table.py``): curator-dask, its peer, the ratio,
+the target and whether it is met; writes every turn to ``benchmarks/results/real_text.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+RESULTS = HERE / "results" / "real_text.json"
+NEMO_ENV = "CURATOR_DASK_NEMO_PYTHON"
+
+
+# -- children: one contender, one process -------------------------------------------------------
+
+def _cluster(workers: int):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    return cluster, Client(cluster)
+
+
+def _cpu(pids) -> float:
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def child_filters(data: str, workers: int, nemo: bool) -> dict:
+    """The three filters over a persisted dataset, to the count of kept documents."""
+    if nemo:
+        from nemo_curator import ScoreFilter, Sequential
+        from nemo_curator.datasets import DocumentDataset
+        from nemo_curator.filters import (
+            NonAlphaNumericFilter,
+            RepeatingTopNGramsFilter,
+            WordCountFilter,
+        )
+    else:
+        from curator_dask import DocumentDataset, Sequential
+        from curator_dask.stages.filters import (
+            NonAlphaNumericFilter,
+            RepeatingTopNGramsFilter,
+            ScoreFilter,
+            WordCountFilter,
+        )
+    cluster, client = _cluster(workers)
+    with cluster, client:
+        files = sorted(str(p) for p in Path(data).glob("*.jsonl"))
+        if nemo:
+            # NeMo Curator 0.9's reader; 1gb blocks would give one partition: use the
+            # files, as many partitions as ours gets from its automatic blocksize.
+            ds = DocumentDataset.read_json(files, backend="pandas", blocksize=None,
+                                           files_per_partition=2)
+        else:
+            ds = DocumentDataset.read_jsonl(data)
+        ds = DocumentDataset(ds.df.persist())
+        npartitions = ds.df.npartitions
+        len(ds.df)
+
+        def pipeline():
+            return Sequential([ScoreFilter(WordCountFilter(), text_field="text"),
+                               ScoreFilter(RepeatingTopNGramsFilter(n=2), text_field="text"),
+                               ScoreFilter(NonAlphaNumericFilter(), text_field="text")])
+
+        # Warm up on one partition: imports and (ours) the kernel cache are not timed.
+        small = DocumentDataset(ds.df.partitions[0])
+        len(pipeline()(small).df)
+        pids = [os.getpid(), *client.run(os.getpid).values()]
+        cpu0, start = _cpu(pids), time.perf_counter()
+        kept = len(pipeline()(ds).df)
+        wall = time.perf_counter() - start
+        return {"wall_s": wall, "cpu_s": _cpu(pids) - cpu0, "kept": kept,
+                "partitions": npartitions}
+
+
+def child_exact(data: str, workers: int, work: str, path: str) -> dict:
+    """Exact dedup, JSONL in and Parquet out, on a warmed-up cluster (``path``: the
+    workflow, or the API path identify -> write -> remove -> write)."""
+    from curator_dask import DocumentDataset
+    from curator_dask.dedup import ExactDeduplicationWorkflow, ExactDuplicates
+
+    work = Path(work)
+
+    def once(source: str, root: Path) -> dict:
+        shutil.rmtree(root, ignore_errors=True)
+        start = time.perf_counter()
+        if path == "workflow":
+            result = ExactDeduplicationWorkflow(source, str(root / "out"),
+                                                str(root / "cache")).run()
+            kept, partitions = result.kept_documents, len(result.output.files)
+        else:  # what a NeMo Curator user writes
+            ds = DocumentDataset.read_jsonl(source)
+            dedup = ExactDuplicates()
+            dedup.identify(ds).to_parquet(str(root / "duplicates"))
+            duplicates = DocumentDataset.read_parquet(str(root / "duplicates"), text_field=None)
+            written = dedup.remove(ds, duplicates).to_parquet(str(root / "out"))
+            kept, partitions = written.rows, ds.npartitions
+        return {"wall_s": time.perf_counter() - start, "kept": kept, "partitions": partitions}
+
+    cluster, client = _cluster(workers)
+    with cluster, client:
+        tiny = work / "tiny"
+        shutil.rmtree(tiny, ignore_errors=True)
+        (tiny / "in").mkdir(parents=True)
+        (tiny / "in" / "a.jsonl").write_text(
+            "".join(json.dumps({"id": i, "text": f"t{i % 50}"}) + "\n" for i in range(500)))
+        once(str(tiny / "in"), tiny / "run")  # imports and P2P set-up, not timed
+        pids = [os.getpid(), *client.run(os.getpid).values()]
+        cpu0 = _cpu(pids)
+        result = once(data, work / f"run-{path}")
+        result["cpu_s"] = _cpu(pids) - cpu0
+        return result
+
+
+def child_duckdb(data: str, workers: int, work: str) -> dict:
+    import duckdb
+
+    out = Path(work) / "duckdb.parquet"
+    out.unlink(missing_ok=True)
+    con = duckdb.connect()
+    con.execute(f"SET threads = {workers}")
+    start, cpu = time.perf_counter(), time.process_time()
+    con.execute(f"""
+        COPY (SELECT DISTINCT ON (h) * EXCLUDE (h)
+              FROM (SELECT *, md5(text) AS h FROM read_json('{data}/*.jsonl',
+                    format = 'newline_delimited',
+                    columns = {{id: 'BIGINT', source: 'VARCHAR', text: 'VARCHAR'}})))
+        TO '{out}' (FORMAT parquet)""")
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    kept = con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0]
+    return {"wall_s": wall, "cpu_s": cpu, "kept": kept}
+
+
+def child_fuzzy(data: str, workers: int, work: str) -> dict:
+    """FuzzyDeduplicationWorkflow with its defaults, removal included."""
+    from curator_dask.dedup import FuzzyDeduplicationWorkflow
+
+    work = Path(work)
+    cluster, client = _cluster(workers)
+    with cluster, client:
+        tiny = work / "fuzzy-tiny"
+        shutil.rmtree(tiny, ignore_errors=True)
+        (tiny / "in").mkdir(parents=True)
+        (tiny / "in" / "a.jsonl").write_text("".join(
+            json.dumps({"text": f"warm up document {i % 30} " * 5}) + "\n" for i in range(300)))
+        FuzzyDeduplicationWorkflow(str(tiny / "in"), str(tiny / "cache"), str(tiny / "out"),
+                                   perform_removal=True).run()
+        root = work / "fuzzy"
+        shutil.rmtree(root, ignore_errors=True)
+        pids = [os.getpid(), *client.run(os.getpid).values()]
+        cpu0, start = _cpu(pids), time.perf_counter()
+        result = FuzzyDeduplicationWorkflow(data, str(root / "cache"), str(root / "out"),
+                                            perform_removal=True).run()
+        return {"wall_s": time.perf_counter() - start, "cpu_s": _cpu(pids) - cpu0,
+                "kept": result.kept_documents, "removed": result.duplicate_documents,
+                "candidate_pairs": result.candidate_pairs}
+
+
+def child_datasketch(data: str) -> dict:
+    """datasketch in one process: MinHash(num_perm=260) of the same char 24-gram shingles,
+    MinHashLSH(params=(20, 13)), candidates joined with union-find, lowest id kept."""
+    import numpy as np
+    import pandas as pd
+    from datasketch import MinHash, MinHashLSH
+
+    from curator_dask.dedup.fuzzy.components import union_find_components
+
+    docs = pd.concat(pd.read_json(p, lines=True) for p in sorted(Path(data).glob("*.jsonl")))
+    start, cpu = time.perf_counter(), time.process_time()
+    lsh = MinHashLSH(num_perm=260, params=(20, 13))
+    signatures = {}
+    for doc_id, text in zip(docs["id"].tolist(), docs["text"].tolist()):
+        m = MinHash(num_perm=260, seed=42)
+        grams = {text} if len(text) <= 24 else {text[i:i + 24]
+                                                 for i in range(len(text) - 24 + 1)}
+        m.update_batch([g.encode("utf-8") for g in grams])
+        signatures[doc_id] = m
+        lsh.insert(doc_id, m)
+    pairs = [(a, b) for a, m in signatures.items() for b in lsh.query(m) if b != a]
+    removed = 0
+    if pairs:
+        x, y = np.array(pairs, dtype=np.int64).T
+        ids, groups = union_find_components(x, y)
+        removed = int((ids != groups).sum())
+    return {"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
+            "kept": len(docs) - removed, "removed": removed}
+
+
+CHILDREN = {"filters": child_filters}
+
+
+def run_child(python: str, row: str, data: Path, workers: int, extra: list[str] = (),
+              env: dict | None = None, timeout: int = 3600) -> dict:
+    """One contender in a fresh process; its JSON result (the last line it prints)."""
+    cmd = [python, str(Path(__file__).resolve()), "--child", row, "--data", str(data),
+           "--workers", str(workers), *extra]
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [str(HERE.parent), full_env.get("PYTHONPATH", "")] if p)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{row} ({python}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def best(runs: list[dict]) -> dict:
+    fastest = min(runs, key=lambda r: r["wall_s"])
+    return {**fastest, "all_wall_s": [round(r["wall_s"], 2) for r in runs],
+            "all_cpu_s": [round(r.get("cpu_s", 0.0), 2) for r in runs]}
+
+
+# -- rows -----------------------------------------------------------------------------------------
+
+def row_filters(args, data: Path) -> dict:
+    nemo = args.nemo_python or os.environ.get(NEMO_ENV)
+    reason = None
+    if not nemo:
+        reason = f"no NeMo Curator 0.9 Python given (--nemo-python or ${NEMO_ENV})"
+    elif not Path(nemo).exists():
+        reason = f"{nemo} does not exist"
+    ours, theirs = [], []
+    for _ in range(args.repeat):
+        ours.append(run_child(sys.executable, "filters", data, args.workers))
+        if reason is None:
+            theirs.append(run_child(nemo, "filters", data, args.workers, ["--nemo"]))
+    out = {"curator_dask": best(ours)}
+    if reason is None:
+        out["nemo_curator_0_9"] = best(theirs)
+        out["ratio"] = out["nemo_curator_0_9"]["wall_s"] / out["curator_dask"]["wall_s"]
+        out["same_kept"] = out["nemo_curator_0_9"]["kept"] == out["curator_dask"]["kept"]
+    else:
+        out["peer_skipped"] = reason
+    return out
+
+
+def row_exact(args, data: Path) -> dict:
+    work = Path(args.data_dir) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    runs = {"workflow": [], "identify_remove": [], "duckdb": []}
+    for _ in range(args.repeat):
+        for path in ("workflow", "identify_remove"):
+            runs[path].append(run_child(sys.executable, "exact", data, args.workers,
+                                        ["--work", str(work), "--path", path]))
+        runs["duckdb"].append(run_child(sys.executable, "duckdb", data, args.workers,
+                                        ["--work", str(work)]))
+    out = {name: best(r) for name, r in runs.items()}
+    for path in ("workflow", "identify_remove"):
+        out[f"{path}_vs_duckdb"] = out[path]["wall_s"] / out["duckdb"]["wall_s"]
+        out[f"{path}_same_kept"] = out[path]["kept"] == out["duckdb"]["kept"]
+    return out
+
+
+def row_fuzzy(args, data: Path) -> dict:
+    work = Path(args.data_dir) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    ours, theirs = [], []
+    for i in range(args.repeat):
+        ours.append(run_child(sys.executable, "fuzzy", data, args.workers,
+                              ["--work", str(work)]))
+        if i == 0 or not args.datasketch_once:
+            theirs.append(run_child(sys.executable, "datasketch", data, 1))
+    out = {"curator_dask": best(ours), "datasketch": best(theirs)}
+    out["ratio"] = out["datasketch"]["wall_s"] / out["curator_dask"]["wall_s"]
+    return out
+
+
+def _demo_run(work: Path, cache: Path) -> dict:
+    out = work / "demo"
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(HERE.parent),
+                                                    env.get("PYTHONPATH", "")] if p)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "curator_dask.cli.main", "demo",
+                           "--output", str(out)], capture_output=True, text=True, env=env,
+                          timeout=1800)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"demo failed:\n{proc.stderr[-3000:]}")
+    stages = {}
+    for line in proc.stdout.splitlines():  # the stage table: name ... seconds last
+        parts = line.split()
+        if len(parts) > 3 and parts[0] in ("word_count", "exact_dedup", "fuzzy_dedup"):
+            stages[parts[0]] = parts[-1]
+    return {"wall_s": wall, "stage_seconds": stages,
+            "summary": [l for l in proc.stdout.splitlines() if "documents written" in l]}
+
+
+def row_demo(args, data: Path) -> dict:
+    work = Path(args.data_dir) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    firsts, warms = [], []
+    for i in range(args.repeat):
+        cache = Path(tempfile.mkdtemp(prefix="numba-cold-"))
+        try:
+            firsts.append(_demo_run(work, cache))  # an empty kernel cache
+            warms.append(_demo_run(work, cache))   # the same cache, now filled
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    out = {"first_run": best(firsts), "warm_run": best(warms)}
+    out["first_vs_warm"] = out["first_run"]["wall_s"] / out["warm_run"]["wall_s"]
+    return out
+
+
+ROWS = {"filters": row_filters, "exact": row_exact, "fuzzy": row_fuzzy, "demo": row_demo}
+
+
+def _faster(peer_s: float, ours_s: float) -> str:
+    ratio = peer_s / ours_s
+    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
+
+
+def table_rows(results: dict) -> list[tuple]:
+    """One line per figure: work, curator-dask, peer, ratio, target, met."""
+    rows = []
+    corpus = results.get("corpus", {})
+    if "fuzzy" in results:
+        r = results["fuzzy"]
+        ours, peer = r["curator_dask"]["wall_s"], r["datasketch"]["wall_s"]
+        rows.append((f"fuzzy dedup, defaults, {corpus['small']['bytes'] / 1e6:.0f} MB",
+                     f"{ours:.1f} s", f"datasketch {peer:.1f} s", _faster(peer, ours),
+                     ">= 12x faster", "yes" if peer / ours >= 12 else "no"))
+    if "exact" in results:
+        r = results["exact"]
+        peer = r["duckdb"]["wall_s"]
+        for path, label in (("workflow", "workflow"),
+                            ("identify_remove", "identify -> write -> remove -> write")):
+            ours = r[path]["wall_s"]
+            rows.append((f"exact dedup, {label}, {corpus['big']['bytes'] / 1e6:.0f} MB",
+                         f"{ours:.1f} s", f"DuckDB {peer:.1f} s", _faster(peer, ours),
+                         "<= 1.5x DuckDB", "yes" if ours / peer <= 1.5 else "no"))
+    if "filters" in results:
+        r = results["filters"]
+        ours = r["curator_dask"]["wall_s"]
+        if "nemo_curator_0_9" in r:
+            peer = r["nemo_curator_0_9"]["wall_s"]
+            rows.append(("3 NeMo filters", f"{ours:.1f} s", f"NeMo Curator 0.9 {peer:.1f} s",
+                         _faster(peer, ours), ">= 10x faster",
+                         "yes" if peer / ours >= 10 else "no"))
+        else:
+            rows.append(("3 NeMo filters", f"{ours:.1f} s", r["peer_skipped"], "", "", ""))
+    if "demo" in results:
+        r = results["demo"]
+        first, warm = r["first_run"]["wall_s"], r["warm_run"]["wall_s"]
+        rows.append(("demo, first run (empty kernel cache) vs warm", f"{first:.1f} s",
+                     f"warm {warm:.1f} s", f"{first / warm:.2f}x", "<= 1.2x",
+                     "yes" if first / warm <= 1.2 else "no"))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default="filters,exact,fuzzy,demo")
+    parser.add_argument("--size-mb", type=int, default=100)
+    parser.add_argument("--big-mb", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(),
+                                                           "curator-dask-real-text"))
+    parser.add_argument("--nemo-python", help=f"a Python with nemo-curator==0.9.0 "
+                                              f"(default: ${NEMO_ENV})")
+    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--nemo", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--datasketch-once", action="store_true",
+                        help="run datasketch once, not --repeat times (it is the slow one)")
+    args = parser.parse_args(argv)
+    if args.child == "exact":
+        result = child_exact(args.data, args.workers, args.work, args.path)
+    elif args.child == "duckdb":
+        result = child_duckdb(args.data, args.workers, args.work)
+    elif args.child == "fuzzy":
+        result = child_fuzzy(args.data, args.workers, args.work)
+    elif args.child == "datasketch":
+        result = child_datasketch(args.data)
+    elif args.child:
+        result = CHILDREN[args.child](args.data, args.workers, args.nemo)
+    if args.child:
+        print(json.dumps(result))
+        return 0
+
+    from corpus import build
+    from table import print_table
+
+    root = Path(args.data_dir)
+    small = root / f"real-{args.size_mb}mb"
+    big = root / f"real-{args.big_mb}mb"
+    results = {"date": datetime.date.today().isoformat(),
+               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                           "processor": platform.processor() or platform.machine()},
+               "settings": {"workers": args.workers, "threads_per_worker": 1,
+                            "repeat": args.repeat},
+               "load_average_before": os.getloadavg()}
+    results["corpus"] = {"small": build(small, args.size_mb)}
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    if "exact" in rows:
+        results["corpus"]["big"] = build(big, args.big_mb)
+    for row in rows:
+        print(f"row {row} ...", flush=True)
+        results[row] = ROWS[row](args, big if row == "exact" else small)
+    results["load_average_after"] = os.getloadavg()
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
+    print_table(("work", "curator-dask", "peer, same run", "ratio", "target", "met"),
+                table_rows(results))
+    print(f"wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,523 @@
+"""Exact deduplication of files in one read: hash while reading, Arrow to the writer.
+
+:class:`~curator_dask.dedup.ExactDeduplicationWorkflow` (and ``curator-dask dedup
+exact``) runs this; :class:`~curator_dask.dedup.ExactDuplicates` is the same algorithm on
+a lazy dataset. Three steps, each a handful of plain tasks:
+
+1. **hash** (one task per input partition): read the partition as an Arrow table (no
+   pandas frame), number its rows (and assign ids as :class:`~curator_dask.AddId` would
+   when the input has none), hash every text from the Arrow buffers, and write the
+   table to ``cache_path/exact_staging/`` as an uncompressed Arrow IPC file, so the
+   input is parsed once. What goes on is ``(id, hash, row)`` only, split by hash into
+   ``hash_partitions`` buckets.
+2. **group** (one task per bucket): every copy of a text is in one bucket; sort the
+   bucket by hash, id and row, write the groups of two or more (the duplicate list,
+   ``cache_path/exact_duplicates/``, as ``identify`` returns it), and mark the list
+   complete. Every row of a group but the first (the lowest id, then the first row) is
+   to be removed.
+3. **remove and write** (one task per input partition): memory-map the staged table,
+   drop the listed rows (checking that each still carries its listed id), and write it
+   with ``pyarrow.parquet``. The list reaches the partitions either whole (``broadcast``:
+   one sorted array sent once to each worker) or split by partition (``shuffle``: each
+   task gets only its rows from each bucket); the output is the same.
+
+The staged copy is deleted once the output is written. A rerun that finds the list
+complete skips steps 1-2 and reads the staged copy if it is whole, or the input again.
+
+An input that fits comfortably in the workers' memory (twice its size under a quarter of
+it, :data:`IN_MEMORY_FRACTION`) is not staged: the three steps run as one graph and each
+partition's table stays in memory from its hash task to its write task, on the same
+worker. A task between the group and write steps marks the list complete and prepares
+the output directory, so a crash while writing still leaves a list to resume from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import uuid
+from dataclasses import dataclass
+
+import dask
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.dataset import WriteResult
+from curator_dask.dedup.exact import (
+    DUPLICATE_REASON,
+    HASH_FIELD,
+    NULL_TEXT_REASON,
+    NullTextError,
+    digests,
+    hex_digests,
+)
+from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
+from curator_dask.dedup.removal import listed_rows_mask
+from curator_dask.dropped import split_counts, sum_dropped
+from curator_dask.io.writers import (
+    WriteSpec,
+    own_files,
+    prepare_output,
+    read_manifest,
+    write_partition,
+)
+from curator_dask.observe import progress
+
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions"]
+
+logger = logging.getLogger(__name__)
+
+#: The subdirectory of a ``cache_path`` that holds the staged input (while a run lasts).
+STAGING_DIR = "exact_staging"
+#: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so
+#: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
+BYTES_PER_BUCKET = 2 << 30
+_HI, _LO = "_hash_hi", "_hash_lo"
+#: Inputs up to this share of the workers' memory (counted twice: a table and its
+#: filtered copy) skip the staged copy and stay in memory from hash to write.
+IN_MEMORY_FRACTION = 0.25
+
+
+def default_hash_partitions(input_bytes: int) -> int:
+    """Hash buckets for ``input_bytes`` of input: one per 2 GiB, at least one.
+
+    Examples
+    --------
+    >>> default_hash_partitions(500 * 10**6), default_hash_partitions(10**12)
+    (1, 466)
+    """
+    return max(1, -(-int(input_bytes) // BYTES_PER_BUCKET))
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What every task needs to know (pickled once per task)."""
+
+    id_field: str
+    text_field: str
+    hash_method: str
+    on_null: str
+    assign_id: bool
+    #: The pandas schema metadata the dataset's frames would write: the output reads back
+    #: into pandas with the dtypes it had when written through pandas.
+    pandas_metadata: dict | None = None
+
+    def pandas_columns(self) -> list[str]:
+        columns = json.loads(self.pandas_metadata[b"pandas"])["columns"]
+        return [c["field_name"] for c in columns]
+
+
+# -- reading a partition --------------------------------------------------------------------
+
+def _with_ids(table: pa.Table, number: int, settings: _Settings) -> pa.Table:
+    """``table`` with its id column: the input's, or AddId's numbers appended."""
+    if settings.id_field in table.column_names:
+        return table
+    # AddId's numbering, which is also the row numbering: partition * 1e9 + position.
+    return table.append_column(settings.id_field, pa.array(row_numbers(table.num_rows, number)))
+
+
+def _text(table: pa.Table, settings: _Settings) -> pa.Array:
+    column = table.column(settings.text_field)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: _Settings,
+                files: list[str]) -> NullTextError:
+    first = table.column(settings.id_field).take(pa.array(np.flatnonzero(nulls)[:1]))[0]
+    return NullTextError(
+        f"partition {number}: {int(nulls.sum())} document(s) have a null "
+        f"{settings.text_field!r} (first: {settings.id_field}={first.as_py()}; the "
+        f"partition's files: {', '.join(files)}). Drop or fill them first, or pass "
+        f"on_null='skip' to drop them and count them as {NULL_TEXT_REASON!r}"
+    )
+
+
+class _Input:
+    """Reads an input partition as the run sees it: from the input files (with ids) or
+    from the staged copy. Shared by every task; each task gets only its own
+    :class:`~curator_dask.io.planner.PartitionSpec`, never the whole plan."""
+
+    def __init__(self, reader, settings: _Settings, staging: str | None, fs):
+        self.reader, self.settings = reader, settings
+        self.staging, self.fs = staging, fs
+
+    def read(self, spec) -> tuple[pa.Table, dict[str, int]]:
+        table, dropped = self.reader.table(spec)
+        return _with_ids(table.replace_schema_metadata(None), spec.index, self.settings), dropped
+
+    def staged(self, i: int) -> pa.Table:
+        path = posixpath.join(self.staging, f"part-{i:05d}.arrow")
+        if isinstance(self.fs, LocalFileSystem):
+            # A memory map: the staged table is never copied, only the kept rows are.
+            return pa.ipc.open_file(pa.memory_map(path)).read_all()
+        with self.fs.open(path, "rb") as handle:
+            return pa.ipc.open_file(pa.BufferReader(handle.read())).read_all()
+
+
+# -- step 1: hash (and stage) -----------------------------------------------------------------
+
+def _hash_partition(source: _Input, spec, buckets: int, stage: WriteSpec | None,
+                    keep_table: bool = False) -> dict:
+    settings = source.settings
+    i = spec.index
+    table, dropped = source.read(spec)
+    n = table.num_rows
+    rows = row_numbers(n, i)
+    text = _text(table, settings)
+    nulls = np.zeros(n, dtype=bool)
+    if text.null_count:
+        nulls = pc.is_null(text).to_numpy(zero_copy_only=False)
+        if settings.on_null == "error":
+            raise _null_error(table, nulls, i, settings,
+                              [s.file.path for s in spec.slices])
+        text = text.filter(pa.array(~nulls))
+    if stage is not None:
+        write_partition(table, stage, i, source.fs)
+    words = np.frombuffer(digests(text, settings.hash_method), dtype=">u8").reshape(-1, 2)
+    hi, lo = words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
+    ids = table.column(settings.id_field)
+    if nulls.any():
+        keep = ~nulls
+        ids, rows = ids.filter(pa.array(keep)), rows[keep]
+    bucket_of = (lo % np.uint64(buckets)).astype(np.int64)
+    order = np.argsort(bucket_of, kind="stable")
+    bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1))
+    pieces = []
+    for b in range(buckets):
+        take = order[bounds[b]:bounds[b + 1]]
+        pieces.append(pa.table({settings.id_field: ids.take(pa.array(take)),
+                                _HI: hi[take], _LO: lo[take], ROW_FIELD: rows[take]}))
+    return {"pieces": pieces, "rows": n, "nulls": int(nulls.sum()), "dropped": dropped,
+            "table": table if keep_table else None}
+
+
+def _piece(hashed: dict, bucket: int) -> pa.Table:
+    return hashed["pieces"][bucket]
+
+
+# -- step 2: group ----------------------------------------------------------------------------
+
+def _group_bucket(pieces: list[pa.Table], bucket: int, settings: _Settings,
+                  listing: WriteSpec, fs) -> dict:
+    """Write the groups of bucket ``bucket`` (the duplicate list's part); return its size."""
+    table = pa.concat_tables(pieces)
+    table = table.sort_by([(_HI, "ascending"), (_LO, "ascending"),
+                           (settings.id_field, "ascending"), (ROW_FIELD, "ascending")])
+    hi = table.column(_HI).to_numpy()
+    lo = table.column(_LO).to_numpy()
+    same = np.zeros(len(hi), dtype=bool)
+    same[1:] = (hi[1:] == hi[:-1]) & (lo[1:] == lo[:-1])
+    grouped = same.copy()
+    grouped[:-1] |= same[1:]
+    members = table.filter(pa.array(grouped))
+    packed = np.column_stack([members.column(_HI).to_numpy(),
+                              members.column(_LO).to_numpy()]).astype(">u8").tobytes()
+    listed = pa.table({settings.id_field: members.column(settings.id_field),
+                       HASH_FIELD: hex_digests(packed),
+                       ROW_FIELD: members.column(ROW_FIELD)})
+    write_partition(listed, listing, bucket, fs)
+    return {"rows": listed.num_rows}
+
+
+# -- step 3: remove and write -----------------------------------------------------------------
+
+def _removal(path: str, fs, id_field: str) -> pa.Table:
+    """``(_row, id)`` to remove from one part of the duplicate list: all but the first
+    row of each group by hash, id, row (the list holds whole groups), sorted by row."""
+    with fs.open(path, "rb") as handle:
+        listed = pq.read_table(handle, columns=[id_field, HASH_FIELD, ROW_FIELD])
+    listed = listed.sort_by([(HASH_FIELD, "ascending"), (id_field, "ascending"),
+                             (ROW_FIELD, "ascending")])
+    hashes = listed.column(HASH_FIELD)
+    same = np.zeros(listed.num_rows, dtype=bool)
+    if listed.num_rows > 1:
+        same[1:] = pc.equal(hashes.slice(1), hashes.slice(0, listed.num_rows - 1)).to_numpy(
+            zero_copy_only=False)
+    removed = listed.filter(pa.array(same)).select([ROW_FIELD, id_field])
+    return removed.sort_by([(ROW_FIELD, "ascending")])
+
+
+def _for_partition(removal: pa.Table, i: int) -> pa.Table:
+    rows = removal.column(ROW_FIELD).to_numpy()
+    start, stop = np.searchsorted(rows, [first_row(i), first_row(i + 1)])
+    return removal.slice(start, stop - start)
+
+
+def _combine(removals: list[pa.Table], npartitions: int) -> pa.Table:
+    """Every part's removals in one table sorted by row (the broadcast list)."""
+    combined = pa.concat_tables(removals).sort_by([(ROW_FIELD, "ascending")])
+    rows = combined.column(ROW_FIELD).to_numpy()
+    if len(rows) and partition_of_rows(rows[-1:])[0] >= npartitions:
+        from curator_dask.dedup.removal import _mismatch
+
+        _mismatch(f"the list names rows of partition {partition_of_rows(rows[-1:])[0]}, "
+                  f"but the dataset has {npartitions} partitions")
+    return combined
+
+
+def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
+                      output: WriteSpec, dropped: dict[str, int], write=write_partition,
+                      after=None) -> dict:
+    """Drop the listed rows of partition ``spec`` and write it. ``staged``: True to read
+    the staged copy, False to read the input, or the hash task's result holding the
+    table in memory. ``after`` only orders this task after another."""
+    settings = source.settings
+    i = spec.index
+    if isinstance(staged, dict):
+        table, dropped = staged["table"], staged["dropped"]
+    elif staged:
+        table = source.staged(i)
+    else:
+        table, dropped = source.read(spec)
+    listed = pa.concat_tables([_for_partition(r, i) for r in removals])
+    if len(removals) > 1:
+        listed = listed.sort_by([(ROW_FIELD, "ascending")])
+    counts = dict(dropped)
+    hit = listed_rows_mask(table.column(settings.id_field),
+                           listed.column(ROW_FIELD).to_numpy(), listed.column(settings.id_field),
+                           i, settings.id_field)
+    if hit.any():
+        counts[DUPLICATE_REASON] = int(hit.sum())
+    keep = ~hit
+    if settings.on_null == "skip":
+        nulls = pc.is_null(table.column(settings.text_field)).to_numpy(zero_copy_only=False)
+        if nulls.any():
+            counts[NULL_TEXT_REASON] = int(nulls.sum())
+            keep &= ~nulls
+    if not keep.all():
+        table = table.filter(pa.array(keep))
+    if settings.pandas_metadata and table.column_names == settings.pandas_columns():
+        table = table.replace_schema_metadata(settings.pandas_metadata)
+    return write(table, output, i, source.fs, dropped=counts)
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+@dataclass
+class Identified:
+    """What steps 1-2 left: the list's size, and what the run learnt of the input."""
+
+    rows: int
+    parts: list[str]
+    stats: dict
+
+
+class ExactFilesRun:
+    """One run of the three steps over a dataset read from files (see the module docstring).
+
+    ``ds`` must be read from files by ``DocumentDataset.read_jsonl``/``read_parquet`` on
+    pandas partitions, without ids if ``settings.assign_id``.
+    """
+
+    def __init__(self, ds, *, id_field: str, text_field: str, hash_method: str,
+                 on_null: str, assign_id: bool, cache_path: str,
+                 hash_partitions: int | None = None, storage_options: dict | None = None):
+        if ds.plan is None or ds.partition_reader is None:
+            raise ValueError("ExactFilesRun needs a dataset read from files")
+        self.ds = ds
+        meta = ds.df._meta
+        if id_field not in meta.columns:
+            meta = meta.assign(**{id_field: np.array([], dtype=np.int64)})
+        try:
+            metadata = pa.Schema.from_pandas(meta, preserve_index=False).metadata
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            metadata = None
+        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id,
+                                  metadata)
+        self.storage_options = storage_options or {}
+        self.fs, root = url_to_fs(cache_path, **self.storage_options)
+        self.staging = posixpath.join(root.rstrip("/"), STAGING_DIR)
+        self.npartitions = len(ds.plan)
+        self.buckets = hash_partitions or default_hash_partitions(
+            sum(p.nbytes for p in ds.plan))
+        self.token = uuid.uuid4().hex[:12]  # new keys each run (see the executors' notes)
+
+    def _input(self, staging: str | None) -> _Input:
+        return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
+
+    def identify(self, list_path: str, fingerprint) -> Identified:
+        """Steps 1-2: hash and stage every partition, write the duplicate list's parts."""
+        fs, root = url_to_fs(list_path, **self.storage_options)
+        root = root.rstrip("/")
+        listing = WriteSpec(path=root, fmt="parquet")
+        prepare_output(fs, root, "overwrite", fingerprint=fingerprint)
+        stage = WriteSpec(path=self.staging, fmt="arrow")
+        prepare_output(self.fs, self.staging, "overwrite", fingerprint=fingerprint)
+        source = self._input(None)
+        plan = self.ds.plan
+        hashed = [dask.delayed(_hash_partition, pure=False)(
+            source, plan[i], self.buckets, stage, dask_key_name=f"exact-hash-{self.token}-{i}")
+            for i in range(self.npartitions)]
+        groups = []
+        for b in range(self.buckets):
+            pieces = [dask.delayed(_piece, pure=True)(h, b, dask_key_name=(
+                f"exact-piece-{self.token}-{i}-{b}")) for i, h in enumerate(hashed)]
+            groups.append(dask.delayed(_group_bucket, pure=False)(
+                pieces, b, self.settings, listing, fs,
+                dask_key_name=f"exact-group-{self.token}-{b}"))
+        counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{self.token}-{i}")
+                  for i, h in enumerate(hashed)]
+        grouped, counted = progress.compute(groups, counts)
+        stats = {**_input_stats(counted), "staged": self.npartitions}
+        parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
+        return Identified(sum(g["rows"] for g in grouped), parts, stats)
+
+    def fits_in_memory(self, fraction: float | None = None) -> bool:
+        """Whether the input, held as Arrow between the steps, stays under ``fraction``
+        (default :data:`IN_MEMORY_FRACTION`) of the workers' memory (of this machine's
+        available memory without a ``distributed`` client)."""
+        fraction = IN_MEMORY_FRACTION if fraction is None else fraction
+        need = 2 * sum(p.nbytes for p in self.ds.plan)  # the table and its filtered copy
+        try:
+            from distributed import default_client
+
+            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            memory = sum(int(w.get("memory_limit") or 0) for w in workers)
+        except (ImportError, ValueError, TypeError):
+            memory = 0
+        if not memory:
+            import psutil
+
+            memory = psutil.virtual_memory().available
+        return need <= fraction * memory
+
+    def in_one_pass(self, list_path: str, list_fingerprint, output_path: str, mode: str,
+                    output_fingerprint, strategy: str, inputs) -> tuple[Identified, WriteResult]:
+        """All three steps in one graph, each partition's table kept in worker memory from
+        its hash task to its write task (no staged copy): for inputs that fit
+        (:meth:`fits_in_memory`). The list is marked complete, and the output directory
+        prepared, by a task between the group and write steps, so a crash while writing
+        leaves a complete list to resume from."""
+        fs, root = url_to_fs(list_path, **self.storage_options)
+        root = root.rstrip("/")
+        listing = WriteSpec(path=root, fmt="parquet")
+        prepare_output(fs, root, "overwrite", fingerprint=list_fingerprint)
+        out_fs, out_root = url_to_fs(output_path, **self.storage_options)
+        out_root = out_root.rstrip("/") or out_root
+        output = WriteSpec(path=out_root, fmt="parquet")
+        source = self._input(None)
+        t = self.token
+        plan = self.ds.plan
+        hashed = [dask.delayed(_hash_partition, pure=False)(
+            source, plan[i], self.buckets, None, True, dask_key_name=f"exact-hash-{t}-{i}")
+            for i in range(self.npartitions)]
+        groups = [dask.delayed(_group_bucket, pure=False)(
+            [dask.delayed(_piece, pure=True)(h, b, dask_key_name=f"exact-piece-{t}-{i}-{b}")
+             for i, h in enumerate(hashed)], b, self.settings, listing, fs,
+            dask_key_name=f"exact-group-{t}-{b}") for b in range(self.buckets)]
+        counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{t}-{i}")
+                  for i, h in enumerate(hashed)]
+        parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
+        marked = dask.delayed(_mark_and_prepare, pure=False)(
+            groups, counts, list_path, list_fingerprint, self.storage_options,
+            out_fs, out_root, mode, inputs, output_fingerprint,
+            dask_key_name=f"exact-mark-{t}")
+        removals = [dask.delayed(_removal_after, pure=True)(
+            p, self.fs, self.settings.id_field, marked,
+            dask_key_name=f"exact-removal-{t}-{b}") for b, p in enumerate(parts)]
+        routed = self._route(removals, strategy)
+        writes = [dask.delayed(_remove_and_write, pure=False)(
+            source, plan[i], routed[i], hashed[i], output, {}, write_partition, marked,
+            dask_key_name=f"exact-write-{t}-{i}") for i in range(self.npartitions)]
+        found, written = progress.compute(marked, writes)
+        return Identified(found["rows"], parts, found["stats"]), _write_result(
+            output_path, list(written))
+
+    def _route(self, removals, strategy: str):
+        if strategy == "broadcast":
+            whole = dask.delayed(_combine, pure=True)(
+                removals, self.npartitions, dask_key_name=f"exact-combine-{self.token}")
+            return [[whole]] * self.npartitions
+        return [[dask.delayed(_for_partition, pure=True)(
+            r, i, dask_key_name=f"exact-route-{self.token}-{i}-{b}")
+            for b, r in enumerate(removals)] for i in range(self.npartitions)]
+
+    def staged_whole(self, stats: dict) -> bool:
+        """Whether the staged copy an earlier run recorded is all there."""
+        if stats.get("staged") != self.npartitions or not self.fs.exists(self.staging):
+            return False
+        names = {posixpath.basename(p) for p in self.fs.ls(self.staging, detail=False)}
+        return all(f"part-{i:05d}.arrow" in names for i in range(self.npartitions))
+
+    def remove(self, parts: list[str], stats: dict, output_path: str, mode: str,
+               fingerprint, strategy: str, inputs) -> WriteResult:
+        """Step 3: drop all but the first of each group and write the rest as Parquet."""
+        staged = self.staged_whole(stats)
+        if not staged:
+            logger.info("exact dedup: no whole staged copy in %s; reading the input again",
+                        self.staging)
+        fs, root = url_to_fs(output_path, **self.storage_options)
+        root = root.rstrip("/") or root
+        first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
+        output = WriteSpec(path=root, fmt="parquet", first_index=first)
+        removals = [dask.delayed(_removal, pure=True)(
+            p, self.fs, self.settings.id_field, dask_key_name=f"exact-removal-{self.token}-{b}")
+            for b, p in enumerate(parts)]
+        routed = self._route(removals, strategy)
+        reader_dropped = stats.get("reader_dropped", {})
+        source = self._input(self.staging)
+        # The writer is looked up here, on the client, and shipped with the tasks.
+        writes = [dask.delayed(_remove_and_write, pure=False)(
+            source, self.ds.plan[i], routed[i], staged, output, reader_dropped.get(str(i), {}),
+            write_partition, dask_key_name=f"exact-write-{self.token}-{i}")
+            for i in range(self.npartitions)]
+        return _write_result(output_path, list(progress.compute(*writes)))
+
+    def drop_staging(self) -> None:
+        """Delete the staged copy (only the project's own files; kept if anything else
+        is in the directory)."""
+        if not self.fs.exists(self.staging):
+            return
+        manifest = read_manifest(self.fs, self.staging)
+        own, foreign = own_files(self.fs, self.staging, manifest)
+        if foreign:
+            logger.warning("%s holds files curator-dask did not write (%s); leaving it",
+                           self.staging, ", ".join(foreign[:3]))
+            return
+        for name in sorted(own, key=lambda n: n.startswith(".curator-output")):
+            self.fs.rm(posixpath.join(self.staging, name))
+        if not self.fs.ls(self.staging, detail=False):
+            self.fs.rmdir(self.staging)
+
+
+def _counts(hashed: dict) -> dict:
+    return {k: hashed[k] for k in ("rows", "nulls", "dropped")}
+
+
+def _input_stats(counted: list[dict]) -> dict:
+    return {"partitions": len(counted), "input_rows": sum(c["rows"] for c in counted),
+            "null_text": sum(c["nulls"] for c in counted),
+            "reader_dropped": {str(i): c["dropped"] for i, c in enumerate(counted)
+                               if c["dropped"]}}
+
+
+def _mark_and_prepare(groups: list[dict], counted: list[dict], list_path: str,
+                      list_fingerprint, storage_options: dict, out_fs, out_root: str,
+                      mode: str, inputs, output_fingerprint) -> dict:
+    """Mark the duplicate list complete, then prepare the output directory."""
+    from curator_dask.dedup.cache import mark_complete
+
+    rows = sum(g["rows"] for g in groups)
+    stats = _input_stats(counted)
+    mark_complete(list_path, fingerprint=list_fingerprint, rows=rows, files=len(groups),
+                  stats=stats, storage_options=storage_options)
+    prepare_output(out_fs, out_root, mode, inputs=inputs, fingerprint=output_fingerprint)
+    return {"rows": rows, "stats": stats}
+
+
+def _removal_after(path: str, fs, id_field: str, after) -> pa.Table:
+    return _removal(path, fs, id_field)
+
+
+def _write_result(path: str, written: list[dict]) -> WriteResult:
+    files = sorted(f for s in written for f in s["files"])
+    dropped, counters = split_counts(sum_dropped(s["dropped"] for s in written))
+    return WriteResult(path=path, files=files, rows=sum(s["rows"] for s in written),
+                       bytes=sum(s["bytes"] for s in written), dropped=dropped,
+                       counters=counters, partitions=written)
