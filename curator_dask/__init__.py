@@ -2,6 +2,7 @@
 
 from curator_dask.cluster import get_client
 from curator_dask.dataset import DocumentDataset, WriteResult
+from curator_dask.errors import CuratorError
 from curator_dask.pipeline import Pipeline, RunResult
 from curator_dask.resources import Resources
 from curator_dask.stages import AddId, ProcessingStage, Sequential, processing_stage
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AddId",
+    "CuratorError",
     "DocumentDataset",
     "JsonlReader",
     "JsonlWriter",

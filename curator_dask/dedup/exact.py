@@ -59,6 +59,7 @@ from curator_dask.dedup.removal import (
     remove_ids,
 )
 from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.errors import CuratorError
 from curator_dask.io.tables import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
@@ -82,7 +83,7 @@ _HEX_CHARS = 32
 _HASH_PARTITIONED: set[str] = set()
 
 
-class NullTextError(ValueError):
+class NullTextError(CuratorError, ValueError):
     """A document has no text (null) where exact deduplication needs one."""
 
 

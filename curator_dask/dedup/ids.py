@@ -21,6 +21,7 @@ from __future__ import annotations
 import dask.dataframe as dd
 import numpy as np
 
+from curator_dask.errors import CuratorError
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
 
 __all__ = ["ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_numbers",
@@ -30,11 +31,11 @@ __all__ = ["ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_n
 ROW_FIELD = "_row"
 
 
-class DuplicateIdError(ValueError):
+class DuplicateIdError(CuratorError, ValueError):
     """Documents share an id where deduplication needs every id to be unique."""
 
 
-class DuplicateListMismatchError(ValueError):
+class DuplicateListMismatchError(CuratorError, ValueError):
     """A list of rows to remove was made from another dataset than the one given."""
 
 
