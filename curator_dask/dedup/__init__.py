@@ -23,8 +23,13 @@ from curator_dask.dedup.semantic import (
     SemanticDeduplicationWorkflow,
     SemanticDuplicates,
 )
+from curator_dask.dedup.stages import DedupStats, ExactDedup, FuzzyDedup, SemanticDedup
 
 __all__ = [
+    "DedupStats",
+    "ExactDedup",
+    "FuzzyDedup",
+    "SemanticDedup",
     "DuplicateIdError",
     "DuplicateListMismatchError",
     "LSH",
