@@ -16,7 +16,7 @@ What it measures, for each method on the same JSONL files:
   members of a true group count as correct, whichever member it kept (see ``scores``).
 
 The corpus: families of a random base document and up to three copies with 0-10% of
-their words edited (``curator_dask.dedup.fuzzy.synthetic``), so pair similarities spread
+their words edited (``curator_dask.testing.fuzzy``), so pair similarities spread
 around the 0.8 threshold. Within a family, every pair's similarity is computed exactly;
 across families a random sample is checked to share nothing.
 
@@ -68,7 +68,7 @@ SPREAD_SEEDS = (1, 2, 3, 4, 5)
 # -- corpus and truth -------------------------------------------------------------------------
 
 def make_corpus(directory: Path, families: int, seed: int) -> pd.DataFrame:
-    from curator_dask.dedup.fuzzy.synthetic import planted_near_duplicates
+    from curator_dask.testing.fuzzy import planted_near_duplicates
 
     df = planted_near_duplicates(families, variants=(0, 3), words=(200, 500),
                                  mutation_rates=(0.0, 0.10), seed=seed)
@@ -88,7 +88,7 @@ def ground_truth(df: pd.DataFrame) -> dict:
     from scipy.sparse.csgraph import connected_components
 
     from curator_dask.dedup.fuzzy.jaccard import char_ngram_jaccard
-    from curator_dask.dedup.fuzzy.synthetic import jaccard, shingles
+    from curator_dask.testing.fuzzy import jaccard, shingles
 
     text = df.set_index("id")["text"]
     members = df.groupby("family")["id"].apply(list)

@@ -27,7 +27,7 @@ from curator_dask.stages.models import (  # noqa: E402
     TokenizerStage,
     loaded,
 )
-from curator_dask.stages.models.testing import (  # noqa: E402
+from curator_dask.testing.models import (  # noqa: E402
     save_tiny_classifier,
     save_tiny_encoder,
 )

@@ -18,7 +18,7 @@ from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 from warcio.warcwriter import WARCWriter  # noqa: E402
 
 from curator_dask import DocumentDataset, WarcReader  # noqa: E402
-from curator_dask.download.testing import synthetic_pages, write_warc  # noqa: E402
+from curator_dask.testing.web import synthetic_pages, write_warc  # noqa: E402
 from curator_dask.io.files import list_files  # noqa: E402
 from curator_dask.io.planner import FileSlice, PartitionSpec  # noqa: E402
 from curator_dask.io.warc import (  # noqa: E402
