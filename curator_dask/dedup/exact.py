@@ -50,7 +50,13 @@ import pyarrow as pa
 
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.ids import ROW_FIELD, row_numbers
+from curator_dask.dedup.ids import (
+    HASH_FIELD,
+    ROW_FIELD,
+    is_hash_partitioned,
+    mark_hash_partitioned,
+    row_numbers,
+)
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
     STRATEGIES,
@@ -70,17 +76,11 @@ logger = logging.getLogger(__name__)
 
 HashMethod = Literal["md5", "xxh3_128"]
 HASH_METHODS = get_args(HashMethod)
-HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
 OnNull = Literal["error", "skip"]
 ON_NULL = get_args(OnNull)
 _HEX_CHARS = 32
-
-# Names of the duplicate frames known to be partitioned on the hash (every group whole
-# in one partition): those made by identify and those read back from its cache. Expression
-# names are deterministic tokens, so a name here always means the same computation.
-_HASH_PARTITIONED: set[str] = set()
 
 
 class NullTextError(CuratorError, ValueError):
@@ -412,20 +412,10 @@ class ExactDuplicates:
             fix="The duplicates must be as ExactDuplicates.identify returns them (a list of "
                 "ids alone cannot tell apart documents that share an id): identify again, "
                 "or use remove_ids.")
-        if df._name not in _HASH_PARTITIONED and df.npartitions > 1:
+        if not is_hash_partitioned(df) and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
             df = df.shuffle(on=HASH_FIELD, ignore_index=True,
                             shuffle_method=default_shuffle_method())
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False)
-
-
-def mark_hash_partitioned(duplicates: DocumentDataset) -> DocumentDataset:
-    """Declare that each hash group of ``duplicates`` lies whole in one partition.
-
-    ``remove`` then skips regrouping. Only for frames written by ``identify`` and read
-    back one file per partition.
-    """
-    _HASH_PARTITIONED.add(duplicates.df._name)
-    return duplicates
