@@ -690,7 +690,7 @@ def broken_model_directory(ctx: Context) -> Outcome:
     """A model directory whose weights file is truncated: refused naming it."""
     try:
         from curator_dask.stages.models import ClassifierStage
-        from curator_dask.stages.models.testing import save_tiny_classifier
+        from curator_dask.testing.models import save_tiny_classifier
     except ImportError as err:
         return Outcome("FAIL", detail=f"cannot run without the models extra ({err})")
     model = Path(save_tiny_classifier(ctx.root / "model", ["a", "b"]))

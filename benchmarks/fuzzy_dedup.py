@@ -16,7 +16,7 @@ What it measures, for each method on the same JSONL files:
   members of a true group count as correct, whichever member it kept (see ``scores``).
 
 The corpus: families of a random base document and up to three copies with 0-10% of
-their words edited (``curator_dask.dedup.fuzzy.synthetic``), so pair similarities spread
+their words edited (``curator_dask.testing.fuzzy``), so pair similarities spread
 around the 0.8 threshold. Within a family, every pair's similarity is computed exactly;
 across families a random sample is checked to share nothing.
 
@@ -68,7 +68,7 @@ SPREAD_SEEDS = (1, 2, 3, 4, 5)
 # -- corpus and truth -------------------------------------------------------------------------
 
 def make_corpus(directory: Path, families: int, seed: int) -> pd.DataFrame:
-    from curator_dask.dedup.fuzzy.synthetic import planted_near_duplicates
+    from curator_dask.testing.fuzzy import planted_near_duplicates
 
     df = planted_near_duplicates(families, variants=(0, 3), words=(200, 500),
                                  mutation_rates=(0.0, 0.10), seed=seed)
@@ -88,7 +88,7 @@ def ground_truth(df: pd.DataFrame) -> dict:
     from scipy.sparse.csgraph import connected_components
 
     from curator_dask.dedup.fuzzy.jaccard import char_ngram_jaccard
-    from curator_dask.dedup.fuzzy.synthetic import jaccard, shingles
+    from curator_dask.testing.fuzzy import jaccard, shingles
 
     text = df.set_index("id")["text"]
     members = df.groupby("family")["id"].apply(list)
@@ -292,9 +292,8 @@ def child_datasketch(corpus: Path, work: Path) -> dict:
 def child_datatrove(corpus: Path, work: Path) -> dict:
     import logging
 
-    import xxhash
-
     import datatrove.utils.hashes.xxhash as datatrove_xxhash
+    import xxhash
 
     # datatrove 0.10 passes str to xxhash, which xxhash >= 4 refuses: encode first.
     datatrove_xxhash.xxhash64 = lambda d: xxhash.xxh64_intdigest(
@@ -312,7 +311,6 @@ def child_datatrove(corpus: Path, work: Path) -> dict:
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
     from datatrove.utils.logging import logger
-
     from datatrove.utils.word_tokenizers import load_word_tokenizer
 
     logger.remove()

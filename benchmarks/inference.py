@@ -68,7 +68,7 @@ import transformers  # noqa: E402
 from curator_dask.stages.models import ClassifierStage, EmbeddingStage  # noqa: E402
 from curator_dask.stages.models.base import CPU_TOKENS_PER_BATCH  # noqa: E402
 from curator_dask.stages.models.batching import batch_bounds, tokenize  # noqa: E402
-from curator_dask.stages.models.testing import minilm_path  # noqa: E402
+from curator_dask.testing.models import minilm_path  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "inference.json"
 SAMPLE = ROOT / "curator_dask" / "data" / "python-docs-sample.jsonl.gz"

@@ -2,7 +2,7 @@
 
 Both sides find the same seven entity types and replace each with ``<TYPE>``, in one
 process on one core, on two corpora with entities planted at known offsets
-(``curator_dask.stages.pii.synthetic.planted_pii``):
+(``curator_dask.testing.pii.planted_pii``):
 
 - ``synthetic``: generated words with 0-4 entities per document, entity-shaped decoys
   (card numbers failing Luhn, invalid SSNs and IBANs, version numbers, times) and
@@ -128,7 +128,7 @@ def run_presidio(texts: list[str], analyzer, anonymizer, types):
 
 def corpora(n_docs: int, seed: int) -> dict[str, pd.DataFrame]:
     from curator_dask.sample import sample_documents
-    from curator_dask.stages.pii.synthetic import planted_pii
+    from curator_dask.testing.pii import planted_pii
 
     real = sample_documents()["text"].tolist()
     return {"synthetic": planted_pii(n_docs, seed=seed),

@@ -1,7 +1,7 @@
 """WARC to text: curator-dask's read_warc + HtmlExtractor beside datatrove's WarcReader +
 Trafilatura, on the same generated WARC files, in one run; and fastwarc beside warcio.
 
-Generates ``--pages`` web-like pages (``curator_dask.download.testing``) into ``--files``
+Generates ``--pages`` web-like pages (``curator_dask.testing.web``) into ``--files``
 gzip WARC files, one member per record as Common Crawl ships them, then:
 
 1. parses them with fastwarc and with warcio in this process (HTML responses, headers
@@ -42,7 +42,7 @@ TRAFILATURA = {"favor_precision": True, "include_comments": False, "deduplicate"
 
 
 def generate(directory: Path, pages: int, files: int, seed: int = 0) -> list[Path]:
-    from curator_dask.download.testing import synthetic_pages, write_warc
+    from curator_dask.testing.web import synthetic_pages, write_warc
 
     directory.mkdir(parents=True, exist_ok=True)
     all_pages = synthetic_pages(pages, seed=seed, empty_every=25, non_html_every=20,

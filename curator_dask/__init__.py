@@ -1,7 +1,26 @@
-"""curator-dask: curate text corpora for language-model training on Dask."""
+"""curator-dask: curate text corpora for language-model training on Dask.
+
+What this module exports is the public API. Subpackages with their own ``__all__`` hold
+the rest: :mod:`curator_dask.stages` (filters, modifiers, models, ...),
+:mod:`curator_dask.dedup`, :mod:`curator_dask.executors`, :mod:`curator_dask.io` and
+:mod:`curator_dask.testing` (helpers for tests and examples).
+"""
+
+from __future__ import annotations
+
+import importlib
 
 from curator_dask.cluster import get_client
 from curator_dask.dataset import DocumentDataset, WriteResult
+from curator_dask.errors import CuratorError
+from curator_dask.executors import (
+    BatchExecutor,
+    Executor,
+    LocalExecutor,
+    ResourceUnavailableError,
+    StreamingExecutor,
+)
+from curator_dask.io.errors import InputError
 from curator_dask.pipeline import Pipeline, RunResult
 from curator_dask.resources import Resources
 from curator_dask.stages import AddId, ProcessingStage, Sequential, processing_stage
@@ -15,20 +34,50 @@ from curator_dask.stages.io_stages import (
 
 __version__ = "0.1.0"
 
+# Loaded on first use: the dedup stages import numba (and the semantic one its kernels),
+# which a pipeline without deduplication should not pay for at `import curator_dask`.
+_LAZY = {
+    "ExactDedup": "curator_dask.dedup.stages",
+    "FuzzyDedup": "curator_dask.dedup.stages",
+    "SemanticDedup": "curator_dask.dedup.stages",
+}
+
 __all__ = [
     "AddId",
+    "BatchExecutor",
+    "CuratorError",
     "DocumentDataset",
+    "ExactDedup",
+    "Executor",
+    "FuzzyDedup",
+    "InputError",
     "JsonlReader",
     "JsonlWriter",
+    "LocalExecutor",
     "ParquetReader",
     "ParquetWriter",
     "Pipeline",
     "ProcessingStage",
+    "ResourceUnavailableError",
     "Resources",
     "RunResult",
+    "SemanticDedup",
     "Sequential",
+    "StreamingExecutor",
     "WarcReader",
     "WriteResult",
     "get_client",
     "processing_stage",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'curator_dask' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -43,6 +43,16 @@ from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
+from curator_dask._distributed import (
+    correct_cluster_state,
+    executing_seconds,
+    hand_cluster_to_client,
+    last_heartbeat,
+    name_new_workers,
+    own_adaptive_target,
+    set_adaptive_target,
+)
+
 __all__ = [
     "ADAPTIVE_OPTIONS",
     "CLUSTER_TYPES",
@@ -233,10 +243,8 @@ def get_client(
                     _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit,
                                            worker_kwargs)
     client = Client(cluster)
-    # The client owns the cluster started here: distributed closes a client's cluster on
-    # client.close() exactly when the client was created without an address
-    # (``_start_arg is None``), as ``Client()`` does with the LocalCluster it makes.
-    client._start_arg = None
+    # The client owns the cluster started here, as Client() owns the LocalCluster it makes.
+    hand_cluster_to_client(client)
     if recycler is not None:
         # The scheduler of a local cluster runs in this process, beside the recycler.
         client.register_plugin(recycler)
@@ -369,7 +377,7 @@ def _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit, worker_kwa
 
     cluster.new_spec = {"cls": Nanny, "options": _cpu_worker_options(
         threads_per_worker, memory_limit, dict(worker_kwargs))}
-    cluster._new_worker_name = lambda number: f"cpu-adaptive-{number}"
+    name_new_workers(cluster, lambda number: f"cpu-adaptive-{number}")
     cluster.new_worker_spec = types.MethodType(SpecCluster.new_worker_spec, cluster)
 
 
@@ -449,16 +457,13 @@ class AdaptiveDemand(SchedulerPlugin):
 
     def start(self, scheduler) -> None:
         self.scheduler = scheduler
-        # The scheduler's own method (not a wrapper an earlier plugin installed).
-        self._own_target = types.MethodType(type(scheduler).adaptive_target, scheduler)
-        scheduler.adaptive_target = self.adaptive_target
-        scheduler.handlers["adaptive_target"] = self.adaptive_target
+        self._own_target = own_adaptive_target(scheduler)
+        set_adaptive_target(scheduler, self.adaptive_target)
         scheduler.set_metadata(keys=[ADAPTIVE_KEY], value=True)
 
     async def close(self) -> None:
         if self.scheduler is not None and self.scheduler.adaptive_target == self.adaptive_target:
-            self.scheduler.adaptive_target = self._own_target
-            self.scheduler.handlers["adaptive_target"] = self._own_target
+            set_adaptive_target(self.scheduler, self._own_target)
 
     def runs(self) -> list[RunDemand]:
         """Demands of streaming runs that reported in the last minute."""
@@ -673,7 +678,7 @@ class WorkerRecycler(SchedulerPlugin):
         from curator_dask.executors.base import WorkerLifetimeError
 
         for ws in list(self.scheduler.workers.values()):
-            for ts, seconds in list(ws.executing.items()):
+            for ts, seconds in executing_seconds(ws).items():
                 if (seconds <= self.lifetime or ts.key in self.refused
                         or ts.state != "processing" or ts.processing_on is not ws):
                     continue
@@ -741,7 +746,8 @@ class WorkerRecycler(SchedulerPlugin):
             ws = self.scheduler.workers.get(address)
             if ws is None:
                 return
-            if ws.last_seen > since and not {ts.key for ts in ws.executing} - self.refused:
+            if (last_heartbeat(ws) > since
+                    and not {ts.key for ts in executing_seconds(ws)} - self.refused):
                 return
             await asyncio.sleep(self.interval)
 
@@ -836,7 +842,7 @@ def add_cpu_workers(cluster, n_workers: int, *, threads_per_worker: int = 1,
             name += "+"
         cluster.worker_spec[name] = {"cls": Nanny, "options": dict(options)}
         names.append(name)
-    cluster.sync(cluster._correct_state)
+    correct_cluster_state(cluster)
     return names
 
 

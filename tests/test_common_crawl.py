@@ -19,7 +19,7 @@ from curator_dask.download.common_crawl import (  # noqa: E402
     read_common_crawl,
     warc_paths,
 )
-from curator_dask.download.testing import synthetic_pages, write_warc  # noqa: E402
+from curator_dask.testing.web import synthetic_pages, write_warc  # noqa: E402
 
 SEGMENT = "crawl-data/CC-TEST-2024-01/segments/1700000000000.0/warc"
 

@@ -9,7 +9,7 @@ import pytest
 
 from curator_dask import DocumentDataset
 from curator_dask.dedup.fuzzy import char_ngram_jaccard, check_false_positives
-from curator_dask.dedup.fuzzy.synthetic import jaccard, shingles
+from curator_dask.testing.fuzzy import jaccard, shingles
 
 
 def random_texts(rng, n):

@@ -11,7 +11,7 @@ from curator_dask import DocumentDataset
 from curator_dask.dedup.exact import NullTextError
 from curator_dask.dedup.fuzzy import SIGNATURE_FIELD, MinHash, signature_matrix
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32
-from curator_dask.dedup.fuzzy.synthetic import planted_near_duplicates, similar_pairs
+from curator_dask.testing.fuzzy import planted_near_duplicates, similar_pairs
 
 TEXTS = ["the cat sat on the mat and looked around", "the cat sat on a mat and looked around",
          "", "short", "ünïcödé text with accents, repeated: ünïcödé text with accents"]

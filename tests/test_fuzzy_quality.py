@@ -15,7 +15,7 @@ import pytest
 
 from curator_dask import DocumentDataset
 from curator_dask.dedup.fuzzy import FuzzyDuplicates
-from curator_dask.dedup.fuzzy.synthetic import (
+from curator_dask.testing.fuzzy import (
     jaccard,
     planted_near_duplicates,
     shingles,

@@ -11,8 +11,8 @@ from conftest import write_jsonl
 from curator_dask import DocumentDataset
 from curator_dask.dedup.fuzzy import FuzzyDeduplicationWorkflow, FuzzyDuplicates, MinHash
 from curator_dask.dedup.fuzzy import duplicates as duplicates_module
-from curator_dask.dedup.fuzzy.synthetic import planted_near_duplicates
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.testing.fuzzy import planted_near_duplicates
 
 
 @pytest.fixture(scope="module")

@@ -144,8 +144,8 @@ def test_unknown_algorithms_and_timeouts_are_refused():
 def test_warc_to_parquet_on_a_cluster_accounts_for_every_record(tmp_path, client):
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     pytest.importorskip("warcio", reason="warcio writes the test WARC files (test extra)")
-    from curator_dask.download.testing import synthetic_pages, write_warc
     from curator_dask.executors import StreamingExecutor
+    from curator_dask.testing.web import synthetic_pages, write_warc
 
     pages = synthetic_pages(400, seed=5, empty_every=9, non_html_every=13, latin1_every=6,
                             paragraphs=(1, 4))

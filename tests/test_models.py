@@ -32,7 +32,7 @@ from curator_dask.stages.models.batching import (  # noqa: E402
     pad_batch,
     run_batches,
 )
-from curator_dask.stages.models.testing import (  # noqa: E402
+from curator_dask.testing.models import (  # noqa: E402
     save_tiny_classifier,
     save_tiny_encoder,
 )

@@ -29,7 +29,7 @@ from curator_dask.stages.models import (  # noqa: E402
     TokenizerStage,
     loaded,
 )
-from curator_dask.stages.models.testing import save_tiny_classifier  # noqa: E402
+from curator_dask.testing.models import save_tiny_classifier  # noqa: E402
 
 LABELS = ["Low", "Medium", "High"]
 

@@ -23,7 +23,7 @@ from curator_dask.stages.models import (  # noqa: E402
     EmbeddingStage,
     TokenizerStage,
 )
-from curator_dask.stages.models.testing import (  # noqa: E402
+from curator_dask.testing.models import (  # noqa: E402
     minilm_path,
     save_tiny_classifier,
     save_tiny_encoder,

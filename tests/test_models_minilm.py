@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from curator_dask.stages.models import EmbeddingStage  # noqa: E402
-from curator_dask.stages.models.testing import minilm_path  # noqa: E402
+from curator_dask.testing.models import minilm_path  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -21,7 +21,7 @@ from curator_dask.observe.report import stage_rows
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
 from curator_dask.stages.models.model_dir import ModelDirectoryError
 from curator_dask.stages.pii import PATTERN_ENTITIES, PiiRedactor
-from curator_dask.stages.pii.synthetic import UNICODE_NEIGHBOURS, make_entity, planted_pii
+from curator_dask.testing.pii import UNICODE_NEIGHBOURS, make_entity, planted_pii
 from tests.conftest import write_jsonl
 
 

@@ -99,8 +99,8 @@ def paraphrase_corpus() -> pd.DataFrame:
     Planted only where the paraphrase differs in words and order enough that character
     24-gram Jaccard similarity is under 0.5 (what MinHash estimates).
     """
-    from curator_dask.dedup.fuzzy.synthetic import jaccard, shingles
     from curator_dask.sample import sample_documents
+    from curator_dask.testing.fuzzy import jaccard, shingles
 
     texts = [_prose(t) for t in sample_documents()["text"]]
     texts = list(dict.fromkeys(t for t in texts if len(t) >= 200 and len(_SENTENCE.split(t)) >= 2))
@@ -178,7 +178,7 @@ def test_minhash_misses_the_planted_paraphrases(paraphrase_corpus):
 def minilm_embeddings(paraphrase_corpus):
     pytest.importorskip("torch")
     from curator_dask.stages.models import EmbeddingStage
-    from curator_dask.stages.models.testing import minilm_path
+    from curator_dask.testing.models import minilm_path
 
     path = minilm_path()
     if path is None:
@@ -391,7 +391,7 @@ def test_workflow_embeds_text_with_the_embedding_model(tmp_path):
     pytest.importorskip("transformers")
     from conftest import write_jsonl
 
-    from curator_dask.stages.models.testing import save_tiny_encoder
+    from curator_dask.testing.models import save_tiny_encoder
 
     model = save_tiny_encoder(tmp_path / "model", hidden_size=16)
     texts = [f"the city {w} market and the river number {i}" for i, w in

@@ -18,7 +18,6 @@ from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 from warcio.warcwriter import WARCWriter  # noqa: E402
 
 from curator_dask import DocumentDataset, WarcReader  # noqa: E402
-from curator_dask.download.testing import synthetic_pages, write_warc  # noqa: E402
 from curator_dask.io.files import list_files  # noqa: E402
 from curator_dask.io.planner import FileSlice, PartitionSpec  # noqa: E402
 from curator_dask.io.warc import (  # noqa: E402
@@ -27,6 +26,7 @@ from curator_dask.io.warc import (  # noqa: E402
     MalformedWarcError,
     read_warc_partition,
 )
+from curator_dask.testing.web import synthetic_pages, write_warc  # noqa: E402
 
 PAGES = synthetic_pages(240, seed=3, empty_every=11, non_html_every=7, latin1_every=5,
                         paragraphs=(1, 6))

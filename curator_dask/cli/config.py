@@ -79,6 +79,7 @@ from curator_dask.cli.registry import (
     parameters_of,
     stage_catalog,
 )
+from curator_dask.errors import CuratorError
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import (
     JsonlReader,
@@ -98,7 +99,7 @@ READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader}
 WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter}
 
 
-class ConfigError(ValueError):
+class ConfigError(CuratorError, ValueError):
     """A pipeline file that cannot be used; the message names the file and line."""
 
     def __init__(self, source: str, line: int | None, message: str):
@@ -126,7 +127,7 @@ class _Sequence(list):
     item_lines: list
 
 
-class _DuplicateKey(Exception):
+class _DuplicateKey(CuratorError):
     def __init__(self, key, line: int):
         self.key, self.line = key, line
 

@@ -25,12 +25,14 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.errors import CuratorError
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
+class UsageError(CuratorError):
     """A request that cannot be run as given: exit code 2."""
 
 
@@ -341,7 +343,7 @@ def _local_options(options: dict, verbose: bool) -> dict:
     return {**_QUIET_CLUSTER, **options}
 
 
-class CommandError(Exception):
+class CommandError(CuratorError):
     """A command that failed (exit code 1), its message in the CLI's spelling."""
 
 

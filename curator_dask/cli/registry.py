@@ -52,6 +52,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from curator_dask.errors import CuratorError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
 from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
@@ -87,7 +88,7 @@ class _Required:
 REQUIRED = _Required()
 
 
-class ParameterTypeError(TypeError):
+class ParameterTypeError(CuratorError, TypeError):
     """A value whose type the parameter's type hint does not accept."""
 
     def __init__(self, name: str, expected: str, value, detail: str = ""):

@@ -23,9 +23,14 @@ from curator_dask.dedup.semantic import (
     SemanticDedupResult,
     SemanticDuplicates,
 )
+from curator_dask.dedup.stages import DedupStats, ExactDedup, FuzzyDedup, SemanticDedup
 from curator_dask.dedup.workflow import ExactDeduplicationWorkflow, ExactDedupResult
 
 __all__ = [
+    "DedupStats",
+    "ExactDedup",
+    "FuzzyDedup",
+    "SemanticDedup",
     "DuplicateIdError",
     "DuplicateListMismatchError",
     "ExactDedupConfig",

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.exact import HASH_FIELD, mark_hash_partitioned
+from curator_dask.dedup.ids import HASH_FIELD, mark_hash_partitioned
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.writers import claim_files, read_manifest
 from curator_dask.stages.fingerprint import param_changes

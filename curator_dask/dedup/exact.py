@@ -58,7 +58,13 @@ from curator_dask.dedup.config import (
     OnNull,
     resolve_config,
 )
-from curator_dask.dedup.ids import ROW_FIELD, row_numbers
+from curator_dask.dedup.ids import (
+    HASH_FIELD,
+    ROW_FIELD,
+    is_hash_partitioned,
+    mark_hash_partitioned,
+    row_numbers,
+)
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
     RemovalStrategy,
@@ -66,6 +72,7 @@ from curator_dask.dedup.removal import (
     remove_ids,
 )
 from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.errors import CuratorError
 from curator_dask.io.tables import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
@@ -74,18 +81,12 @@ __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HA
 
 logger = logging.getLogger(__name__)
 
-HASH_FIELD = "_hash"
 DUPLICATE_REASON = "exact_duplicate"
 NULL_TEXT_REASON = "null_text"
 _HEX_CHARS = 32
 
-# Names of the duplicate frames known to be partitioned on the hash (every group whole
-# in one partition): those made by identify and those read back from its cache. Expression
-# names are deterministic tokens, so a name here always means the same computation.
-_HASH_PARTITIONED: set[str] = set()
 
-
-class NullTextError(ValueError):
+class NullTextError(CuratorError, ValueError):
     """A document has no text (null) where exact deduplication needs one."""
 
 
@@ -428,7 +429,7 @@ class ExactDuplicates:
             fix="The duplicates must be as ExactDuplicates.identify returns them (a list of "
                 "ids alone cannot tell apart documents that share an id): identify again, "
                 "or use remove_ids.")
-        if df._name not in _HASH_PARTITIONED and df.npartitions > 1:
+        if not is_hash_partitioned(df) and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
             df = df.shuffle(on=HASH_FIELD, ignore_index=True,
                             shuffle_method=default_shuffle_method())
@@ -447,13 +448,3 @@ def _hash_partitions(ds: DocumentDataset) -> int:
     if ds.plan is not None:
         return min(ds.npartitions, default_hash_partitions(sum(p.nbytes for p in ds.plan)))
     return max(1, -(-ds.npartitions // 16))
-
-
-def mark_hash_partitioned(duplicates: DocumentDataset) -> DocumentDataset:
-    """Declare that each hash group of ``duplicates`` lies whole in one partition.
-
-    ``remove`` then skips regrouping. Only for frames written by ``identify`` and read
-    back one file per partition.
-    """
-    _HASH_PARTITIONED.add(duplicates.df._name)
-    return duplicates

@@ -21,20 +21,45 @@ from __future__ import annotations
 import dask.dataframe as dd
 import numpy as np
 
+from curator_dask.errors import CuratorError
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
 
-__all__ = ["ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_numbers",
-           "first_row", "partition_of_rows", "repeated_ids", "check_unique_ids"]
+__all__ = ["HASH_FIELD", "ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_numbers",
+           "first_row", "partition_of_rows", "repeated_ids", "check_unique_ids",
+           "mark_hash_partitioned", "is_hash_partitioned"]
 
 #: The column of row numbers in exact dedup's duplicate list and in ``remove_ids`` input.
 ROW_FIELD = "_row"
+#: The column of text hashes in exact dedup's duplicate list.
+HASH_FIELD = "_hash"
+
+# Names of the duplicate frames known to be partitioned on the hash (every group whole
+# in one partition): those made by identify and those read back from its cache. Expression
+# names are deterministic tokens, so a name here always means the same computation.
+_HASH_PARTITIONED: set[str] = set()
 
 
-class DuplicateIdError(ValueError):
+def mark_hash_partitioned(duplicates):
+    """Declare that each hash group of ``duplicates`` (a DocumentDataset) lies whole in
+    one partition, so exact dedup's ``remove`` skips regrouping it.
+
+    Only for frames written by ``ExactDuplicates.identify`` and read back one file per
+    partition (its cache). Returns ``duplicates``.
+    """
+    _HASH_PARTITIONED.add(duplicates.df._name)
+    return duplicates
+
+
+def is_hash_partitioned(df: dd.DataFrame) -> bool:
+    """Whether ``df`` was declared by :func:`mark_hash_partitioned`."""
+    return df._name in _HASH_PARTITIONED
+
+
+class DuplicateIdError(CuratorError, ValueError):
     """Documents share an id where deduplication needs every id to be unique."""
 
 
-class DuplicateListMismatchError(ValueError):
+class DuplicateListMismatchError(CuratorError, ValueError):
     """A list of rows to remove was made from another dataset than the one given."""
 
 

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 import dask
 from distributed.scheduler import NoWorkerError
 
+from curator_dask.errors import CuratorError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.io.overlap import check_run_paths
@@ -86,7 +87,7 @@ logger = logging.getLogger(__name__)
 BARRIER_DONE = ".complete"
 
 
-class ResourceUnavailableError(RuntimeError):
+class ResourceUnavailableError(CuratorError, RuntimeError):
     """A stage asks for a resource that no worker of the cluster offers."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from dask.dataframe.dispatch import concat
 
+from curator_dask._distributed import UNFINISHED_TASK_STATES, worker_task_states
 from curator_dask.dropped import add_dropped, strip_dropped, sum_dropped
 from curator_dask.observe.prometheus import count_stage_work
 from curator_dask.observe.run_result import TaskRecord
@@ -24,10 +25,6 @@ from curator_dask.stages.io_stages import PreparedOutput, write_part
 
 __all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i",
            "unfinished_tasks"]
-
-#: Worker task states in which a task may still start or is still running.
-_UNFINISHED = frozenset({"waiting", "ready", "constrained", "executing", "long-running",
-                         "fetch", "flight", "cancelled", "resumed"})
 
 
 def where_am_i() -> str:
@@ -48,8 +45,8 @@ def unfinished_tasks(token: str, dask_worker=None) -> int:
     before the cancellation reaches it: teardown waits for both, so that no task sets a
     stage up again after the run has torn it down.
     """
-    return sum(1 for key, task in dask_worker.state.tasks.items()
-               if token in str(key) and task.state in _UNFINISHED)
+    return sum(1 for key, state in worker_task_states(dask_worker)
+               if token in str(key) and state in UNFINISHED_TASK_STATES)
 
 
 def _nbytes(df) -> int:

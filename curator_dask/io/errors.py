@@ -7,6 +7,8 @@ the problem concerns a whole file).
 
 from __future__ import annotations
 
+from curator_dask.errors import CuratorError
+
 __all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
            "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
            "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError"]
@@ -18,24 +20,11 @@ def _where(path: str, line: int | None, unit: str = "line") -> str:
     return f"{path}, {unit} {line}" if line is not None else str(path)
 
 
-def _restore(cls, args: tuple, state: dict) -> InputError:
-    error = cls.__new__(cls)
-    error.args = args
-    error.__dict__.update(state)
-    return error
-
-
-class InputError(ValueError):
+class InputError(CuratorError, ValueError):
     """Base class of errors about input data."""
 
     path: str | None = None
     line: int | None = None
-
-    def __reduce__(self):
-        # The subclasses' constructors take the parts of the message, not the message:
-        # rebuild from the message and attributes, so the error crosses from a worker
-        # process to the client intact (type, path, line).
-        return _restore, (type(self), self.args, self.__dict__)
 
 
 class MalformedLineError(InputError):
@@ -190,7 +179,7 @@ def _sibling(path: str) -> str:
     return f"{base}-curated"
 
 
-class ForeignFilesError(FileExistsError):
+class ForeignFilesError(CuratorError, FileExistsError):
     """``mode="overwrite"`` over a directory that holds files curator-dask did not write."""
 
     def __init__(self, path: str, foreign: list[str]):
@@ -206,7 +195,7 @@ class ForeignFilesError(FileExistsError):
         )
 
 
-class ResumeMismatchError(ValueError):
+class ResumeMismatchError(CuratorError, ValueError):
     """A resume against output (or a cache) written by another pipeline or from other input.
 
     ``changes`` lists what differs, one line each (``"stage 'word_count': min_words 50 ->

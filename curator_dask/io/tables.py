@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import CuratorError
 from curator_dask.io.errors import (
     InputError,
     MissingColumnError,
@@ -126,7 +127,7 @@ def unify_types(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return merged.field("c").type
 
 
-class ColumnConflict(Exception):
+class ColumnConflict(CuratorError):
     """Rows of a table that do not fit the dataset's schema (raised by :class:`Conformer`).
 
     ``kind`` is ``"type"`` (a value of another type), ``"text"`` (a text value that is not

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from curator_dask.errors import CuratorError
+
 __all__ = ["ColumnNotFoundError", "UndeclaredColumnError", "check_output_columns", "id_column_fix",
            "nemo_declared_columns", "require_columns"]
 
 
-class ColumnNotFoundError(KeyError):
+class ColumnNotFoundError(CuratorError, KeyError):
     """A stage or dedup step reads a column that its input does not have.
 
     A :class:`KeyError` (as pandas raises for a missing column), with a message that names
@@ -37,7 +39,7 @@ class ColumnNotFoundError(KeyError):
         return str(self.args[0])
 
 
-class UndeclaredColumnError(ValueError):
+class UndeclaredColumnError(CuratorError, ValueError):
     """A stage returned other columns than it declares (``output_columns``,
     ``removed_columns``): the schema Dask and the next stages rely on would be wrong."""
 

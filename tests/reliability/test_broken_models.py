@@ -4,7 +4,7 @@ do not fit their config, when a worker loads them. The directory itself is never
 modified.
 
 Models are tiny random BERTs saved to temporary directories
-(``curator_dask.stages.models.testing``); each case copies one and breaks the copy.
+(``curator_dask.testing.models``); each case copies one and breaks the copy.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from curator_dask.stages.models import (  # noqa: E402
     EmbeddingStage,
     ModelDirectoryError,
 )
-from curator_dask.stages.models.testing import save_tiny_classifier  # noqa: E402
+from curator_dask.testing.models import save_tiny_classifier  # noqa: E402
 from reliability.conftest import snapshot_bytes  # noqa: E402
 
 LABELS = ["Low", "Medium", "High"]

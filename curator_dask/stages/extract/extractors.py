@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+from curator_dask.errors import CuratorError
+
 __all__ = ["ALGORITHMS", "extract_html", "ExtractionSandbox", "ExtractionTimeout",
            "ExtractionFailed", "ExtractorStartError"]
 
@@ -82,15 +84,15 @@ def extract_html(algorithm: str, html: str, options: dict | None = None) -> str 
     return _EXTRACTORS[algorithm](html, options or {})
 
 
-class ExtractionTimeout(TimeoutError):
+class ExtractionTimeout(CuratorError, TimeoutError):
     """A page took longer than the timeout; its child process was killed."""
 
 
-class ExtractionFailed(RuntimeError):
+class ExtractionFailed(CuratorError, RuntimeError):
     """The extractor raised on a page, or its child process died."""
 
 
-class ExtractorStartError(RuntimeError):
+class ExtractorStartError(CuratorError, RuntimeError):
     """The child process could not start the extractor (not installed, bad options)."""
 
 

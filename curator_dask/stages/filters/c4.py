@@ -47,7 +47,7 @@ from curator_dask.stages.filters._text import (
     words,
 )
 from curator_dask.stages.filters.base import DocumentFilter
-from curator_dask.stages.filters.heuristic import _alternation
+from curator_dask.stages.filters.heuristic import alternation
 
 __all__ = ["C4QualityFilter", "C4_POLICY_SUBSTRINGS", "c4_lines"]
 
@@ -88,7 +88,7 @@ def c4_lines(arr: pa.Array, *, remove_citations: bool = True,
         drop |= line_words.per_doc_max(line_words.nchars, empty=0) > max_word_length
     cleaned = pc.replace_substring_regex(stripped, _CITATION, "") if remove_citations else stripped
     if filter_no_terminal_punct:
-        ended = pc.match_substring_regex(cleaned, "(?:" + _alternation(C4_END_PUNCTUATION) + ")$")
+        ended = pc.match_substring_regex(cleaned, "(?:" + alternation(C4_END_PUNCTUATION) + ")$")
         ended = ended.to_numpy(zero_copy_only=False)
         drop |= ~ended | pc.ends_with(cleaned, "...").to_numpy(zero_copy_only=False)
     drop |= n_words < min_words_per_line
@@ -105,7 +105,7 @@ def c4_lines(arr: pa.Array, *, remove_citations: bool = True,
     curly = ~drop & contains(cleaned, "{") if filter_curly_bracket else no_lines
     drop |= curly
     if filter_policy:
-        drop |= pc.match_substring_regex(lowered, _alternation(C4_POLICY_SUBSTRINGS)).to_numpy(
+        drop |= pc.match_substring_regex(lowered, alternation(C4_POLICY_SUBSTRINGS)).to_numpy(
             zero_copy_only=False)
     kept = ~drop
 

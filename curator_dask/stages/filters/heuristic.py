@@ -70,6 +70,8 @@ __all__ = [
     "COMMON_ENGLISH_WORDS",
     "BULLETS",
     "URL_PATTERN",
+    "alternation",
+    "check_lang",
 ]
 
 # -- NeMo Curator's constants (nemo_curator/utils/constants.py) ------------------------------
@@ -119,11 +121,21 @@ _PARENTHESES = register_chars("nemo_parentheses", "{}⟨⟩[]()")
 _HASH = register_chars("hash", "#")
 
 
-def _alternation(strings) -> str:
+def alternation(strings) -> str:
+    """One regular expression matching any of ``strings`` literally (for pyarrow's regex
+    kernels, which take a pattern rather than a list).
+
+    Examples
+    --------
+    >>> alternation(["yes", "no"])
+    'yes|no'
+    """
     return "|".join(re.escape(s) for s in strings)
 
 
-def _check_lang(lang: str) -> None:
+def check_lang(lang: str) -> None:
+    """Refuse ``lang`` where the word filters' whitespace splitting cannot find words
+    (Chinese, Japanese), with the fix in the message: a ValueError."""
     if lang.lower() in ("zh", "ja"):
         raise ValueError(
             f"lang={lang!r}: words are split on whitespace, which does not segment Chinese or "
@@ -185,7 +197,7 @@ class SymbolsToWordsFilter(_UpperBound):
     name = "symbol_to_word"
 
     def __init__(self, max_symbol_to_word_ratio: float = 0.1, lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         self._cutoff = max_symbol_to_word_ratio
 
     def score(self, text):
@@ -268,7 +280,7 @@ class BulletsFilter(_UpperBound):
 
     def score(self, text):
         lines = nonblank_lines(arrow_text(text))
-        pattern = "^(?:" + _alternation(BULLETS) + ")"
+        pattern = "^(?:" + alternation(BULLETS) + ")"
         bullet = pc.match_substring_regex(pc.utf8_ltrim_whitespace(lines.values), pattern)
         bullet = bullet.to_numpy(zero_copy_only=False)
         return like_input(ratio(lines.per_doc_sum(bullet), lines.per_doc_count(), empty=1.0),
@@ -337,7 +349,7 @@ class LongWordFilter(_UpperBound):
     score_dtype = "int64"
 
     def __init__(self, max_word_length: int = 1000, lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         self._cutoff = max_word_length
 
     def score(self, text):
@@ -363,7 +375,7 @@ class WordCountFilter(DocumentFilter):
     score_dtype = "int64"
 
     def __init__(self, min_words: int = 50, max_words: int = 100000, lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         self._min_words = min_words
         self._max_words = max_words
 
@@ -403,7 +415,7 @@ class BoilerPlateStringFilter(_UpperBound):
         arr = arrow_text(text)
         paragraphs = split_segments(arr, "\n\n")
         lowered = pc.utf8_lower(paragraphs.values)
-        policy = pc.match_substring_regex(lowered, _alternation(POLICY_SUBSTRINGS))
+        policy = pc.match_substring_regex(lowered, alternation(POLICY_SUBSTRINGS))
         policy = policy.to_numpy(zero_copy_only=False)
         # "lorem ipsum" has no "\n\n", so it is in a paragraph iff it is in the text.
         lorem = pc.match_substring(pc.utf8_lower(arr), "lorem ipsum").to_numpy(zero_copy_only=False)
@@ -429,7 +441,7 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def __init__(self, min_mean_word_length: int = 3, max_mean_word_length: int = 10,
                  lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         self._min_cutoff = min_mean_word_length
         self._max_cutoff = max_mean_word_length
 
@@ -462,7 +474,7 @@ class PunctuationFilter(_UpperBound):
 
     def score(self, text):
         lines = nonblank_lines(arrow_text(text))
-        pattern = "(?:" + _alternation(END_MARKS) + ")$"
+        pattern = "(?:" + alternation(END_MARKS) + ")$"
         ended = pc.match_substring_regex(pc.utf8_rtrim_whitespace(lines.values), pattern)
         without = ~ended.to_numpy(zero_copy_only=False)
         return like_input(ratio(lines.per_doc_sum(without), lines.per_doc_count(), empty=1.0),
@@ -491,7 +503,7 @@ class EllipsisFilter(_UpperBound):
     def score(self, text):
         lines = nonblank_lines(arrow_text(text))
         stripped = pc.utf8_lower(pc.utf8_rtrim_whitespace(lines.values))
-        pattern = "(?:" + _alternation(ELLIPSIS_MARKS) + ")$"
+        pattern = "(?:" + alternation(ELLIPSIS_MARKS) + ")$"
         ending = pc.match_substring_regex(stripped, pattern).to_numpy(zero_copy_only=False)
         return like_input(ratio(lines.per_doc_sum(ending), lines.per_doc_count(), empty=1.0),
                           text)
@@ -554,7 +566,7 @@ class WordsWithoutAlphabetsFilter(DocumentFilter):
     name = "words_without_alphabets"
 
     def __init__(self, min_words_with_alphabets: float = 0.8, lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         self._cutoff = min_words_with_alphabets
 
     def score(self, text):

@@ -28,7 +28,7 @@ from curator_dask.stages.filters._text import (
     words,
 )
 from curator_dask.stages.filters.base import DocumentFilter
-from curator_dask.stages.filters.heuristic import _check_lang
+from curator_dask.stages.filters.heuristic import check_lang
 
 __all__ = [
     "RepeatedLinesFilter",
@@ -178,7 +178,7 @@ class RepeatingTopNGramsFilter(DocumentFilter):
     """
 
     def __init__(self, n: int = 2, max_repeating_ngram_ratio: float = 0.2, lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         self._n = n
@@ -227,7 +227,7 @@ class RepeatingDuplicateNGramsFilter(DocumentFilter):
 
     def __init__(self, n: int = 2, max_repeating_duplicate_ngram_ratio: float = 0.2,
                  lang: str = "en"):
-        _check_lang(lang)
+        check_lang(lang)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         self._n = n

@@ -27,6 +27,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from curator_dask.errors import CuratorError
+
 __all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir"]
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -41,7 +43,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
 _MAX_SAFETENSORS_HEADER = 100_000_000
 
 
-class ModelDirectoryError(OSError):
+class ModelDirectoryError(CuratorError, OSError):
     """A model directory is missing, incomplete or broken; the message says what to fix."""
 
 

@@ -1,0 +1,106 @@
+"""The parts of distributed's private or undocumented API that curator-dask relies on.
+
+Each use is one small function here, so that a distributed release that changes one of
+them breaks one function, and ``tests/test_distributed_compat.py`` (one test per function,
+on a real LocalCluster) names the attribute that changed. Everything else in the package
+uses only distributed's public API.
+
+Checked on distributed 2026.8.0 (and written against the 2024.x-2026.x releases, whose
+``Client``, ``SpecCluster``, ``Scheduler``, ``WorkerState`` and worker state machine have
+these attributes unchanged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+__all__ = ["UNFINISHED_TASK_STATES", "correct_cluster_state", "executing_seconds",
+           "hand_cluster_to_client", "last_heartbeat", "name_new_workers",
+           "own_adaptive_target", "set_adaptive_target", "worker_task_states"]
+
+#: Worker task states (``distributed.worker_state_machine.TaskStateState``) in which a
+#: task may still start or is still running.
+UNFINISHED_TASK_STATES = frozenset({"waiting", "ready", "constrained", "executing",
+                                    "long-running", "fetch", "flight", "cancelled",
+                                    "resumed"})
+
+
+def hand_cluster_to_client(client) -> None:
+    """Make ``client.close()`` close the cluster the client was created on.
+
+    Relies on ``Client._start_arg``: ``Client.close`` closes ``client.cluster`` exactly
+    when the client was created without an address (``_start_arg is None``), as
+    ``Client()`` does with the LocalCluster it starts itself. Checked on distributed
+    2026.8.0.
+    """
+    client._start_arg = None
+
+
+def name_new_workers(cluster, name: Callable[[int], str]) -> None:
+    """Name the workers ``cluster.scale``/``adapt`` add as ``name(number)``.
+
+    Relies on ``SpecCluster._new_worker_name(i)``, which ``SpecCluster.new_worker_spec``
+    calls for the name of each worker it adds. Checked on distributed 2026.8.0.
+    """
+    cluster._new_worker_name = name
+
+
+def correct_cluster_state(cluster) -> None:
+    """Start (or stop) workers until they match ``cluster.worker_spec``; blocks until done.
+
+    Relies on ``SpecCluster._correct_state``, the coroutine ``scale`` runs after editing
+    ``worker_spec``; calling it directly adds workers with the names and options the
+    caller put in ``worker_spec``, which ``scale`` cannot. Checked on distributed 2026.8.0.
+    """
+    cluster.sync(cluster._correct_state)
+
+
+def own_adaptive_target(scheduler) -> Callable[..., int]:
+    """The scheduler class's own ``adaptive_target``, bound to ``scheduler``.
+
+    Not a wrapper an earlier plugin may have installed on the instance. Relies on
+    ``Scheduler.adaptive_target(target_duration=None) -> int``, the number of workers
+    every autoscaler (``Adaptive``, dask-jobqueue, dask-kubernetes) asks the scheduler
+    for. Checked on distributed 2026.8.0.
+    """
+    return type(scheduler).adaptive_target.__get__(scheduler)
+
+
+def set_adaptive_target(scheduler, target: Callable[..., int]) -> None:
+    """Make ``target`` what autoscalers get when they ask ``scheduler`` for its target.
+
+    Relies on autoscalers reaching the method through the scheduler's ``adaptive_target``
+    attribute (in-process) or its ``handlers["adaptive_target"]`` RPC handler (through a
+    comm, as ``Adaptive`` does): both are replaced. Checked on distributed 2026.8.0.
+    """
+    scheduler.adaptive_target = target
+    scheduler.handlers["adaptive_target"] = target
+
+
+def executing_seconds(worker_state) -> dict:
+    """``{TaskState: seconds}`` of the tasks a worker runs, as its last heartbeat said.
+
+    Relies on ``WorkerState.executing`` (scheduler side), which heartbeats fill with how
+    long each executing task has run. Checked on distributed 2026.8.0.
+    """
+    return dict(worker_state.executing)
+
+
+def last_heartbeat(worker_state) -> float:
+    """When the scheduler last heard from a worker (``time()`` seconds).
+
+    Relies on ``WorkerState.last_seen``, set on each heartbeat. Checked on distributed
+    2026.8.0.
+    """
+    return worker_state.last_seen
+
+
+def worker_task_states(dask_worker) -> Iterator[tuple[object, str]]:
+    """``(key, state)`` of every task a worker knows of, in its own state machine.
+
+    Run on the worker (``client.run``). Relies on ``Worker.state.tasks`` (a
+    ``WorkerState`` of ``distributed.worker_state_machine``, keyed by task key, whose
+    tasks have a ``state`` among ``TaskStateState``). Checked on distributed 2026.8.0.
+    """
+    for key, task in list(dask_worker.state.tasks.items()):
+        yield key, task.state

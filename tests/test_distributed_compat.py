@@ -1,0 +1,129 @@
+"""One test per use of distributed's private API (curator_dask/_distributed.py), on a real
+LocalCluster: when a distributed release changes one, its test names the attribute."""
+
+from __future__ import annotations
+
+import inspect
+import time
+import typing
+
+from conftest import wait_until
+from distributed import Client, Event, LocalCluster, SpecCluster
+from distributed.scheduler import Scheduler, WorkerState
+from distributed.worker_state_machine import TaskStateState
+
+from curator_dask._distributed import (
+    UNFINISHED_TASK_STATES,
+    correct_cluster_state,
+    executing_seconds,
+    hand_cluster_to_client,
+    last_heartbeat,
+    name_new_workers,
+    own_adaptive_target,
+    set_adaptive_target,
+    worker_task_states,
+)
+
+
+def in_process_cluster(n_workers: int = 1) -> LocalCluster:
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                        dashboard_address=None)
+
+
+def blocked_task(client: Client, name: str):
+    """A task that runs until its Event is set; returns (future, event)."""
+    event = Event(name, client=client)
+
+    def wait(event_name):
+        Event(event_name).wait(60)
+        return 1
+
+    return client.submit(wait, name, key=f"blocked-{name}", pure=False), event
+
+
+def test_hand_cluster_to_client_makes_close_close_the_cluster():
+    cluster = in_process_cluster(n_workers=0)
+    client = Client(cluster)
+    assert hasattr(client, "_start_arg"), \
+        "distributed.Client has no _start_arg any more: hand_cluster_to_client needs a new way"
+    hand_cluster_to_client(client)
+    client.close()
+    assert cluster.status.name == "closed", (
+        "Client.close no longer closes its cluster when Client._start_arg is None: "
+        f"cluster status is {cluster.status.name}")
+
+
+def test_name_new_workers_names_the_workers_scale_adds():
+    with in_process_cluster(n_workers=0) as cluster:
+        assert "_new_worker_name" in inspect.getsource(SpecCluster.new_worker_spec), \
+            "SpecCluster.new_worker_spec no longer calls SpecCluster._new_worker_name"
+        name_new_workers(cluster, lambda number: f"grown-{number}")
+        assert list(cluster.new_worker_spec()) == ["grown-0"], \
+            "SpecCluster.new_worker_spec ignores _new_worker_name"
+
+
+def test_correct_cluster_state_starts_the_workers_added_to_worker_spec():
+    with in_process_cluster(n_workers=0) as cluster, Client(cluster) as client:
+        spec = next(iter(cluster.new_worker_spec().values()))
+        cluster.worker_spec["added-by-spec"] = spec
+        correct_cluster_state(cluster)
+        client.wait_for_workers(1, timeout=30)
+        names = {w["name"] for w in client.scheduler_info()["workers"].values()}
+        assert names == {"added-by-spec"}, \
+            f"SpecCluster._correct_state did not start the worker in worker_spec: {names}"
+
+
+def test_set_adaptive_target_is_what_autoscalers_get():
+    assert list(inspect.signature(Scheduler.adaptive_target).parameters) == \
+        ["self", "target_duration"], "Scheduler.adaptive_target changed its signature"
+    with in_process_cluster(n_workers=0) as cluster:
+        scheduler = cluster.scheduler
+        own = own_adaptive_target(scheduler)
+        assert own() == 0  # no work, no workers wanted
+        set_adaptive_target(scheduler, lambda target_duration=None: 7)
+        # Adaptive asks through the scheduler comm (the "adaptive_target" handler).
+        assert cluster.sync(cluster.scheduler_comm.adaptive_target) == 7, \
+            "the scheduler's 'adaptive_target' handler is not what autoscalers call"
+        assert scheduler.adaptive_target() == 7
+        assert own_adaptive_target(scheduler)() == 0, \
+            "own_adaptive_target returned the installed wrapper, not Scheduler.adaptive_target"
+        set_adaptive_target(scheduler, own)
+        assert cluster.sync(cluster.scheduler_comm.adaptive_target) == 0
+
+
+def test_executing_seconds_and_last_heartbeat_follow_a_running_task():
+    assert {"executing", "last_seen"} <= set(WorkerState.__slots__), \
+        "distributed.scheduler.WorkerState lost 'executing' or 'last_seen'"
+    with in_process_cluster() as cluster, Client(cluster) as client:
+        future, event = blocked_task(client, "heartbeat")
+        try:
+            ws = next(iter(cluster.scheduler.workers.values()))
+            since = time.time()
+            assert wait_until(lambda: last_heartbeat(ws) > since, timeout=30, interval=0.05), \
+                "WorkerState.last_seen is not updated by heartbeats"
+            assert wait_until(
+                lambda: any(ts.key == future.key and seconds > 0
+                            for ts, seconds in executing_seconds(ws).items()),
+                timeout=30, interval=0.05), \
+                f"WorkerState.executing never showed the running task: {executing_seconds(ws)}"
+        finally:
+            event.set()
+        assert future.result(timeout=30) == 1
+
+
+def test_worker_task_states_show_a_running_task():
+    assert UNFINISHED_TASK_STATES <= set(typing.get_args(TaskStateState)), (
+        "worker task states changed: "
+        f"{sorted(UNFINISHED_TASK_STATES - set(typing.get_args(TaskStateState)))} are gone")
+    with in_process_cluster() as cluster, Client(cluster) as client:
+        future, event = blocked_task(client, "states")
+        try:
+            def running():
+                states = client.run(lambda dask_worker: dict(worker_task_states(dask_worker)))
+                return next(iter(states.values())).get(future.key) == "executing"
+
+            assert wait_until(running, timeout=30, interval=0.05), \
+                "Worker.state.tasks does not show the executing task with state 'executing'"
+        finally:
+            event.set()
+        assert future.result(timeout=30) == 1
