@@ -252,18 +252,20 @@ def test_exact_dedup_refuses_to_replace_output_of_other_input(tmp_path, corpus, 
 def test_a_recomputed_cache_directory_never_mixes_two_fingerprints(tmp_path, corpus, client):
     raw, before = corpus
     out, cache = tmp_path / "out", tmp_path / "cache"
-    ExactDeduplicationWorkflow(str(raw), str(out), str(cache), input_blocksize="2KiB").run()
+    # The list has one part per hash partition: 4, then 1 from other input partitions.
+    ExactDeduplicationWorkflow(str(raw), str(out), str(cache), input_blocksize="2KiB",
+                               hash_partitions=4).run()
     phase = cache / "exact_duplicates"
     many = sorted(p.name for p in phase.glob("part-*"))
     result = ExactDeduplicationWorkflow(str(raw), str(out), str(cache), input_blocksize="8KiB",
-                                        output_mode="overwrite").run()
+                                        hash_partitions=1, output_mode="overwrite").run()
     assert not result.identify_from_cache
     marker = json.loads((phase / "_COMPLETE.json").read_text())
     manifest = json.loads((phase / ".curator-output.json").read_text())
     parts = sorted(p.name for p in phase.glob("part-*"))
     assert len(parts) == marker["files"] < len(many)  # the old parts are gone, not mixed
     assert marker["fingerprint"] == manifest["fingerprint"]
-    assert marker["fingerprint"]["input_blocksize"] == "8KiB"
+    assert marker["fingerprint"]["input_blocksize"] == 8 * 1024
     assert sorted(pd.read_parquet(out)["id"]) == list(range(N_DOCS))
     assert snapshot(raw) == before
 
