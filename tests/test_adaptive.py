@@ -58,6 +58,7 @@ def assert_every_document_exactly_once(path) -> None:
     assert out["text"].str.startswith("DOC").all()
 
 
+@pytest.mark.slow
 def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus):
     client = get_client(n_workers=1, adaptive={"minimum": 1, "maximum": 3, "target_duration": "2s",
                                                **FAST},
@@ -86,6 +87,7 @@ def workers_to_close_all(dask_scheduler):
     return dask_scheduler.workers_to_close(n=len(dask_scheduler.workers))
 
 
+@pytest.mark.slow
 def test_gpu_workers_are_not_retired_while_a_gpu_stage_has_work_waiting(corpus):
     # A cluster the user made (as with dask-jobqueue): one GPU stand-in, one CPU worker.
     cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",

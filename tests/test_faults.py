@@ -35,6 +35,7 @@ def assert_every_document_exactly_once(path) -> None:
     assert out["text"].str.startswith("DOC").all()
 
 
+@pytest.mark.slow
 def test_streaming_run_survives_workers_recycled_by_worker_lifetime(corpus):
     # 30 partitions x 0.5 s on 2 workers keep the run going for at least 7.5 s, past the
     # first lifetime (5 s - 1 s stagger from the workers' start): the first worker has

@@ -111,6 +111,7 @@ def test_html_already_decoded_to_text_is_extracted_as_it_is():
     assert "harbour bridge" in df["text"].iloc[0]
 
 
+@pytest.mark.slow
 def test_a_pathological_page_times_out_is_counted_and_the_next_page_is_extracted():
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     # Resiliparse's main-content pass takes time quadratic in nesting depth: 40,000

@@ -525,6 +525,7 @@ def test_semantic_dedup_barrier_in_a_pipeline_on_a_local_cluster(tmp_path, execu
     assert stage.last_run.duplicate_documents == 30 and stage.last_run.cluster_sizes == {2: 30}
 
 
+@pytest.mark.slow
 def test_dedup_semantic_command(tmp_path, capsys):
     from curator_dask.cli.main import main
 
