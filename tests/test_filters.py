@@ -523,7 +523,7 @@ def test_word_ids_are_equal_exactly_when_the_words_are():
     # specification (same ids, in order of first appearance).
     import pyarrow.compute as pc
 
-    from curator_dask.stages.filters import _kernels
+    from curator_dask.stages.filters import kernels
     from curator_dask.stages.filters._text import buffers, word_spans
 
     rng = np.random.default_rng(7)
@@ -536,4 +536,4 @@ def test_word_ids_are_equal_exactly_when_the_words_are():
     want = pc.dictionary_encode(pa.array(words, pa.large_string())).indices.to_numpy()
     assert spans.ids.tolist() == want.tolist()
     data, offsets = buffers(pa.array(words, pa.large_string()))
-    assert _kernels.segment_ids(data, offsets[:-1], offsets[1:]).tolist() == want.tolist()
+    assert kernels.segment_ids(data, offsets[:-1], offsets[1:]).tolist() == want.tolist()

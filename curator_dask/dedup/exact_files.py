@@ -254,9 +254,9 @@ def _combine(removals: list[pa.Table], npartitions: int) -> pa.Table:
     combined = pa.concat_tables(removals).sort_by([(ROW_FIELD, "ascending")])
     rows = combined.column(ROW_FIELD).to_numpy()
     if len(rows) and partition_of_rows(rows[-1:])[0] >= npartitions:
-        from curator_dask.dedup.removal import _mismatch
+        from curator_dask.dedup.removal import raise_mismatch
 
-        _mismatch(f"the list names rows of partition {partition_of_rows(rows[-1:])[0]}, "
+        raise_mismatch(f"the list names rows of partition {partition_of_rows(rows[-1:])[0]}, "
                   f"but the dataset has {npartitions} partitions")
     return combined
 

@@ -56,8 +56,8 @@ from curator_dask.dedup.ids import (
 from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "STRATEGIES",
-           "DEFAULT_BROADCAST_THRESHOLD"]
+__all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
+           "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions
     # This partition's rows are one contiguous run of the sorted numbers.
     start, stop = np.searchsorted(numbers, [first_row(number), first_row(number + 1)])
     if number == npartitions - 1 and stop < len(numbers):
-        _mismatch(f"the list names rows of partition {partition_of_rows(numbers[-1:])[0]}, "
+        raise_mismatch(f"the list names rows of partition {partition_of_rows(numbers[-1:])[0]}, "
                   f"but the dataset has {npartitions} partitions")
     return _drop_listed_rows(df, drop_set.iloc[start:stop], number, id_field, reason)
 
@@ -345,7 +345,7 @@ def _anti_join_rows_routed(df, routed, id_field: str, reason: str, partition_inf
     elsewhere = partition_of_rows(routed[ROW_FIELD].to_numpy()) != number
     if elsewhere.any():
         other = int(partition_of_rows(routed[ROW_FIELD].to_numpy()[elsewhere][:1])[0])
-        _mismatch(f"the list names rows of partition {other}, but the dataset has "
+        raise_mismatch(f"the list names rows of partition {other}, but the dataset has "
                   f"{number + 1} partitions")
     listed = _sorted_unique_rows(routed, id_field)
     return _drop_listed_rows(df, listed, number, id_field, reason)
@@ -378,7 +378,7 @@ def listed_rows_mask(ids, rows: np.ndarray, listed_ids, number: int,
         return hit
     positions = np.asarray(rows, dtype=np.int64) - first_row(number)
     if positions[-1] >= len(ids):
-        _mismatch(f"the list names row {int(positions[-1])} of partition {number}, which "
+        raise_mismatch(f"the list names row {int(positions[-1])} of partition {number}, which "
                   f"has {len(ids)} rows")
     if isinstance(ids, (pa.Array, pa.ChunkedArray)):
         found = ids.take(pa.array(positions))
@@ -399,13 +399,15 @@ def listed_rows_mask(ids, rows: np.ndarray, listed_ids, number: int,
         wanted_at = lambda i: _plain(wanted.iloc[i])  # noqa: E731
     if not same.all():
         bad = int(np.flatnonzero(~same)[0])
-        _mismatch(f"row {int(positions[bad])} of partition {number} has {id_field}="
+        raise_mismatch(f"row {int(positions[bad])} of partition {number} has {id_field}="
                   f"{found_at(bad)!r}, the list says {wanted_at(bad)!r}")
     hit[positions] = True
     return hit
 
 
-def _mismatch(what: str):
+def raise_mismatch(what: str):
+    """Raise :class:`DuplicateListMismatchError`: a list of rows to remove that does not
+    fit the dataset it is applied to (``what`` says how)."""
     raise DuplicateListMismatchError(
         f"remove_ids: {what}: the list of rows to remove was made from another dataset "
         "(other files, blocksize or partitions, or documents filtered since). Remove from "

@@ -33,7 +33,7 @@ import pandas as pd
 from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
-from curator_dask.dedup.fuzzy.minhash_kernel import _mmh3_x64_128, _next_char, _string_buffers
+from curator_dask.dedup.fuzzy.minhash_kernel import mmh3_x64_128, next_char, string_buffers
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
 from curator_dask.numba_cache import njit
 
@@ -53,17 +53,17 @@ def _shingle_hashes(data, start, end, width, out):
     hi = start
     k = 0
     while k < width and hi < end:
-        hi = _next_char(data, hi, end)
+        hi = next_char(data, hi, end)
         k += 1
     count = 0
     while True:
-        h, _ = _mmh3_x64_128(data, lo, hi - lo, np.uint64(0))
+        h, _ = mmh3_x64_128(data, lo, hi - lo, np.uint64(0))
         out[count] = h
         count += 1
         if hi >= end:
             break
-        lo = _next_char(data, lo, end)
-        hi = _next_char(data, hi, end)
+        lo = next_char(data, lo, end)
+        hi = next_char(data, hi, end)
     return count
 
 
@@ -133,8 +133,8 @@ def char_ngram_jaccard(texts_a, texts_b, char_ngrams: int = 24) -> np.ndarray:
     >>> char_ngram_jaccard(["abcde", "abcde", "", "ab"], ["abcdx", "abcde", "", "xy"], 3)
     array([0.5, 1. , 1. , 0. ])
     """
-    data_a, offsets_a = _string_buffers(texts_a)
-    data_b, offsets_b = _string_buffers(texts_b)
+    data_a, offsets_a = string_buffers(texts_a)
+    data_b, offsets_b = string_buffers(texts_b)
     if len(offsets_a) != len(offsets_b):
         raise ValueError(f"texts_a has {len(offsets_a) - 1} texts but texts_b has "
                          f"{len(offsets_b) - 1}; pairs need one of each")

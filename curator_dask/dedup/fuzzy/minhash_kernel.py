@@ -75,6 +75,9 @@ __all__ = [
     "minhash64",
     "murmurhash3_32",
     "murmurhash3_x64_128",
+    "mmh3_x64_128",
+    "next_char",
+    "string_buffers",
 ]
 
 # Typed constants: numba turns mixed uint64/int64 arithmetic into float64, so
@@ -174,7 +177,7 @@ def _load_u64_le(data, p):
 
 
 @njit(nogil=True)
-def _mmh3_x64_128(data, start, length, seed):
+def mmh3_x64_128(data, start, length, seed):
     """MurmurHash3_x64_128 of ``data[start:start+length]``; returns ``(h1, h2)``.
 
     The seed is a full 64-bit value used for both lanes, as in cuco's
@@ -241,7 +244,7 @@ def _mmh3_x64_128(data, start, length, seed):
 
 
 @njit(inline="always")
-def _next_char(data, pos, end):
+def next_char(data, pos, end):
     """Byte index of the character after the one starting at ``pos``."""
     pos += 1
     while pos < end and (data[pos] & 0xC0) == 0x80:
@@ -273,7 +276,7 @@ def _minhash32_kernel(data, offsets, a, b, seed, width, out):
         hi = s
         k = 0
         while k < width and hi < e:
-            hi = _next_char(data, hi, e)
+            hi = next_char(data, hi, e)
             k += 1
         while True:
             h = _mmh3_x86_32(data, lo, hi - lo, seed)
@@ -284,8 +287,8 @@ def _minhash32_kernel(data, offsets, a, b, seed, width, out):
                 row[i] = min(row[i], v)
             if hi >= e:
                 break
-            lo = _next_char(data, lo, e)
-            hi = _next_char(data, hi, e)
+            lo = next_char(data, lo, e)
+            hi = next_char(data, hi, e)
 
 
 @njit(nogil=True)
@@ -307,10 +310,10 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
         hi = s
         k = 0
         while k < width and hi < e:
-            hi = _next_char(data, hi, e)
+            hi = next_char(data, hi, e)
             k += 1
         while True:
-            h, _ = _mmh3_x64_128(data, lo, hi - lo, seed)
+            h, _ = mmh3_x64_128(data, lo, hi - lo, seed)
             if h == 0:
                 h = np.uint64(1)
             for i in range(n_perm):
@@ -324,8 +327,8 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
                 row[i] = min(row[i], r)
             if hi >= e:
                 break
-            lo = _next_char(data, lo, e)
-            hi = _next_char(data, hi, e)
+            lo = next_char(data, lo, e)
+            hi = next_char(data, hi, e)
 
 
 # --------------------------------------------------------------------------
@@ -333,7 +336,7 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
 # --------------------------------------------------------------------------
 
 
-def _string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
     """Zero-copy ``(utf8_bytes, int64_offsets)`` views of a string column.
 
     Raises
@@ -476,7 +479,7 @@ def minhash32(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.nda
     """
     pa_, pb = _check_params(a, b, np.uint32, char_ngrams)
     seed = _check_seed(seed, 32)
-    data, offsets = _string_buffers(texts)
+    data, offsets = string_buffers(texts)
     out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint32)
     _minhash32_kernel(data, offsets, pa_, pb, np.uint32(seed), np.int64(char_ngrams), out)
     return out
@@ -517,7 +520,7 @@ def minhash64(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.nda
     """
     pa_, pb = _check_params(a, b, np.uint64, char_ngrams)
     seed = _check_seed(seed, 64)
-    data, offsets = _string_buffers(texts)
+    data, offsets = string_buffers(texts)
     out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint64)
     _minhash64_kernel(data, offsets, pa_, pb, np.uint64(seed), np.int64(char_ngrams), out)
     return out
@@ -613,5 +616,5 @@ def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str, seed: int = 
         ``h1 | (h2 << 64)`` is ``mmh3.hash128(data, seed)``.
     """
     buf = _as_byte_array(data)
-    h1, h2 = _mmh3_x64_128(buf, 0, buf.shape[0], np.uint64(_check_seed(seed, 64)))
+    h1, h2 = mmh3_x64_128(buf, 0, buf.shape[0], np.uint64(_check_seed(seed, 64)))
     return int(h1), int(h2)

@@ -1,7 +1,7 @@
 """Compiled loops of task decontamination, over whole partitions (numba, cached on disk).
 
 Words are ids into the task vocabulary (``-1`` for a word no task contains). An n-gram's
-key is a polynomial rolling hash of its ids (:func:`~curator_dask.stages.filters._kernels.
+key is a polynomial rolling hash of its ids (:func:`~curator_dask.stages.filters.kernels.
 prefix_hashes`, O(1) per window from prefix hashes), mixed with its length; keys only
 find candidates: a candidate matches when its ids equal the task n-gram's ids, word for
 word, so a hash collision can cost a comparison but never a false match.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from curator_dask.numba_cache import njit
-from curator_dask.stages.filters._kernels import _BASE
+from curator_dask.stages.filters.kernels import HASH_BASE
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -97,11 +97,11 @@ def splice(data, offsets, rows, new_data, new_offsets):
 
 @njit(nogil=True)
 def powers(max_n):
-    """``_BASE ** n`` for ``n`` in ``0..max_n`` (mod 2**64)."""
+    """``HASH_BASE ** n`` for ``n`` in ``0..max_n`` (mod 2**64)."""
     out = np.empty(max_n + 1, np.uint64)
     out[0] = np.uint64(1)
     for n in range(1, max_n + 1):
-        out[n] = out[n - 1] * _BASE
+        out[n] = out[n - 1] * HASH_BASE
     return out
 
 
@@ -211,7 +211,7 @@ def find_matches(ids, doc_offsets, sizes, keys, starts, lens, tokens, dir_, bits
     unknown = np.zeros(n_tokens + 1, np.int64)  # words no task has, before each token
     prefix[0] = np.uint64(0)
     for i in range(n_tokens):
-        prefix[i + 1] = prefix[i] * _BASE + np.uint64(ids[i] + 1)
+        prefix[i + 1] = prefix[i] * HASH_BASE + np.uint64(ids[i] + 1)
         unknown[i + 1] = unknown[i] + (ids[i] < 0)
     pw = powers(sizes[0])
     shift = np.uint64(64 - bits) if bits else np.uint64(63)

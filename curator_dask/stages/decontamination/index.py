@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.tasks import EvalTask, load_task_texts
-from curator_dask.stages.filters import _kernels as _text_kernels
+from curator_dask.stages.filters import kernels as text_kernels
 from curator_dask.stages.filters._text import buffers, char_table, string_array
 
 __all__ = ["Words", "words_of", "TaskNgramIndex", "build_index"]
@@ -84,13 +84,13 @@ def words_of(arr: pa.Array) -> Words:
     if arr.null_count:
         arr = arr.fill_null("")
     data, offsets = buffers(arr)
-    starts, ends, _, counts = _text_kernels.split_whitespace(data, offsets, char_table("space"))
+    starts, ends, _, counts = text_kernels.split_whitespace(data, offsets, char_table("space"))
     # ASCII words are lowercased and stripped in one compiled pass; the few with other
     # characters go through Arrow's Unicode lowercasing.
     normal, normal_offsets, other = _kernels.normalise_ascii(data, starts, ends, _PUNCTUATION)
     if other.any():
         rows = np.flatnonzero(other)
-        raw = string_array(*_text_kernels.gather_segments(data, starts[rows], ends[rows]))
+        raw = string_array(*text_kernels.gather_segments(data, starts[rows], ends[rows]))
         fixed = pc.replace_substring_regex(pc.utf8_lower(raw), PUNCTUATION, "")
         normal, normal_offsets = _kernels.splice(normal, normal_offsets, rows,
                                                  *buffers(fixed.cast(pa.large_string())))
@@ -99,7 +99,7 @@ def words_of(arr: pa.Array) -> Words:
     if not keep.all():
         values = values.filter(pa.array(keep))
         starts, ends = starts[keep], ends[keep]
-        counts = _text_kernels.segment_sums(keep.view(np.uint8).astype(np.int64),
+        counts = text_kernels.segment_sums(keep.view(np.uint8).astype(np.int64),
                                             np.r_[0, np.cumsum(counts)])
     doc_offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=doc_offsets[1:])
@@ -218,7 +218,7 @@ def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_s
     vocabulary = pc.unique(words.values)
     tokens = pc.index_in(words.values, value_set=vocabulary).to_numpy(
         zero_copy_only=False).astype(np.int32)
-    prefix = _text_kernels.prefix_hashes(tokens.astype(np.int64))
+    prefix = text_kernels.prefix_hashes(tokens.astype(np.int64))
     keys, starts, lens, text_of = _kernels.task_ngrams(prefix, words.doc_offsets, min_ngram_size,
                                                        max_ngram_size, np.uint64(mask))
     order = np.argsort(keys, kind="stable")  # stable: the first task keeps a shared n-gram

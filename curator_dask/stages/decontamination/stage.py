@@ -17,7 +17,7 @@ from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.index import TaskNgramIndex, build_index, words_of
 from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_files
-from curator_dask.stages.filters import _kernels as _text_kernels
+from curator_dask.stages.filters import kernels as text_kernels
 from curator_dask.stages.filters._text import arrow_text, is_cudf, string_array
 
 __all__ = ["TaskDecontamination", "DecontaminationStats", "decontaminate_partition",
@@ -238,7 +238,7 @@ def decontaminate_partition(df, index: TaskNgramIndex, *, text_field: str, margi
     piece_doc = np.repeat(np.arange(len(docs)), pieces)
     keep_piece = kept[piece_doc]
     if keep_piece.any():
-        texts = string_array(*_text_kernels.gather_segments(
+        texts = string_array(*text_kernels.gather_segments(
             words.data, piece_start[keep_piece], piece_end[keep_piece])).to_pylist()
         # Output rows of the kept pieces: each contaminated document's rows start where
         # its first piece goes.

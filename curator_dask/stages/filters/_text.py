@@ -2,7 +2,7 @@
 
 Everything here takes a partition's text column and returns one value per document (or
 per word, line, paragraph, each tagged with its document), computed with Arrow kernels,
-numpy and the compiled loops in :mod:`._kernels` — never a Python loop over documents.
+numpy and the compiled loops in :mod:`.kernels` — never a Python loop over documents.
 
 Definitions used throughout (they match Python's ``str`` methods exactly, which the
 tests check against plain per-document references):
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf, series_like, to_host
-from curator_dask.stages.filters import _kernels
+from curator_dask.stages.filters import kernels
 
 __all__ = [
     "is_cudf",
@@ -174,14 +174,14 @@ def count_classes(arr: pa.Array, *names: str) -> np.ndarray:
     """Per string: how many characters fall in each named class, in one pass
     (int64 array of shape ``(len(arr), len(names))``)."""
     data, offsets = buffers(arr)
-    return _kernels.count_in_classes(data, offsets[:-1], offsets[1:], class_bits(names),
+    return kernels.count_in_classes(data, offsets[:-1], offsets[1:], class_bits(names),
                                      len(names))
 
 
 def count_chars(arr: pa.Array, table: np.ndarray) -> np.ndarray:
     """Per string: how many of its characters are in ``table`` (int64)."""
     data, offsets = buffers(arr)
-    return _kernels.count_in_class(data, offsets[:-1], offsets[1:], table)
+    return kernels.count_in_class(data, offsets[:-1], offsets[1:], table)
 
 
 # -- segments: words, lines, paragraphs with their document ---------------------------------
@@ -213,7 +213,7 @@ class Segments:
         values = np.asarray(values)
         if values.dtype == np.bool_:
             values = values.view(np.uint8).astype(np.int64)
-        return _kernels.segment_sums(values, self.doc_offsets)
+        return kernels.segment_sums(values, self.doc_offsets)
 
     def per_doc_max(self, values: np.ndarray, empty) -> np.ndarray:
         counts = self.per_doc_count()
@@ -231,12 +231,12 @@ class Segments:
     def ids(self) -> np.ndarray:
         """int64 ids, equal exactly when the strings are equal (within this partition)."""
         data, offsets = buffers(self.values)
-        return _kernels.segment_ids(data, offsets[:-1], offsets[1:])
+        return kernels.segment_ids(data, offsets[:-1], offsets[1:])
 
     @functools.cached_property
     def prefix_hashes(self) -> np.ndarray:
         """Rolling hashes of :attr:`ids` for the n-gram kernels."""
-        return _kernels.prefix_hashes(self.ids)
+        return kernels.prefix_hashes(self.ids)
 
     def first_in_doc(self) -> np.ndarray:
         """True for the first occurrence of each distinct value within its document."""
@@ -270,7 +270,7 @@ def string_array(data: np.ndarray, offsets: np.ndarray) -> pa.LargeStringArray:
 def words(arr: pa.Array) -> Segments:
     """``text.split()`` for every document: whitespace-separated words, none empty."""
     spans = word_spans(arr)
-    token_data, token_offsets = _kernels.gather_segments(spans.data, spans.starts, spans.ends)
+    token_data, token_offsets = kernels.gather_segments(spans.data, spans.starts, spans.ends)
     return Segments(string_array(token_data, token_offsets), spans.doc_offsets, spans.nchars)
 
 
@@ -278,7 +278,7 @@ def count_words(arr: pa.Array) -> np.ndarray:
     """``len(text.split())`` for every document (int64), in one pass over the bytes."""
     data, offsets = buffers(arr)
     space = char_table("space")
-    return _kernels.count_words(data, offsets, _ascii(space), space)
+    return kernels.count_words(data, offsets, _ascii(space), space)
 
 
 @functools.cache
@@ -297,7 +297,7 @@ class WordSpans:
     def __init__(self, arr: pa.Array):
         self.data, offsets = buffers(arr)
         self.text_offsets = offsets
-        self.starts, self.ends, self.nchars, counts = _kernels.split_whitespace(
+        self.starts, self.ends, self.nchars, counts = kernels.split_whitespace(
             self.data, offsets, char_table("space"))
         self.doc_offsets = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=self.doc_offsets[1:])
@@ -305,11 +305,11 @@ class WordSpans:
     @functools.cached_property
     def ids(self) -> np.ndarray:
         """int64 ids, equal exactly when the words are equal (within this partition)."""
-        return _kernels.segment_ids(self.data, self.starts, self.ends)
+        return kernels.segment_ids(self.data, self.starts, self.ends)
 
     @functools.cached_property
     def prefix_hashes(self) -> np.ndarray:
-        return _kernels.prefix_hashes(self.ids)
+        return kernels.prefix_hashes(self.ids)
 
 
 def word_spans(arr: pa.Array) -> WordSpans:

@@ -24,7 +24,7 @@ from curator_dask.stages.filters._text import (
     register_chars,
     words,
 )
-from curator_dask.stages.filters.gopher import _RuleSetFilter
+from curator_dask.stages.filters.gopher import RuleSetFilter
 
 __all__ = ["FineWebQualityFilter"]
 
@@ -54,7 +54,7 @@ _TERMINAL = register_chars("datatrove_terminal_punctuation", *[
 ])
 
 
-class FineWebQualityFilter(_RuleSetFilter):
+class FineWebQualityFilter(RuleSetFilter):
     """FineWeb's quality rules, in this order, over the non-blank lines
     (``text.split("\\n")``, lines that ``strip()`` to nothing left out):
 

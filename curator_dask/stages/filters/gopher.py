@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters import _kernels
+from curator_dask.stages.filters import kernels
 from curator_dask.stages.filters._text import (
     arrow_text,
     count_classes,
@@ -88,8 +88,12 @@ _HASH = register_chars("hash", "#")
 _ELLIPSIS_CHAR = register_chars("ellipsis_char", "…")
 
 
-class _RuleSetFilter(DocumentFilter):
-    """A filter whose score is the first failed rule's name (missing when all pass)."""
+class RuleSetFilter(DocumentFilter):
+    """A filter whose score is the first failed rule's name (missing when all pass).
+
+    The base of the Gopher and FineWeb rule sets; not a filter of its own (not in the
+    stage catalog).
+    """
 
     score_dtype = "str"
 
@@ -116,7 +120,7 @@ class _RuleSetFilter(DocumentFilter):
         return scores
 
 
-class GopherQualityFilter(_RuleSetFilter):
+class GopherQualityFilter(RuleSetFilter):
     """Gopher's quality rules (Rae et al. 2021, appendix A.1.1), in this order:
 
     1. ``word_count``: fewer than ``min_doc_words`` (50) or more than ``max_doc_words``
@@ -245,7 +249,7 @@ _TOP_N_GRAMS = ((2, 0.2), (3, 0.18), (4, 0.16))
 _DUP_N_GRAMS = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
 
-class GopherRepetitionFilter(_RuleSetFilter):
+class GopherRepetitionFilter(RuleSetFilter):
     """Gopher's repetition rules (Rae et al. 2021, appendix A.1.1, table A1), in this
     order:
 
@@ -312,14 +316,14 @@ class GopherRepetitionFilter(_RuleSetFilter):
             ids, prefix = w.ids, w.prefix_hashes
             cum = np.concatenate([[0], np.cumsum(w.nchars)])
         for n, _ in self.top_n_grams:
-            _, top_start, top_count = _kernels.ngram_counts(ids, prefix, w.doc_offsets, n)
+            _, top_start, top_count = kernels.ngram_counts(ids, prefix, w.doc_offsets, n)
             chars = np.zeros(len(arr), np.int64)
             has = top_start >= 0
             starts = top_start[has]
             chars[has] = (cum[starts + n] - cum[starts] + (n - 1)) * top_count[has]
             stats[f"top_{n}gram_chars"] = chars
         for n, _ in self.dup_n_grams:
-            stats[f"duplicate_{n}gram_chars"] = _kernels.skipping_duplicate_ngram_chars(
+            stats[f"duplicate_{n}gram_chars"] = kernels.skipping_duplicate_ngram_chars(
                 ids, prefix, w.nchars, w.doc_offsets, n)
         return pd.DataFrame(stats)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curator_dask.stages.filters import _kernels
+from curator_dask.stages.filters import kernels
 from curator_dask.stages.filters._text import (
     arrow_text,
     lengths,
@@ -189,8 +189,8 @@ class RepeatingTopNGramsFilter(DocumentFilter):
         arr = arrow_text(text)
         w = word_spans(arr)
         n = self._n
-        _, top_start, _ = _kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, n)
-        occurrences = _kernels.count_joined_spans(w.data, w.text_offsets, w.starts, w.ends,
+        _, top_start, _ = kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, n)
+        occurrences = kernels.count_joined_spans(w.data, w.text_offsets, w.starts, w.ends,
                                                   top_start, n)
         has = top_start >= 0
         pattern_chars = np.zeros(len(arr), np.int64)
@@ -237,8 +237,8 @@ class RepeatingDuplicateNGramsFilter(DocumentFilter):
     def score(self, text):
         arr = arrow_text(text)
         w = words(arr)
-        first, _, _ = _kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, self._n)
-        duplicated = _kernels.nemo_duplicate_ngram_chars(first, w.nchars, w.doc_offsets,
+        first, _, _ = kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, self._n)
+        duplicated = kernels.nemo_duplicate_ngram_chars(first, w.nchars, w.doc_offsets,
                                                         self._n)
         scores = ratio(duplicated, lengths(arr), empty=1.0)
         scores[w.per_doc_count() < self._n] = 1.0

@@ -36,6 +36,7 @@ __all__ = [
     "nemo_duplicate_ngram_chars",
     "skipping_duplicate_ngram_chars",
     "count_joined_tokens",
+    "HASH_BASE",
 ]
 
 _EMPTY = np.int64(-1)
@@ -309,7 +310,9 @@ def segment_sums(values, doc_offsets):
     return out
 
 
-_BASE = np.uint64(0x100000001B3)
+#: The multiplier of the rolling n-gram hash (:func:`prefix_hashes`); the
+#: decontamination index hashes n-grams the same way.
+HASH_BASE = np.uint64(0x100000001B3)
 
 
 @njit(nogil=True)
@@ -319,7 +322,7 @@ def prefix_hashes(ids):
     out = np.empty(ids.shape[0] + 1, np.uint64)
     out[0] = np.uint64(0)
     for i in range(ids.shape[0]):
-        out[i + 1] = out[i] * _BASE + np.uint64(ids[i]) + np.uint64(1)
+        out[i + 1] = out[i] * HASH_BASE + np.uint64(ids[i]) + np.uint64(1)
     return out
 
 
@@ -341,7 +344,7 @@ def _ngram_hash(prefix, start, n, base_n):
 def _power(n):
     p = np.uint64(1)
     for _ in range(n):
-        p *= _BASE
+        p *= HASH_BASE
     return p
 
 
