@@ -126,6 +126,7 @@ def _gpu_stand_in(n_gpu_workers, threads_per_worker, memory_limit, dashboard_add
                         resources={"GPU": 1, "GPU_MEMORY_GB": 80}, **worker_kwargs)
 
 
+@pytest.mark.slow
 def test_adapt_on_a_mixed_cluster_starts_cpu_workers_and_keeps_the_gpu_ones(monkeypatch):
     monkeypatch.setattr(cluster_module, "_gpu_cluster", _gpu_stand_in)
     client = get_client(cluster_type="mixed", n_workers=1, n_gpu_workers=1,

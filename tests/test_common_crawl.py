@@ -92,6 +92,7 @@ def test_an_interrupted_download_resumes_where_it_stopped(crawl, tmp_path):
     assert sorted(df["warc_record_id"]) == ids
 
 
+@pytest.mark.slow
 def test_a_dropped_connection_is_retried_within_one_call(crawl, tmp_path):
     root, names, _ = crawl
     size = os.path.getsize(root / names[0])

@@ -258,6 +258,7 @@ def plain():
         yield client
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor],
                          ids=["StreamingExecutor", "BatchExecutor"])
 def test_workers_without_resources_run_cpu_stages_unrestricted(corpus, plain, make):

@@ -71,6 +71,7 @@ def test_union_find_matches_breadth_first_search_and_scipy(seed, nodes, edges):
     assert (pd.Series(groups, index=ids).sort_index().to_numpy() == lowest).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed, nodes, edges", GRAPHS)
 def test_distributed_components_equal_union_find(seed, nodes, edges):
     x, y = random_graph(seed, nodes, edges)
@@ -80,6 +81,7 @@ def test_distributed_components_equal_union_find(seed, nodes, edges):
                       .rename_axis("id"))
 
 
+@pytest.mark.slow
 def test_distributed_components_on_a_long_path_in_shuffled_order():
     # The worst case for label propagation: diameter n - 1.
     order = np.random.default_rng(7).permutation(3000).astype(np.int64)

@@ -91,6 +91,7 @@ def test_an_empty_partition_gives_no_edges_and_no_error():
     assert edge_set(lsh.edges(emptied).df.drop_duplicates()) == {(1, 3)}
 
 
+@pytest.mark.slow
 def test_edges_do_not_depend_on_partitions_or_bands_per_iteration():
     rng = np.random.default_rng(2)
     bases = rng.integers(0, 50, size=(40, 12), dtype=np.uint32)

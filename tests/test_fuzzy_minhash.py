@@ -85,6 +85,7 @@ def test_signatures_do_not_depend_on_partitioning():
                                   signature_matrix(many[SIGNATURE_FIELD]))
 
 
+@pytest.mark.slow
 def test_estimated_jaccard_is_unbiased():
     # Over many pairs of known similarity, the fraction of equal signature values
     # estimates the Jaccard similarity with zero mean error (within a 99.9% interval).

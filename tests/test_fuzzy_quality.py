@@ -81,6 +81,7 @@ def test_one_and_thirteen_partitions_give_the_same_groups(corpus, default_groups
     assert groups_of(corpus, 13).equals(default_groups)
 
 
+@pytest.mark.slow
 def test_false_positive_check_keeps_recall_and_drops_dissimilar_pairs(corpus, similar,
                                                                        default_groups):
     checked = groups_of(corpus, 4, false_positive_check=True, jaccard_threshold=0.8)

@@ -142,6 +142,7 @@ def test_changed_parameters_or_input_are_not_taken_from_the_cache(raw, corpus):
     assert grown.phases_from_cache == [] and grown.input_documents == len(corpus) + 1
 
 
+@pytest.mark.slow
 def test_an_interrupted_marker_is_ignored(raw):
     workflow(raw, perform_removal=False).run()
     marker = raw / "cache" / "fuzzy" / "components" / "_COMPLETE.json"

@@ -48,6 +48,7 @@ def run(stage, ds):
     return pd.concat(parts), sum_dropped(get_dropped(p) for p in parts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", AVAILABLE)
 def test_each_algorithm_extracts_the_article_and_leaves_the_page_furniture(algorithm):
     df, dropped = run(HtmlExtractor(algorithm), pages_dataset([page("article_en.html")]))
@@ -60,6 +61,7 @@ def test_each_algorithm_extracts_the_article_and_leaves_the_page_furniture(algor
     assert "html" not in df.columns and df["charset"].tolist() == ["utf-8"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", [a for a in AVAILABLE if a != "trafilatura"])
 def test_a_page_without_main_text_is_dropped_and_counted(algorithm):
     # jusText's parser raises on a page without elements ("<!-- -->"): that is empty too.
@@ -70,6 +72,7 @@ def test_a_page_without_main_text_is_dropped_and_counted(algorithm):
     assert dropped == {"html_extract.empty": 4}
 
 
+@pytest.mark.slow
 def test_trafilatura_counts_an_empty_page():
     pytest.importorskip("trafilatura", reason="the html extra is not installed")
     payloads = [page("article_en.html"), b"<html><head><title>t</title></head><body></body></html>"]
@@ -77,6 +80,7 @@ def test_trafilatura_counts_an_empty_page():
     assert len(df) == 1 and dropped == {"html_extract.empty": 1}
 
 
+@pytest.mark.slow
 def test_charsets_come_from_the_header_then_the_page_then_detection():
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     pytest.importorskip("charset_normalizer", reason="detection needs charset-normalizer")
@@ -142,6 +146,7 @@ def test_unknown_algorithms_and_timeouts_are_refused():
 
 # -- end to end ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_warc_to_parquet_on_a_cluster_accounts_for_every_record(tmp_path, client):
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     pytest.importorskip("warcio", reason="warcio writes the test WARC files (test extra)")
@@ -182,6 +187,7 @@ def test_warc_to_parquet_on_a_cluster_accounts_for_every_record(tmp_path, client
         assert all(sentence in text for sentence in by_url[url].sentences)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "child"])
 def test_a_page_the_extractor_raises_on_is_dropped_and_counted(timeout):
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
@@ -198,6 +204,7 @@ def test_a_page_the_extractor_raises_on_is_dropped_and_counted(timeout):
     assert get_dropped(out) == {"html_extract.error": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "child"])
 def test_options_the_extractor_rejects_fail_the_run_not_every_page(timeout):
     pytest.importorskip("resiliparse", reason="the html extra is not installed")

@@ -240,6 +240,7 @@ def test_on_a_cpu_the_default_token_budget_applies_and_an_explicit_one_wins(clas
     assert [rows for (rows, _), _ in explicit.shapes] == [40]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("error", [torch.cuda.OutOfMemoryError, RuntimeError])
 def test_out_of_memory_halves_the_batch_and_gives_the_same_results(classifier_dir, error):
     texts = documents(50)

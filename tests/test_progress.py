@@ -154,6 +154,7 @@ def test_dedup_workflows_report_each_phase(corpus, client, tmp_path, caplog, fas
         assert done == total > 0, phase
 
 
+@pytest.mark.slow
 def test_the_command_logs_progress_when_its_output_is_a_file(corpus, tmp_path):
     (tmp_path / "p.yaml").write_text(textwrap.dedent(f"""
         executor: {{type: local}}

@@ -82,6 +82,7 @@ def test_executor_internals_are_not_exported():
     from curator_dask.executors.base import RunState  # noqa: F401
 
 
+@pytest.mark.slow
 def test_importing_the_package_does_not_load_models_or_numba():
     heavy = ["torch", "transformers", "sklearn", "numba", "curator_dask.dedup"]
     loaded = subprocess.run(

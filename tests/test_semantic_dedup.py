@@ -497,6 +497,7 @@ def test_kmeans_rejects_a_size_below_one(argument):
 
 # -- the pipeline barrier and the command ------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["streaming", "batch", "local"])
 def test_semantic_dedup_barrier_in_a_pipeline_on_a_local_cluster(tmp_path, executor, request):
     from curator_dask import AddId
