@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 __all__ = ["UNFINISHED_TASK_STATES", "correct_cluster_state", "executing_seconds",
-           "hand_cluster_to_client", "last_heartbeat", "name_new_workers",
+           "fail_running_task", "hand_cluster_to_client", "last_heartbeat", "name_new_workers",
            "own_adaptive_target", "set_adaptive_target", "worker_task_states"]
 
 #: Worker task states (``distributed.worker_state_machine.TaskStateState``) in which a
@@ -93,6 +93,27 @@ def last_heartbeat(worker_state) -> float:
     2026.8.0.
     """
     return worker_state.last_seen
+
+
+def fail_running_task(scheduler, ts, worker_state, error: BaseException,
+                      stimulus_id: str) -> bool:
+    """Fail task ``ts`` with ``error`` as if its worker had raised it; whether it did.
+
+    Only a task the scheduler still has processing on ``worker_state`` is failed (False
+    otherwise). Its futures raise ``error``; the worker's own later result is ignored.
+    Relies on ``TaskState.processing_on`` and ``TaskState.run_id`` and on
+    ``Scheduler.handle_task_erred`` (the handler of a worker's ``task-erred`` message).
+    Checked on distributed 2026.8.0.
+    """
+    from distributed.protocol.pickle import dumps
+
+    if ts.state != "processing" or ts.processing_on is not worker_state:
+        return False
+    scheduler.handle_task_erred(
+        key=ts.key, worker=worker_state.address, run_id=ts.run_id, stimulus_id=stimulus_id,
+        exception=dumps(error), traceback=None, exception_text=str(error),
+        traceback_text="")
+    return True
 
 
 def worker_task_states(dask_worker) -> Iterator[tuple[object, str]]:

@@ -46,6 +46,7 @@ from tornado.ioloop import PeriodicCallback
 from curator_dask._distributed import (
     correct_cluster_state,
     executing_seconds,
+    fail_running_task,
     hand_cluster_to_client,
     last_heartbeat,
     name_new_workers,
@@ -673,23 +674,17 @@ class WorkerRecycler(SchedulerPlugin):
 
     def refuse_long_tasks(self) -> None:
         """Fail every task that has run longer than the lifetime (as its worker reports)."""
-        from distributed.protocol.pickle import dumps
-
         from curator_dask.executors.base import WorkerLifetimeError
 
         for ws in list(self.scheduler.workers.values()):
             for ts, seconds in executing_seconds(ws).items():
-                if (seconds <= self.lifetime or ts.key in self.refused
-                        or ts.state != "processing" or ts.processing_on is not ws):
+                if seconds <= self.lifetime or ts.key in self.refused:
                     continue
-                self.refused.add(ts.key)
                 error = WorkerLifetimeError(ts.key, seconds, self.lifetime, ws.address)
-                logger.error("%s", error)
-                self.scheduler.handle_task_erred(
-                    key=ts.key, worker=ws.address, run_id=ts.run_id,
-                    stimulus_id=f"worker-lifetime-exceeded-{time.time()}",
-                    exception=dumps(error), traceback=None, exception_text=str(error),
-                    traceback_text="")
+                if fail_running_task(self.scheduler, ts, ws, error,
+                                     stimulus_id=f"worker-lifetime-exceeded-{time.time()}"):
+                    self.refused.add(ts.key)
+                    logger.error("%s", error)
 
     # -- recycling one worker ----------------------------------------------------------------
     async def recycle(self, address: str) -> None:

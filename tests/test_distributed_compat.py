@@ -7,6 +7,7 @@ import inspect
 import time
 import typing
 
+import pytest
 from conftest import wait_until
 from distributed import Client, Event, LocalCluster, SpecCluster
 from distributed.scheduler import Scheduler, WorkerState
@@ -16,6 +17,7 @@ from curator_dask._distributed import (
     UNFINISHED_TASK_STATES,
     correct_cluster_state,
     executing_seconds,
+    fail_running_task,
     hand_cluster_to_client,
     last_heartbeat,
     name_new_workers,
@@ -127,3 +129,29 @@ def test_worker_task_states_show_a_running_task():
         finally:
             event.set()
         assert future.result(timeout=30) == 1
+
+
+def test_fail_running_task_fails_only_a_task_processing_on_that_worker():
+    from distributed.scheduler import TaskState
+
+    assert {"processing_on", "run_id"} <= set(TaskState.__slots__), \
+        "distributed.scheduler.TaskState lost 'processing_on' or 'run_id'"
+    assert callable(getattr(Scheduler, "handle_task_erred", None)), \
+        "distributed.scheduler.Scheduler lost 'handle_task_erred'"
+    with in_process_cluster(n_workers=2) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        future, event = blocked_task(client, "fail")
+        try:
+            scheduler = cluster.scheduler
+            assert wait_until(lambda: getattr(scheduler.tasks.get(future.key), "state", None)
+                              == "processing", timeout=30, interval=0.05)
+            ts = scheduler.tasks[future.key]
+            ws = ts.processing_on
+            other = next(w for w in scheduler.workers.values() if w is not ws)
+            error = ValueError("ran too long")
+            assert not fail_running_task(scheduler, ts, other, error, stimulus_id="test-a")
+            assert fail_running_task(scheduler, ts, ws, error, stimulus_id="test-b")
+            with pytest.raises(ValueError, match="ran too long"):
+                future.result(timeout=30)
+        finally:
+            event.set()
