@@ -34,6 +34,6 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
     assert not errors
 
 
-def test_there_are_the_four_notebooks():
+def test_there_are_the_five_notebooks():
     assert [p.stem for p in NOTEBOOKS] == ["01-quickstart", "02-deduplication", "03-classifiers",
-                                          "04-streaming-and-monitoring"]
+                                          "04-streaming-and-monitoring", "05-web-archives"]

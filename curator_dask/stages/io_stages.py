@@ -33,6 +33,7 @@ from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths, check_output_path
 from curator_dask.io.planner import check_partitioning
 from curator_dask.io.tables import Backend
+from curator_dask.io.warc import WARC_EXTENSIONS
 from curator_dask.io.writers import (
     MANIFEST,
     WriteMode,
@@ -173,6 +174,8 @@ class WarcReader(ReaderStage):
     """
 
     name = "read_warc"
+
+    extensions = WARC_EXTENSIONS
 
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None,
