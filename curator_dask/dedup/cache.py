@@ -46,7 +46,8 @@ from curator_dask.stages.fingerprint import param_changes
 __all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
            "recorded_blocksize",
            "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
-           "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes"]
+           "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes",
+           "write_removal", "removal_output_intact"]
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +218,37 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
         "output_mode='overwrite' to replace what an earlier run wrote there, or choose "
         "another path"
     )
+
+
+def write_removal(remove: Callable[[], DocumentDataset], output_path: str, output_mode: str,
+                  marker_path: str, *, fingerprint: dict, resuming: bool,
+                  storage_options: dict | None = None) -> PhaseResult:
+    """A workflow's last phase: write what ``remove()`` keeps to ``output_path`` and mark
+    the phase complete at ``marker_path``, its written files in the marker's stats.
+
+    The output mode is checked (:func:`output_mode_for`) before ``remove`` builds anything.
+    """
+    mode = output_mode_for(output_path, output_mode, resuming=resuming,
+                           fingerprint=fingerprint, storage_options=storage_options)
+    written = remove().to_parquet(output_path, mode=mode, storage_options=storage_options,
+                                  fingerprint=fingerprint)
+    stats = {"path": written.path, "files": written.files, "rows": written.rows,
+             "bytes": written.bytes, "dropped": written.dropped}
+    mark_complete(marker_path, fingerprint=fingerprint, rows=written.rows, files=0,
+                  stats=stats, storage_options=storage_options)
+    return PhaseResult(marker_path, written.rows, 0, False, stats)
+
+
+def removal_output_intact(output_path: str, removal: PhaseResult,
+                          storage_options: dict | None = None) -> bool:
+    """Whether every file a finished :func:`write_removal` wrote is still there (a rerun
+    writes the output again when one is gone)."""
+    fs, _ = url_to_fs(output_path, **(storage_options or {}))
+    if all(fs.exists(f) for f in removal.stats.get("files", [])):
+        return True
+    logger.warning("the output of the finished removal is gone from %s: removing again",
+                   output_path)
+    return False
 
 
 def read_parquet_parts(path: str, schema: pa.Schema, *,

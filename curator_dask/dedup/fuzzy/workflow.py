@@ -30,7 +30,6 @@ from typing import get_args
 
 import numpy as np
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
@@ -42,7 +41,9 @@ from curator_dask.dedup.cache import (
     read_parquet_parts,
     read_phase,
     recorded_blocksize,
+    removal_output_intact,
     write_phase,
+    write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
 from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
@@ -425,24 +426,12 @@ class FuzzyDeduplicationWorkflow:
                            stats=count_groups, storage_options=self.storage_options)
 
     def _removal(self, ds: DocumentDataset, fingerprint: dict, resuming: bool) -> PhaseResult:
-        mode = output_mode_for(self.output_path, self.output_mode, resuming=resuming,
-                               fingerprint=fingerprint, storage_options=self.storage_options)
-        clean = self.dedup.remove(ds, self.groups())
-        written = clean.to_parquet(self.output_path, mode=mode,
-                                   storage_options=self.storage_options, fingerprint=fingerprint)
-        stats = {"path": written.path, "files": written.files, "rows": written.rows,
-                 "bytes": written.bytes, "dropped": written.dropped}
-        mark_complete(self._path("removal"), fingerprint=fingerprint, rows=written.rows,
-                      files=0, stats=stats, storage_options=self.storage_options)
-        return PhaseResult(self._path("removal"), written.rows, 0, False, stats)
+        return write_removal(lambda: self.dedup.remove(ds, self.groups()), self.output_path,
+                             self.output_mode, self._path("removal"), fingerprint=fingerprint,
+                             resuming=resuming, storage_options=self.storage_options)
 
     def _output_intact(self, removal: PhaseResult) -> bool:
-        fs, _ = url_to_fs(self.output_path, **(self.storage_options or {}))
-        if all(fs.exists(f) for f in removal.stats.get("files", [])):
-            return True
-        logger.warning("the output of the finished removal is gone from %s: removing again",
-                       self.output_path)
-        return False
+        return removal_output_intact(self.output_path, removal, self.storage_options)
 
 
 def _skipped_lines(dropped: dict) -> int:

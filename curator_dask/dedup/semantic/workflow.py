@@ -34,18 +34,18 @@ import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
     OutputMode,
     PhaseResult,
-    mark_complete,
     output_mode_for,
     read_parquet_parts,
     read_phase,
+    removal_output_intact,
     write_phase,
+    write_removal,
 )
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.dedup.semantic.duplicates import (
@@ -137,13 +137,16 @@ class SemanticDeduplicationWorkflow:
 
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
                  perform_removal: bool = False, n_clusters: int = 1000, max_iter: int = 100,
-                 tol: float = 1e-4, random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds: Sequence[float] = (0.01, 0.001),
+                 tol: float = 1e-4, random_state: int = 1234,
+                 which_to_keep: Literal["hard", "easy", "random"] = "hard",
+                 sim_metric: Literal["cosine", "l2"] = "cosine",
+                 eps_thresholds: Sequence[float] = (0.01, 0.001),
                  eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
                  embedding_column: str = "embeddings",
                  embedding_model_name_or_path: str | None = None,
                  embedding_batch_size: int = 128, embedding_max_chars: int = 6000,
-                 input_filetype: Literal["jsonl", "parquet"] = "jsonl", input_blocksize: int | str | None = None,
+                 input_filetype: Literal["jsonl", "parquet"] = "jsonl",
+                 input_blocksize: int | str | None = None,
                  id_field: str = "id", text_field: str = "text", device: str = "auto",
                  removal_strategy: str = "auto",
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
@@ -344,21 +347,10 @@ class SemanticDeduplicationWorkflow:
 
     def _removal(self, ds: DocumentDataset, id_type: pa.DataType, fingerprint: dict,
                  resuming: bool) -> PhaseResult:
-        mode = output_mode_for(self.output_path, self.output_mode, resuming=resuming,
-                               fingerprint=fingerprint, storage_options=self.storage_options)
-        clean = self.dedup.remove(ds, self.dedup.duplicates(self.pairs(id_type)))
-        written = clean.to_parquet(self.output_path, mode=mode,
-                                   storage_options=self.storage_options, fingerprint=fingerprint)
-        stats = {"path": written.path, "files": written.files, "rows": written.rows,
-                 "bytes": written.bytes, "dropped": written.dropped}
-        mark_complete(self._path("removal"), fingerprint=fingerprint, rows=written.rows,
-                      files=0, stats=stats, storage_options=self.storage_options)
-        return PhaseResult(self._path("removal"), written.rows, 0, False, stats)
+        return write_removal(lambda: self.dedup.remove(
+            ds, self.dedup.duplicates(self.pairs(id_type))), self.output_path,
+                             self.output_mode, self._path("removal"), fingerprint=fingerprint,
+                             resuming=resuming, storage_options=self.storage_options)
 
     def _output_intact(self, removal: PhaseResult) -> bool:
-        fs, _ = url_to_fs(self.output_path, **(self.storage_options or {}))
-        if all(fs.exists(f) for f in removal.stats.get("files", [])):
-            return True
-        logger.warning("the output of the finished removal is gone from %s: removing again",
-                       self.output_path)
-        return False
+        return removal_output_intact(self.output_path, removal, self.storage_options)
