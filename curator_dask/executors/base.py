@@ -54,7 +54,8 @@ from dataclasses import dataclass, field, replace
 import dask
 from distributed.scheduler import NoWorkerError
 
-from curator_dask.errors import CuratorError
+from curator_dask.cluster import worker_resources
+from curator_dask.errors import NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.io.overlap import check_run_paths
@@ -78,53 +79,12 @@ from curator_dask.stages.io_stages import (
     plan_token,
 )
 
-__all__ = ["ClusterExecutor", "Executor", "Layout", "NoWorkersError", "ResourceUnavailableError",
-           "WorkerLifetimeError", "check_placement"]
+__all__ = ["ClusterExecutor", "Executor", "Layout", "check_placement"]
 
 logger = logging.getLogger(__name__)
 
 #: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
 BARRIER_DONE = ".complete"
-
-
-class ResourceUnavailableError(CuratorError, RuntimeError):
-    """A stage asks for a resource that no worker of the cluster offers."""
-
-
-class WorkerLifetimeError(ResourceUnavailableError):
-    """A task ran longer than the workers live (``get_client(worker_lifetime=...)``).
-
-    Recycling retires a worker only between tasks, so a task longer than the lifetime
-    would keep its worker past it; the scheduler's recycler fails the task instead.
-    """
-
-    def __init__(self, key, seconds: float, lifetime: float, worker: str):
-        super().__init__(key, seconds, lifetime, worker)
-        self.key, self.seconds, self.lifetime, self.worker = key, seconds, lifetime, worker
-
-    def __str__(self) -> str:
-        from dask.utils import key_split
-
-        return (f"stage {key_split(self.key)!r}: task {self.key!r} has run for "
-                f"{self.seconds:.0f} s on {self.worker}, longer than the workers' lifetime "
-                f"({self.lifetime:g} s, get_client(worker_lifetime=...)). Workers are "
-                "recycled only between tasks; give worker_lifetime several times your "
-                "longest task, make partitions smaller (files_per_partition, blocksize), "
-                "or turn recycling off (worker_lifetime=None)")
-
-
-class NoWorkersError(ResourceUnavailableError, NoWorkerError):
-    """The cluster had no worker at all for longer than its no-workers timeout.
-
-    A :class:`distributed.scheduler.NoWorkerError` (catch either) whose message says
-    which workers left last, and why when the scheduler knows.
-    """
-
-    def __init__(self, task, timeout: float, message: str):
-        super().__init__(task, timeout, message)
-
-    def __str__(self) -> str:
-        return self.args[2]
 
 
 # -- the pipeline, cut for execution -------------------------------------------------------
@@ -819,8 +779,6 @@ class ClusterExecutor(Executor):
 
     def workers(self, client, state: RunState) -> dict[str, dict]:
         """The workers' resources, checked against the stages before the run."""
-        from curator_dask.cluster import worker_resources
-
         return worker_resources(client)
 
     def cleanup(self, state: RunState) -> None:
