@@ -51,6 +51,7 @@ import pyarrow as pa
 from curator_dask.backends import backend_dispatch
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.cache import write_duplicates
 from curator_dask.dedup.config import (
     HASH_METHODS,
     ExactDedupConfig,
@@ -77,7 +78,7 @@ from curator_dask.io.tables import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",
-           "DUPLICATE_REASON", "NULL_TEXT_REASON"]
+           "DUPLICATE_REASON", "NULL_TEXT_REASON", "default_hash_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -373,8 +374,6 @@ class ExactDuplicates:
         mark_hash_partitioned(duplicates)
         if self.cache_path is None:
             return duplicates
-        from curator_dask.dedup.cache import write_duplicates
-
         return write_duplicates(duplicates, self.cache_path,
                                 storage_options=self.storage_options).duplicates
 
@@ -438,13 +437,27 @@ class ExactDuplicates:
                                  align_dataframes=False, enforce_metadata=False)
 
 
+#: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so
+#: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
+BYTES_PER_BUCKET = 2 << 30
+
+
+def default_hash_partitions(input_bytes: int) -> int:
+    """Hash buckets for ``input_bytes`` of input: one per 2 GiB, at least one.
+
+    Examples
+    --------
+    >>> default_hash_partitions(500 * 10**6), default_hash_partitions(10**12)
+    (1, 466)
+    """
+    return max(1, -(-int(input_bytes) // BYTES_PER_BUCKET))
+
+
 def _hash_partitions(ds: DocumentDataset) -> int:
     """Partitions of the ``(id, hash, row)`` shuffle when the user gives none: one per
     2 GiB of input files (~50 bytes a document go into the shuffle, so each holds about
     100 MB of ~1 KB documents), or one per 16 input partitions for data not read from
     files."""
-    from curator_dask.dedup.exact_files import default_hash_partitions
-
     if ds.plan is not None:
         return min(ds.npartitions, default_hash_partitions(sum(p.nbytes for p in ds.plan)))
     return max(1, -(-ds.npartitions // 16))
