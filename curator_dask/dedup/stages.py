@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from dataclasses import dataclass, field
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig, resolve_config
@@ -45,43 +44,14 @@ from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_F
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.dedup.semantic.stage import SemanticDedup
+from curator_dask.dedup.stats import DedupStats
 from curator_dask.observe.progress import phase
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["DedupStats", "ExactDedup", "FuzzyDedup", "SemanticDedup"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class DedupStats:
-    """What one run of a dedup stage found.
-
-    Attributes
-    ----------
-    reason : str
-        The drop reason removed documents are counted under.
-    duplicate_documents : int
-        Documents removed: every member of a group but the one kept.
-    duplicate_groups : int
-        Groups of two or more documents.
-    cluster_sizes : dict of int to int
-        Number of groups of each size (documents in the group, the kept one included).
-    """
-
-    reason: str
-    duplicate_documents: int = 0
-    duplicate_groups: int = 0
-    cluster_sizes: dict[int, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_group_sizes(cls, reason: str, sizes) -> DedupStats:
-        """From a Series of group sizes (one value per group)."""
-        counts = sizes.value_counts().sort_index()
-        cluster_sizes = {int(size): int(n) for size, n in counts.items()}
-        return cls(reason=reason,
-                   duplicate_documents=sum((size - 1) * n for size, n in cluster_sizes.items()),
-                   duplicate_groups=sum(cluster_sizes.values()), cluster_sizes=cluster_sizes)
 
 
 class ExactDedup(WholeDatasetStage):
@@ -234,7 +204,3 @@ class FuzzyDedup(WholeDatasetStage):
 
     def __repr__(self) -> str:
         return f"<FuzzyDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
-
-
-# Semantic dedup lives in its own package; it is a barrier like the two above.
-from curator_dask.dedup.semantic.stage import SemanticDedup  # noqa: E402

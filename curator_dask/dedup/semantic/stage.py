@@ -14,6 +14,7 @@ from curator_dask.dedup.semantic.duplicates import (
     SEMANTIC_DUPLICATE_REASON,
     SemanticDuplicates,
 )
+from curator_dask.dedup.stats import DedupStats
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["SemanticDedup"]
@@ -28,7 +29,7 @@ class SemanticDedup(WholeDatasetStage):
     (NeMo Curator's ``SemDedupConfig`` names). Each phase is written under the
     executor's cache directory for this stage; the pairs table, for auditing, is in its
     ``pairs/`` subdirectory. Removed documents are counted as ``semantic_duplicate``,
-    and :attr:`last_run` holds a :class:`~curator_dask.dedup.stages.DedupStats` (a group
+    and :attr:`last_run` holds a :class:`~curator_dask.dedup.stats.DedupStats` (a group
     is a kept document and the duplicates removed for it).
 
     Ids must be unique (``AddId`` before this stage); a repeated id raises
@@ -76,8 +77,6 @@ class SemanticDedup(WholeDatasetStage):
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Compute every phase under ``cache_path``, then remove the duplicates."""
-        from curator_dask.dedup.stages import DedupStats
-
         try:
             found = self.dedup.identify(ds, cache_path)
         except DuplicateIdError as err:
