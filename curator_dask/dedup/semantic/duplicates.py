@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import is_cudf, to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import read_parquet_parts, write_phase
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
@@ -82,7 +83,7 @@ class EmbeddingColumnError(InputError):
 # -- embeddings as arrays --------------------------------------------------------------------
 
 def _arrow_vectors(column) -> pa.Array | None:
-    if type(column).__module__.startswith("cudf"):
+    if is_cudf(column):
         arr = column.to_arrow()
     elif isinstance(column.dtype, pd.ArrowDtype):
         arr = pa.array(column)
@@ -186,8 +187,7 @@ def _embedding_rows(df, id_field: str, column: str, partition_info=None):
     from curator_dask.dropped import strip_dropped
 
     df, _ = strip_dropped(df)
-    if type(df).__module__.startswith("cudf"):
-        df = df.to_pandas()
+    df = to_host(df)
     matrix = normalized(embedding_matrix(df[column], where=_where(partition_info)))
     return pd.DataFrame({id_field: df[id_field].to_numpy(),
                          column: vector_series(matrix, pd.RangeIndex(len(df)))})

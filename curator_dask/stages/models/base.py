@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.models import loading
@@ -34,7 +35,6 @@ from curator_dask.stages.models.backend import (
     column_like,
     cudf_meta,
     host_text,
-    is_cudf,
     token_array,
 )
 from curator_dask.stages.models.batching import Tokens, run_batches, tokenize

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.resources import Resources
-from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like, is_cudf
+from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
 from curator_dask.stages.models.base import ModelStage
 
 __all__ = ["ClassifierStage"]
