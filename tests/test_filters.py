@@ -523,8 +523,7 @@ def test_word_ids_are_equal_exactly_when_the_words_are():
     # specification (same ids, in order of first appearance).
     import pyarrow.compute as pc
 
-    from curator_dask.stages.filters import kernels
-    from curator_dask.stages.filters._text import buffers, word_spans
+    from curator_dask.text import buffers, kernels, word_spans
 
     rng = np.random.default_rng(7)
     alphabet = list("ab\u00e9\u4e2d") + [" ", " ", "\n", "\u00a0"]

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from curator_dask.stages import filters as F
-from curator_dask.stages.filters._text import char_table
 from curator_dask.stages.filters.gopher import STOP_WORDS
+from curator_dask.text import char_table
 
 # -- generated corpus --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import dask
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.stages.base import WholeDatasetStage
@@ -17,8 +18,8 @@ from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.index import TaskNgramIndex, build_index, words_of
 from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_files
-from curator_dask.stages.filters import kernels as text_kernels
-from curator_dask.stages.filters._text import arrow_text, is_cudf, string_array
+from curator_dask.text import arrow_text, string_array
+from curator_dask.text import kernels as text_kernels
 
 __all__ = ["TaskDecontamination", "DecontaminationStats", "decontaminate_partition",
            "count_partition"]

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import arrow_text, is_cudf
 from curator_dask.stages.pii.patterns import PATTERN_ENTITIES, Spans, find_pattern_spans
 from curator_dask.stages.pii.presidio import PRESIDIO_ENTITIES, PresidioFinder
+from curator_dask.text import arrow_text
 
 __all__ = ["PiiRedactor", "ACTIONS", "SPANS_DTYPE"]
 
