@@ -102,7 +102,7 @@ def _embedding_stage(skipped: list[str]):
                        "'curator-dask[demo]'")
         return None
     from curator_dask.stages.models import EmbeddingStage
-    from curator_dask.testing.models import minilm_path
+    from curator_dask.stages.models.model_dir import minilm_path
 
     path = minilm_path()
     if path is None:
