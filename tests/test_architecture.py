@@ -198,3 +198,11 @@ def test_is_cudf_comes_from_backends_only():
              for name, line in imported_names(module, path)
              if name.endswith(".is_cudf") and name != "curator_dask.backends.is_cudf"]
     assert wrong == []
+
+
+def test_fsspec_private_api_is_used_in_one_module_only():
+    wrong = [f"{module} line {node.lineno}" for module, path in MODULES.items()
+             if module != "curator_dask._fsspec"
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr == "_strip_protocol"]
+    assert wrong == []
