@@ -116,12 +116,12 @@ class ExactDedup(WholeDatasetStage):
             duplicates = self.dedup.identify(ds)  # written to the cache and read back
         sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
-        logger.info("%s: %d duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, duplicates)
 
     def __repr__(self) -> str:
-        return f"<ExactDedup {self.stage_name!r} (whole dataset, {self.dedup.hash_method})>"
+        return f"<ExactDedup {self.name!r} (whole dataset, {self.dedup.hash_method})>"
 
 
 class FuzzyDedup(WholeDatasetStage):
@@ -194,13 +194,13 @@ class FuzzyDedup(WholeDatasetStage):
             with phase("find groups"):
                 found = self.dedup.identify(ds)
         except DuplicateIdError as err:
-            raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
+            raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         groups = DocumentDataset(found.df.persist())
         sizes = groups.df.groupby(GROUP_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(FUZZY_DUPLICATE_REASON, sizes)
-        logger.info("%s: %d near duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d near duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, groups)
 
     def __repr__(self) -> str:
-        return f"<FuzzyDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
+        return f"<FuzzyDedup {self.name!r} (whole dataset, {self.dedup!r})>"

@@ -69,6 +69,7 @@ from curator_dask.stages.base import (
     WholeDatasetStage,
     key_prefix,
     teardown_stage,
+    unique_name,
 )
 from curator_dask.stages.fingerprint import digest
 from curator_dask.stages.io_stages import (
@@ -121,15 +122,14 @@ class Layout:
             else:
                 segments[-1].append(stage)
         layout = cls(name, stages[0], segments, barriers, writer)
-        seen: dict[str, int] = {}
         for stage in stages:
-            base = stage.stage_name
-            seen[base] = seen.get(base, 0) + 1
-            layout.names[id(stage)] = base if seen[base] == 1 else f"{base}_{seen[base]}"
+            layout.names[id(stage)] = unique_name(stage.name, layout.names.values())
         return layout
 
     def name_of(self, stage: Stage) -> str:
-        return self.names[id(stage)]
+        """The stage's unique name in the pipeline; a stage the executor adds (an
+        :class:`InternalStage`) goes by its own."""
+        return self.names.get(id(stage), stage.name)
 
     def entry(self, stage: Stage) -> dict:
         """``{"name", "kind", "fingerprint"}`` of one stage, as a resume manifest keeps it."""
@@ -243,7 +243,7 @@ class Step:
 
     def __init__(self, state: RunState, stage: Stage | None, batch_size: int = 1):
         self.stage, self.batch_size = stage, batch_size
-        self.name = state.name(stage) if stage is not None else "records"
+        self.name = state.layout.name_of(stage) if stage is not None else "records"
         self.resources = state.resources.get(id(stage)) if stage is not None else None
         self.prefix = (f"{state.prefixes[id(stage)]}-{state.token}" if stage is not None
                        else f"records-{state.token}")
@@ -405,7 +405,7 @@ class RunState:
     def register(self, stage: Stage) -> Stage:
         """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix, its
         resources and, on a cluster (:meth:`place`), its span."""
-        name = self.name(stage)
+        name = self.layout.name_of(stage)
         self.prefixes[id(stage)] = key_prefix(name)
         if stage.resources is not None:
             self.resources[id(stage)] = (
@@ -428,10 +428,6 @@ class RunState:
         self.resources.update(check_placement(placed, layout.names, workers))
         for stage in layout.stages:
             self.spans[id(stage)] = span_annotation(layout.name, layout.name_of(stage))
-
-    def name(self, stage: Stage) -> str:
-        """The stage's unique name in this run (executor-internal stages use their own)."""
-        return self.layout.names.get(id(stage)) or stage.stage_name
 
     @contextlib.contextmanager
     def in_span(self, stage: Stage | None, building: bool = False):
@@ -971,7 +967,7 @@ def teardown_everywhere(client, stages: Sequence[ProcessingStage], token: str | 
         try:
             client.run(teardown_stage, stage.stage_id)
         except Exception:  # a failing teardown must not hide the run's own error
-            logger.warning("teardown of stage %r failed on some worker", stage.stage_name,
+            logger.warning("teardown of stage %r failed on some worker", stage.name,
                            exc_info=True)
 
 

@@ -80,13 +80,13 @@ class SemanticDedup(WholeDatasetStage):
         try:
             found = self.dedup.identify(ds, cache_path)
         except DuplicateIdError as err:
-            raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
+            raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         removed = DocumentDataset(found.df.persist())
         sizes = removed.df.groupby(GROUP_FIELD).size().compute() + 1
         self.last_run = DedupStats.from_group_sizes(SEMANTIC_DUPLICATE_REASON, sizes)
-        logger.info("%s: %d semantic duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d semantic duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, removed)
 
     def __repr__(self) -> str:
-        return f"<SemanticDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
+        return f"<SemanticDedup {self.name!r} (whole dataset, {self.dedup!r})>"

@@ -159,7 +159,7 @@ class HtmlExtractor(ProcessingStage):
     def meta(self, input_meta):
         if self.html_field not in input_meta.columns:
             raise KeyError(
-                f"stage {self.stage_name!r} reads HTML from the column {self.html_field!r}, "
+                f"stage {self.name!r} reads HTML from the column {self.html_field!r}, "
                 f"which the dataset does not have; its columns are "
                 f"{list(input_meta.columns)}. Read WARC files with read_warc, or pass "
                 "html_field= to name the HTML column.")

@@ -137,5 +137,5 @@ class ClassifierStage(ModelStage):
         out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
         dropped = np.bincount(predicted[~keep], minlength=len(self.labels))
         for index in np.flatnonzero(dropped):
-            record_dropped(out, f"{self.stage_name}.{self.labels[index]}", int(dropped[index]))
+            record_dropped(out, f"{self.name}.{self.labels[index]}", int(dropped[index]))
         return out
