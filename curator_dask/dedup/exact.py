@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import fields
 
 import dask.dataframe as dd
 import numpy as np
@@ -52,13 +51,7 @@ from curator_dask.backends import backend_dispatch
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import write_duplicates
-from curator_dask.dedup.config import (
-    HASH_METHODS,
-    ExactDedupConfig,
-    HashMethod,
-    OnNull,
-    resolve_config,
-)
+from curator_dask.dedup.config import HASH_METHODS, Configured, ExactDedupConfig, takes_config
 from curator_dask.dedup.ids import (
     HASH_FIELD,
     ROW_FIELD,
@@ -67,8 +60,6 @@ from curator_dask.dedup.ids import (
     row_numbers,
 )
 from curator_dask.dedup.removal import (
-    DEFAULT_BROADCAST_THRESHOLD,
-    RemovalStrategy,
     default_shuffle_method,
     remove_ids,
 )
@@ -260,7 +251,7 @@ def _drop_null_text(df, text_field: str):
 
 # -- the operation ------------------------------------------------------------------------
 
-class ExactDuplicates:
+class ExactDuplicates(Configured):
     """Find documents with identical text, and remove all but the first of each group.
 
     Parameters
@@ -314,32 +305,16 @@ class ExactDuplicates:
     @nemo_keywords(renamed_keywords={"cache_dir": "cache_path"}, unsupported={
         "logger": 'curator-dask logs through logging.getLogger("curator_dask")',
         "profile_dir": "profile with distributed.performance_report(filename=...)"})
-    def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: HashMethod = "md5", perform_removal: bool = False,
-                 cache_path: str | None = None, *, on_null: OnNull = "error",
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 hash_partitions: int | None = None,
-                 storage_options: dict | None = None,
-                 config: ExactDedupConfig | None = None):
-        config = resolve_config(ExactDedupConfig, config, dict(
-            id_field=id_field, text_field=text_field, hash_method=hash_method,
-            on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
-            who="ExactDuplicates")
+    @takes_config(ExactDedupConfig, positional=("id_field", "text_field", "hash_method",
+                                                "perform_removal", "cache_path"))
+    def __init__(self, perform_removal: bool = False, cache_path: str | None = None, *,
+                 storage_options: dict | None = None, config: ExactDedupConfig | None = None):
         if config.hash_method == "xxh3_128":
             _hash_constructor(config.hash_method)  # fail now, not on a worker
-        for f in fields(ExactDedupConfig):
-            setattr(self, f.name, getattr(config, f.name))
+        self.config = config
         self.perform_removal = perform_removal
         self.cache_path = cache_path
         self.storage_options = storage_options
-
-    @property
-    def config(self) -> ExactDedupConfig:
-        """The parameters as one :class:`~curator_dask.dedup.ExactDedupConfig`."""
-        return ExactDedupConfig(**{f.name: getattr(self, f.name)
-                                   for f in fields(ExactDedupConfig)})
 
     def __repr__(self) -> str:
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "
