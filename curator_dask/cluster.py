@@ -53,6 +53,7 @@ from curator_dask._distributed import (
     own_adaptive_target,
     set_adaptive_target,
 )
+from curator_dask.errors import WorkerLifetimeError
 
 __all__ = [
     "ADAPTIVE_OPTIONS",
@@ -147,7 +148,7 @@ def get_client(
         :class:`WorkerRecycler`: never the last running worker, and the next one only
         once the replacement of the previous one is up, so the cluster never empties.
         At least ``MIN_WORKER_LIFETIME`` (2 s). A task that runs longer than the
-        lifetime fails with :class:`~curator_dask.executors.WorkerLifetimeError`.
+        lifetime fails with :class:`~curator_dask.errors.WorkerLifetimeError`.
     worker_lifetime_stagger : str or float, optional
         The first lifetimes of the workers started here are spread evenly over
         ``[worker_lifetime - stagger, worker_lifetime]`` so that their recycling does not
@@ -172,7 +173,7 @@ def get_client(
         On a cluster started here: a task whose resources no worker offers for this long
         fails with ``NoValidWorkerError`` instead of waiting forever (a lost GPU worker),
         and with no worker at all for this long, a run fails with
-        :class:`~curator_dask.executors.NoWorkersError` naming the workers that left.
+        :class:`~curator_dask.errors.NoWorkersError` naming the workers that left.
         Keep it above the time a worker takes to restart. ``None`` waits forever.
     cluster : distributed cluster object, optional
         A cluster you made (``SLURMCluster(...)``, ``KubeCluster(...)``): the client
@@ -578,7 +579,7 @@ class WorkerRecycler(SchedulerPlugin):
     counting as failures.
 
     A task that runs longer than the lifetime would keep its worker past it; such a task
-    fails with :class:`~curator_dask.executors.WorkerLifetimeError`, which names it, its
+    fails with :class:`~curator_dask.errors.WorkerLifetimeError`, which names it, its
     stage and the lifetime.
 
     Parameters
@@ -674,8 +675,6 @@ class WorkerRecycler(SchedulerPlugin):
 
     def refuse_long_tasks(self) -> None:
         """Fail every task that has run longer than the lifetime (as its worker reports)."""
-        from curator_dask.executors.base import WorkerLifetimeError
-
         for ws in list(self.scheduler.workers.values()):
             for ts, seconds in executing_seconds(ws).items():
                 if seconds <= self.lifetime or ts.key in self.refused:

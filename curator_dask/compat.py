@@ -41,7 +41,8 @@ def renamed(nemo: str, ours: str, *, stacklevel: int = 3) -> None:
 
 
 def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
-                  unsupported: Mapping[str, str] | None = None) -> Callable:
+                  unsupported: Mapping[str, str] | None = None,
+                  nemo_config: type | None = None) -> Callable:
     """Decorate a constructor (or method) to take NeMo Curator's keyword arguments.
 
     Parameters
@@ -51,6 +52,10 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
         ``DeprecationWarning``.
     unsupported : mapping
         NeMo Curator's name -> what to write instead: a ``TypeError`` saying so.
+    nemo_config : type, optional
+        NeMo Curator's configuration class (one with an ``options()`` method giving
+        curator-dask's keywords), taken as ``config=`` or as the first positional
+        argument: its options are passed on as keywords, under those given beside it.
 
     The decorated function keeps its signature (``inspect.signature`` follows
     ``__wrapped__``), so the CLI and the documentation show curator-dask's parameters.
@@ -63,6 +68,11 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
         def wrapper(self, *args, **kwargs):
             owner = type(self).__name__ if func.__name__ == "__init__" else \
                 f"{type(self).__name__}.{func.__name__}"
+            if nemo_config is not None:
+                if args and isinstance(args[0], nemo_config):  # NeMo Curator: Cls(config)
+                    kwargs["config"], args = args[0], args[1:]
+                if isinstance(kwargs.get("config"), nemo_config):
+                    kwargs = {**kwargs.pop("config").options(), **kwargs}
             for name, fix in unsupported.items():
                 if name in kwargs:
                     raise TypeError(f"{owner}: {name}= is NeMo Curator's and has no "

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
+from curator_dask._compute import compute
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import (
@@ -58,7 +59,6 @@ from curator_dask.io.writers import (
     prepare_output,
     write_partition,
 )
-from curator_dask.observe import progress
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -473,8 +473,8 @@ class DocumentDataset:
             dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
             for i, part in enumerate(self.df.to_delayed())
         ]
-        # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-        stats = list(progress.compute(*tasks))
+        # Counted as it runs when the run watches a phase (a dedup phase, a barrier's output).
+        stats = list(compute(*tasks))
         files = sorted(f for s in stats for f in s["files"])
         if write_to_filename:
             # Files named after their sources are the project's only by this record.

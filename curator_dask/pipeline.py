@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from curator_dask.executors.base import Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
-from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage
+from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage, unique_name
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
 
 __all__ = ["Pipeline", "RunResult", "StageMetrics"]
@@ -95,16 +95,12 @@ class Pipeline:
         """``stage``, or a copy named ``<name>_2``, ``_3``... if a stage of this pipeline
         has its name: stages count their drops under their name, and two counts under
         one name could not be told apart (the same object added twice included)."""
-        taken = {s.stage_name for s in self.stages}
-        base = stage.stage_name
-        if base not in taken and not any(s is stage for s in self.stages):
+        name = unique_name(stage.name, [s.name for s in self.stages])
+        if name == stage.name:
             return stage
-        n = 2
-        while f"{base}_{n}" in taken:
-            n += 1
         logger.info("pipeline %r: a stage is already named %r; naming this one %r",
-                    self.name, base, f"{base}_{n}")
-        return stage.with_(name=f"{base}_{n}")
+                    self.name, stage.name, name)
+        return stage.with_(name=name)
 
     def describe(self) -> str:
         """The stages in order, each with its resources."""

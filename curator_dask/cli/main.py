@@ -164,7 +164,7 @@ _NONE_HELP = {
     "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
                        "the cluster, two partitions per worker thread, at most 256MiB",
     "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
-              "FuzzyDedupConfig fields), instead of one option each",
+              "FuzzyDedupConfig / SemanticDedupConfig fields), instead of one option each",
 }
 
 

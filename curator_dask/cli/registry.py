@@ -33,7 +33,7 @@ Examples
 >>> spec.kind, [(p.name, p.default) for p in spec.parameters]
 ('filter', [('min_words', 50), ('max_words', 100000), ('lang', 'en')])
 >>> stage = spec.build({"min_words": 20, "score_field": "words"})
->>> stage.stage_name, stage.output_columns
+>>> stage.name, stage.output_columns
 ('word_count', {'words': 'int64'})
 >>> spec.parameter("min_words").check("twenty")
 Traceback (most recent call last):

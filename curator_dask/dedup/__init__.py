@@ -6,7 +6,7 @@ The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 """
 
 from curator_dask.compat import FuzzyDuplicatesConfig
-from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig
+from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig, SemanticDedupConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
 from curator_dask.dedup.fuzzy import (
     LSH,
@@ -45,6 +45,7 @@ __all__ = [
     "FuzzyDuplicatesConfig",
     "MinHash",
     "NullTextError",
+    "SemanticDedupConfig",
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",

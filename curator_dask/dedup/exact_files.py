@@ -53,6 +53,7 @@ from curator_dask.dedup.exact import (
     HASH_FIELD,
     NULL_TEXT_REASON,
     NullTextError,
+    default_hash_partitions,
     digests,
     hex_digests,
 )
@@ -68,30 +69,16 @@ from curator_dask.io.writers import (
 )
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions"]
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun"]
 
 logger = logging.getLogger(__name__)
 
 #: The subdirectory of a ``cache_path`` that holds the staged input (while a run lasts).
 STAGING_DIR = "exact_staging"
-#: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so
-#: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
-BYTES_PER_BUCKET = 2 << 30
 _HI, _LO = "_hash_hi", "_hash_lo"
 #: Inputs up to this share of the workers' memory (counted twice: a table and its
 #: filtered copy) skip the staged copy and stay in memory from hash to write.
 IN_MEMORY_FRACTION = 0.25
-
-
-def default_hash_partitions(input_bytes: int) -> int:
-    """Hash buckets for ``input_bytes`` of input: one per 2 GiB, at least one.
-
-    Examples
-    --------
-    >>> default_hash_partitions(500 * 10**6), default_hash_partitions(10**12)
-    (1, 466)
-    """
-    return max(1, -(-int(input_bytes) // BYTES_PER_BUCKET))
 
 
 @dataclass(frozen=True)

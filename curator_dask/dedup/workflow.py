@@ -35,17 +35,10 @@ from curator_dask.dedup.cache import (
     read_phase,
     recorded_blocksize,
 )
-from curator_dask.dedup.config import ExactDedupConfig, resolve_config
-from curator_dask.dedup.exact import (
-    DUPLICATE_REASON,
-    NULL_TEXT_REASON,
-    ExactDuplicates,
-    HashMethod,
-    OnNull,
-)
+from curator_dask.dedup.config import ExactDedupConfig, takes_config
+from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDuplicates
 from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
@@ -133,14 +126,10 @@ class ExactDeduplicationWorkflow:
         For fsspec, used for input, output and cache.
     """
 
+    @takes_config(ExactDedupConfig)
     def __init__(self, input_path, output_path: str, cache_path: str, *,
                  input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
-                 on_bad_lines: OnBadLines = "error",
-                 id_field: str = "id", text_field: str = "text", hash_method: HashMethod = "md5",
-                 assign_id: bool = True, on_null: OnNull = "error",
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 hash_partitions: int | None = None,
+                 on_bad_lines: OnBadLines = "error", assign_id: bool = True,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
                  config: ExactDedupConfig | None = None):
         if input_filetype not in FILETYPES:
@@ -156,11 +145,6 @@ class ExactDeduplicationWorkflow:
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
-        config = resolve_config(ExactDedupConfig, config, dict(
-            id_field=id_field, text_field=text_field, hash_method=hash_method,
-            on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
-            who="ExactDeduplicationWorkflow")
         self.dedup = ExactDuplicates(config=config, storage_options=storage_options)
 
     def _files(self):

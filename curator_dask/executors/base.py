@@ -54,7 +54,8 @@ from dataclasses import dataclass, field, replace
 import dask
 from distributed.scheduler import NoWorkerError
 
-from curator_dask.errors import CuratorError
+from curator_dask.cluster import worker_resources
+from curator_dask.errors import NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.io.overlap import check_run_paths
@@ -68,6 +69,7 @@ from curator_dask.stages.base import (
     WholeDatasetStage,
     key_prefix,
     teardown_stage,
+    unique_name,
 )
 from curator_dask.stages.fingerprint import digest
 from curator_dask.stages.io_stages import (
@@ -78,53 +80,12 @@ from curator_dask.stages.io_stages import (
     plan_token,
 )
 
-__all__ = ["ClusterExecutor", "Executor", "Layout", "NoWorkersError", "ResourceUnavailableError",
-           "WorkerLifetimeError", "check_placement"]
+__all__ = ["ClusterExecutor", "Executor", "Layout", "check_placement"]
 
 logger = logging.getLogger(__name__)
 
 #: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
 BARRIER_DONE = ".complete"
-
-
-class ResourceUnavailableError(CuratorError, RuntimeError):
-    """A stage asks for a resource that no worker of the cluster offers."""
-
-
-class WorkerLifetimeError(ResourceUnavailableError):
-    """A task ran longer than the workers live (``get_client(worker_lifetime=...)``).
-
-    Recycling retires a worker only between tasks, so a task longer than the lifetime
-    would keep its worker past it; the scheduler's recycler fails the task instead.
-    """
-
-    def __init__(self, key, seconds: float, lifetime: float, worker: str):
-        super().__init__(key, seconds, lifetime, worker)
-        self.key, self.seconds, self.lifetime, self.worker = key, seconds, lifetime, worker
-
-    def __str__(self) -> str:
-        from dask.utils import key_split
-
-        return (f"stage {key_split(self.key)!r}: task {self.key!r} has run for "
-                f"{self.seconds:.0f} s on {self.worker}, longer than the workers' lifetime "
-                f"({self.lifetime:g} s, get_client(worker_lifetime=...)). Workers are "
-                "recycled only between tasks; give worker_lifetime several times your "
-                "longest task, make partitions smaller (files_per_partition, blocksize), "
-                "or turn recycling off (worker_lifetime=None)")
-
-
-class NoWorkersError(ResourceUnavailableError, NoWorkerError):
-    """The cluster had no worker at all for longer than its no-workers timeout.
-
-    A :class:`distributed.scheduler.NoWorkerError` (catch either) whose message says
-    which workers left last, and why when the scheduler knows.
-    """
-
-    def __init__(self, task, timeout: float, message: str):
-        super().__init__(task, timeout, message)
-
-    def __str__(self) -> str:
-        return self.args[2]
 
 
 # -- the pipeline, cut for execution -------------------------------------------------------
@@ -161,15 +122,14 @@ class Layout:
             else:
                 segments[-1].append(stage)
         layout = cls(name, stages[0], segments, barriers, writer)
-        seen: dict[str, int] = {}
         for stage in stages:
-            base = stage.stage_name
-            seen[base] = seen.get(base, 0) + 1
-            layout.names[id(stage)] = base if seen[base] == 1 else f"{base}_{seen[base]}"
+            layout.names[id(stage)] = unique_name(stage.name, layout.names.values())
         return layout
 
     def name_of(self, stage: Stage) -> str:
-        return self.names[id(stage)]
+        """The stage's unique name in the pipeline; a stage the executor adds (an
+        :class:`InternalStage`) goes by its own."""
+        return self.names.get(id(stage), stage.name)
 
     def entry(self, stage: Stage) -> dict:
         """``{"name", "kind", "fingerprint"}`` of one stage, as a resume manifest keeps it."""
@@ -283,7 +243,7 @@ class Step:
 
     def __init__(self, state: RunState, stage: Stage | None, batch_size: int = 1):
         self.stage, self.batch_size = stage, batch_size
-        self.name = state.name(stage) if stage is not None else "records"
+        self.name = state.layout.name_of(stage) if stage is not None else "records"
         self.resources = state.resources.get(id(stage)) if stage is not None else None
         self.prefix = (f"{state.prefixes[id(stage)]}-{state.token}" if stage is not None
                        else f"records-{state.token}")
@@ -445,7 +405,7 @@ class RunState:
     def register(self, stage: Stage) -> Stage:
         """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix, its
         resources and, on a cluster (:meth:`place`), its span."""
-        name = self.name(stage)
+        name = self.layout.name_of(stage)
         self.prefixes[id(stage)] = key_prefix(name)
         if stage.resources is not None:
             self.resources[id(stage)] = (
@@ -468,10 +428,6 @@ class RunState:
         self.resources.update(check_placement(placed, layout.names, workers))
         for stage in layout.stages:
             self.spans[id(stage)] = span_annotation(layout.name, layout.name_of(stage))
-
-    def name(self, stage: Stage) -> str:
-        """The stage's unique name in this run (executor-internal stages use their own)."""
-        return self.layout.names.get(id(stage)) or stage.stage_name
 
     @contextlib.contextmanager
     def in_span(self, stage: Stage | None, building: bool = False):
@@ -819,8 +775,6 @@ class ClusterExecutor(Executor):
 
     def workers(self, client, state: RunState) -> dict[str, dict]:
         """The workers' resources, checked against the stages before the run."""
-        from curator_dask.cluster import worker_resources
-
         return worker_resources(client)
 
     def cleanup(self, state: RunState) -> None:
@@ -1013,7 +967,7 @@ def teardown_everywhere(client, stages: Sequence[ProcessingStage], token: str | 
         try:
             client.run(teardown_stage, stage.stage_id)
         except Exception:  # a failing teardown must not hide the run's own error
-            logger.warning("teardown of stage %r failed on some worker", stage.stage_name,
+            logger.warning("teardown of stage %r failed on some worker", stage.name,
                            exc_info=True)
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from dask.utils import parse_timedelta
 
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
+from curator_dask.errors import ResourceUnavailableError
 from curator_dask.executors.balancing import (
     StageLoad,
     StageMeter,
@@ -57,7 +58,6 @@ from curator_dask.executors.balancing import (
 )
 from curator_dask.executors.base import (
     ClusterExecutor,
-    ResourceUnavailableError,
     RunState,
     Segment,
     Step,

@@ -13,7 +13,8 @@ from curator_dask.io.errors import (
     UnexpectedColumnError,
 )
 from curator_dask.io.files import InputFile, list_files
-from curator_dask.io.planner import FileSlice, PartitionSpec, plan_partitions
+from curator_dask.io.partitions import FileSlice, PartitionSpec
+from curator_dask.io.planner import plan_partitions
 
 __all__ = [
     "InputError", "InvalidEncodingError", "MalformedLineError", "MissingColumnError",

@@ -10,6 +10,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
+from curator_dask._fsspec import strip_protocol
+
 __all__ = ["InputFile", "list_files", "sample_files", "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
 
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
@@ -73,7 +75,7 @@ def list_files(
     found: dict[str, int] = {}
     roots: list[str] = []
     for raw in paths:
-        path = fs._strip_protocol(raw)
+        path = strip_protocol(fs, raw)
         if any(ch in path for ch in "*?["):
             matches = fs.glob(path, detail=True)
             matches = {p: info for p, info in matches.items() if info.get("type") != "directory"}

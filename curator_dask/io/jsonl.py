@@ -30,7 +30,7 @@ from fsspec.utils import read_block
 from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import InvalidEncodingError, MalformedLineError, TruncatedFileError
 from curator_dask.io.files import InputFile, open_input, sample_files
-from curator_dask.io.planner import FileSlice, PartitionSpec
+from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.tables import (
     FILENAME_COLUMN,
     ColumnConflict,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from fsspec.core import url_to_fs
 
+from curator_dask._fsspec import strip_protocol
 from curator_dask.io.errors import OutputOverlapsInputError
 
 __all__ = ["InputPaths", "input_paths", "check_output_path", "check_apart", "check_run_paths"]
@@ -57,7 +58,7 @@ def input_paths(paths: str | Sequence[str], storage_options: dict | None = None,
     fs, _ = url_to_fs(paths[0], **(storage_options or {}))
     roots = []
     for raw in paths:
-        path = fs._strip_protocol(raw)
+        path = strip_protocol(fs, raw)
         if any(ch in path for ch in "*?["):
             path = _before_wildcard(path)
         roots.append(path)
@@ -137,7 +138,7 @@ def _is_local(fs) -> bool:
 
 
 def _resolve(fs, path: str) -> str:
-    path = fs._strip_protocol(path)
+    path = strip_protocol(fs, path)
     if _is_local(fs):
         return os.path.realpath(path)
     return posixpath.normpath(path) if path else path

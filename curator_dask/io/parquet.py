@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from curator_dask.io.errors import CorruptFileError
 from curator_dask.io.files import InputFile, open_input, sample_files
-from curator_dask.io.planner import FileSlice, PartitionSpec
+from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
 
 __all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet",

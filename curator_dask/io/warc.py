@@ -36,7 +36,7 @@ import pyarrow as pa
 from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import InputError
 from curator_dask.io.files import InputFile, open_input
-from curator_dask.io.planner import FileSlice, PartitionSpec
+from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.tables import to_frame
 
 __all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA",

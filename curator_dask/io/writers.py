@@ -43,6 +43,7 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curator_dask._fsspec import strip_protocol
 from curator_dask.backends import to_host
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
@@ -127,7 +128,7 @@ def prepare_output(fs, path: str, mode: str, *, inputs: Iterable[InputPaths] = (
     from; JSON) is written. Nothing is deleted before every check has passed.
     """
     check_mode(mode)
-    path = fs._strip_protocol(path).rstrip("/") or fs._strip_protocol(path)
+    path = strip_protocol(fs, path).rstrip("/") or strip_protocol(fs, path)
     check_output_path(path, inputs, fs=fs)
     if fs.exists(path) and not fs.isdir(path):
         raise FileExistsError(f"output path {path!r} is a file, not a directory")

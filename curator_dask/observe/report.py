@@ -192,7 +192,7 @@ def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
     for i, stage in enumerate(stages):
         sizes = getattr(getattr(stage, "last_run", None), "cluster_sizes", None)
         if sizes is not None:
-            out[names[i] if names else stage.stage_name] = dict(sizes)
+            out[names[i] if names else stage.name] = dict(sizes)
     return out
 
 

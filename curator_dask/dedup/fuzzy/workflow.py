@@ -45,14 +45,13 @@ from curator_dask.dedup.cache import (
     write_phase,
     write_removal,
 )
-from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
-from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
+from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
+from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, read_input
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
@@ -164,19 +163,12 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
+    @takes_config(FuzzyDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
-                 perform_removal: bool = False, seed: int = 42, char_ngrams: int = 24,
-                 num_bands: int = 20, minhashes_per_band: int = 13,
-                 bands_per_iteration: int = 5, use_64_bit_hash: bool = False,
-                 false_positive_check: bool = False, jaccard_threshold: float = 0.8,
-                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
-                 on_bad_lines: OnBadLines = "error",
-                 id_field: str = "id", text_field: str = "text", backend: Backend = "pandas",
-                 max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None,
-                 config: FuzzyDedupConfig | None = None):
+                 perform_removal: bool = False, input_filetype: FileType = "jsonl",
+                 input_blocksize: int | str | None = None, on_bad_lines: OnBadLines = "error",
+                 backend: Backend = "pandas", output_mode: OutputMode = "error",
+                 storage_options: dict | None = None, config: FuzzyDedupConfig | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -193,13 +185,6 @@ class FuzzyDeduplicationWorkflow:
         self.backend = backend
         self.output_mode = output_mode
         self.storage_options = storage_options
-        config = resolve_config(FuzzyDedupConfig, config, dict(
-            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
-            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
-            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
-            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
-            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold), who="FuzzyDeduplicationWorkflow")
         self.dedup = FuzzyDuplicates(config=config)
 
     def __repr__(self) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,7 +46,7 @@ from curator_dask.dedup.cache import (
     write_phase,
     write_removal,
 )
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.config import SemanticDedupConfig, takes_config
 from curator_dask.dedup.semantic.duplicates import (
     CLUSTER_FIELD,
     GROUP_FIELD,
@@ -121,6 +120,11 @@ class SemanticDeduplicationWorkflow:
     embedding_batch_size, embedding_max_chars, device, removal_strategy,
     broadcast_threshold
         As for :class:`~curator_dask.dedup.semantic.SemanticDuplicates`.
+    config : SemanticDedupConfig, optional
+        The algorithm's parameters (``n_clusters`` ... ``broadcast_threshold``,
+        ``id_field``, ``text_field``) as one object (then leave them at their defaults),
+        shared with :class:`~curator_dask.dedup.SemanticDuplicates` and the
+        ``SemanticDedup`` stage.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Reruns must use the same value, or ids (and the
@@ -135,22 +139,13 @@ class SemanticDeduplicationWorkflow:
         For fsspec, used for input, cache and output.
     """
 
+    @takes_config(SemanticDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
-                 perform_removal: bool = False, n_clusters: int = 1000, max_iter: int = 100,
-                 tol: float = 1e-4, random_state: int = 1234,
-                 which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine",
-                 eps_thresholds: Sequence[float] = (0.01, 0.001),
-                 eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
-                 embedding_column: str = "embeddings",
-                 embedding_model_name_or_path: str | None = None,
-                 embedding_batch_size: int = 128, embedding_max_chars: int = 6000,
+                 perform_removal: bool = False,
                  input_filetype: Literal["jsonl", "parquet"] = "jsonl",
-                 input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", device: str = "auto",
-                 removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None):
+                 input_blocksize: int | str | None = None, output_mode: OutputMode = "error",
+                 storage_options: dict | None = None,
+                 config: SemanticDedupConfig | None = None):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -165,15 +160,7 @@ class SemanticDeduplicationWorkflow:
         self.input_blocksize = input_blocksize
         self.output_mode = output_mode
         self.storage_options = storage_options
-        self.dedup = SemanticDuplicates(
-            n_clusters, max_iter=max_iter, tol=tol, random_state=random_state,
-            which_to_keep=which_to_keep, sim_metric=sim_metric, eps_thresholds=eps_thresholds,
-            eps_to_extract=eps_to_extract, pairwise_batch_size=pairwise_batch_size,
-            embedding_column=embedding_column,
-            embedding_model_name_or_path=embedding_model_name_or_path,
-            embedding_batch_size=embedding_batch_size, embedding_max_chars=embedding_max_chars,
-            id_field=id_field, text_field=text_field, device=device,
-            removal_strategy=removal_strategy, broadcast_threshold=broadcast_threshold)
+        self.dedup = SemanticDuplicates(config=config)
 
     def __repr__(self) -> str:
         return (f"SemanticDeduplicationWorkflow(input_path={self.input_path!r}, "

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf
 
-__all__ = ["is_cudf", "host_text", "token_array", "column_like", "cudf_meta",
+__all__ = ["host_text", "token_array", "column_like", "cudf_meta",
            "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.models import loading
@@ -34,7 +35,6 @@ from curator_dask.stages.models.backend import (
     column_like,
     cudf_meta,
     host_text,
-    is_cudf,
     token_array,
 )
 from curator_dask.stages.models.batching import Tokens, run_batches, tokenize
@@ -224,7 +224,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
             trust_remote_code=self.trust_remote_code, safetensors=self.model_dir.safetensors)
         if self._model.device.type == "cpu" and self.resources.requires_gpu:
             logger.info("stage %r: no GPU in this worker process; running %s on CPU",
-                        self.stage_name, self.model_path)
+                        self.name, self.model_path)
 
     def teardown(self) -> None:
         """Release this stage's references; the last user of a model frees it."""
@@ -293,7 +293,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
             return run_batches(forward, tokens, batch_size=self.model_inference_batch_size,
                                pad_id=self.pad_token_id,
                                max_tokens_per_batch=self.tokens_per_batch(loaded.device.type),
-                               label=self.stage_name)
+                               label=self.name)
 
     def tokens_per_batch(self, device_type: str) -> int | None:
         """The token budget of one forward pass on ``device_type`` ("cpu", "cuda").

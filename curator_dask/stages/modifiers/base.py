@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from curator_dask.backends import is_cudf
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
 from curator_dask.stages.filters.base import snake_case
+from curator_dask.text import like_input, to_pandas_text
 
 __all__ = ["DocumentModifier", "Modify", "modify_text"]
 
