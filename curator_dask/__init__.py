@@ -21,6 +21,8 @@ from curator_dask.executors import (
     StreamingExecutor,
 )
 from curator_dask.io.errors import InputError
+from curator_dask.migrate.finder import install as _install_nemo_path_errors
+from curator_dask.migrate.finder import top_level_hint as _top_level_hint
 from curator_dask.pipeline import Pipeline, RunResult
 from curator_dask.resources import Resources
 from curator_dask.stages import AddId, ProcessingStage, Sequential, processing_stage
@@ -33,6 +35,9 @@ from curator_dask.stages.io_stages import (
 )
 
 __version__ = "0.1.0"
+
+# `import curator_dask.modules` (a NeMo Curator path) says where its contents live here.
+_install_nemo_path_errors()
 
 # Loaded on first use: the dedup stages import numba (and the semantic one its kernels),
 # which a pipeline without deduplication should not pay for at `import curator_dask`.
@@ -76,7 +81,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'curator_dask' has no attribute {name!r}")
+    raise AttributeError(f"module 'curator_dask' has no attribute {name!r}"
+                         f"{_top_level_hint(name)}")
 
 
 def __dir__() -> list[str]:

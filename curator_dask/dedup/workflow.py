@@ -25,6 +25,7 @@ from typing import Literal, get_args
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     DUPLICATES_DIR,
@@ -133,6 +134,7 @@ class ExactDeduplicationWorkflow:
         For fsspec, used for input, output and cache.
     """
 
+    @nemo_keywords()
     def __init__(self, input_path, output_path: str, cache_path: str, *,
                  input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
                  on_bad_lines: OnBadLines = "error",

@@ -31,6 +31,7 @@ from typing import get_args
 import numpy as np
 import pyarrow as pa
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
@@ -164,6 +165,7 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
+    @nemo_keywords()
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
                  perform_removal: bool = False, seed: int = 42, char_ngrams: int = 24,
                  num_bands: int = 20, minhashes_per_band: int = 13,

@@ -1,0 +1,128 @@
+"""An import error that says where a NeMo Curator module's contents live in curator-dask.
+
+Code ported by replacing ``nemo_curator`` with ``curator_dask`` imports paths such as
+``curator_dask.modules`` or ``curator_dask.stages.text.io.reader``, which do not exist
+here. :class:`NeMoPathFinder`, installed by ``import curator_dask`` at the end of
+``sys.meta_path``, answers only for such names: a name under ``curator_dask.`` that no
+other finder found (so it never shadows a real module and costs nothing on a
+successful import) and that :func:`~curator_dask.migrate.mapping.nemo_module_for`
+recognises. It raises :class:`NeMoModulePathError` naming where each thing lives here,
+and suggests ``curator-dask migrate``. Any other missing name gets Python's usual
+``ModuleNotFoundError``.
+
+Examples
+--------
+>>> import curator_dask
+>>> try:
+...     import curator_dask.modules
+... except ModuleNotFoundError as err:
+...     print(str(err).splitlines()[0])
+No module named 'curator_dask.modules': it is NeMo Curator's nemo_curator.modules.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from curator_dask.errors import CuratorError
+
+__all__ = ["NeMoModulePathError", "NeMoPathFinder", "install", "top_level_hint"]
+
+
+class NeMoModulePathError(CuratorError, ModuleNotFoundError):
+    """A NeMo Curator module path imported from ``curator_dask``; the message says where
+    its names live here. Still a ``ModuleNotFoundError`` (and an ``ImportError``)."""
+
+
+def _message(fullname: str, nemo_module: str) -> str:
+    from curator_dask.migrate.mapping import MODULES, NAMES
+
+    module = MODULES[nemo_module]
+    lines = [f"No module named {fullname!r}: it is NeMo Curator's {nemo_module}."]
+    if module.ours:
+        lines.append(f"In curator-dask most of it is in {module.ours}:")
+    else:
+        lines.append(f"curator-dask has no counterpart: {module.note}.")
+    for name in module.names:
+        counterpart = NAMES[name]
+        if counterpart.ours:
+            lines.append(f"  from {counterpart.module} import {counterpart.name}"
+                         + (f"  # for {name}" if counterpart.name != name else ""))
+        else:
+            lines.append(f"  {name}: no counterpart; {counterpart.note}")
+    lines.append("Run `curator-dask migrate SCRIPT.py` to rewrite a NeMo Curator script "
+                 "(a diff; --write applies it).")
+    return "\n".join(lines)
+
+
+def _name_message(fullname: str, name: str) -> str:
+    from curator_dask.migrate.mapping import NAMES
+
+    counterpart = NAMES[name]
+    where = (f"from {counterpart.module} import {counterpart.name}" if counterpart.ours
+             else f"curator-dask has no counterpart: {counterpart.note}")
+    return (f"No module named {fullname!r}: {name} is NeMo Curator's, and curator_dask "
+            f"does not export it at the top. {where}. Run `curator-dask migrate SCRIPT.py` "
+            "to rewrite a NeMo Curator script.")
+
+
+def top_level_hint(name: str) -> str:
+    """Where a NeMo Curator name missing from ``curator_dask``'s top level lives, or ''."""
+    from curator_dask.migrate.mapping import NAMES
+
+    counterpart = NAMES.get(name)
+    if counterpart is None:
+        return ""
+    if counterpart.ours:
+        return f"; {name} is NeMo Curator's: from {counterpart.module} import {counterpart.name}"
+    return f"; {name} is NeMo Curator's and has no counterpart: {counterpart.note}"
+
+
+def _package_message(fullname: str, nemo_modules: list[str]) -> str:
+    from curator_dask.migrate.mapping import MODULES
+
+    package = "nemo_curator" + fullname[len("curator_dask"):]
+    lines = [f"No module named {fullname!r}: it is NeMo Curator's {package}, whose modules "
+             "live here as follows:"]
+    for nemo in nemo_modules:
+        module = MODULES[nemo]
+        lines.append(f"  {nemo} -> {module.ours or 'no counterpart: ' + module.note}"
+                     + (f" ({_first(module.names)})" if module.ours else ""))
+    lines.append("Run `curator-dask migrate SCRIPT.py` to rewrite a NeMo Curator script "
+                 "(a diff; --write applies it).")
+    return "\n".join(lines)
+
+
+def _first(names: tuple[str, ...], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+
+
+class NeMoPathFinder:
+    """A ``sys.meta_path`` finder that turns a missing NeMo-shaped ``curator_dask.…``
+    module into :class:`NeMoModulePathError`; it finds nothing itself."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path=None, target=None):
+        if not fullname.startswith("curator_dask."):
+            return None
+        from curator_dask.migrate.mapping import NAMES, nemo_module_for, nemo_modules_under
+
+        nemo_module = nemo_module_for(fullname)
+        if nemo_module is None:
+            parent, _, name = fullname.rpartition(".")
+            if parent == "curator_dask" and name in NAMES:  # from curator_dask import Modify
+                raise NeMoModulePathError(_name_message(fullname, name), name=None)
+            below = nemo_modules_under(fullname)  # curator_dask.stages.text(.io.reader)
+            if below:
+                raise NeMoModulePathError(_package_message(fullname, below), name=None)
+            return None
+        # name=None: importlib's `from package import name` swallows a ModuleNotFoundError
+        # whose name is the module it tried, which would hide the message.
+        raise NeMoModulePathError(_message(fullname, nemo_module), name=None)
+
+
+def install() -> None:
+    """Append :class:`NeMoPathFinder` to ``sys.meta_path`` (once): after every real
+    finder, so that it is asked only about modules that do not exist."""
+    if NeMoPathFinder not in sys.meta_path:
+        sys.meta_path.append(NeMoPathFinder)
