@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from curator_dask.cluster import get_client
+from curator_dask.cluster_session import ClusterSession
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.errors import CuratorError
 from curator_dask.executors import (
@@ -50,6 +51,7 @@ _LAZY = {
 __all__ = [
     "AddId",
     "BatchExecutor",
+    "ClusterSession",
     "CuratorError",
     "DocumentDataset",
     "ExactDedup",

@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 __all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
-           "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where", "module_table", "keyword_rules"]
+           "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
+           "module_table", "keyword_rules"]
 
 NEMO_PACKAGE = "nemo_curator"
 
@@ -225,19 +226,17 @@ NAMES: dict[str, Counterpart] = {
     "ArgumentHelper": Counterpart("curator_dask.cli.script_args.ArgumentHelper",
                                   note="the cluster options of NeMo Curator's scripts"),
     # file helpers
-    "read_data": Counterpart("curator_dask.io.nemo_files.read_data"),
-    "get_all_files_paths_under": Counterpart("curator_dask.io.nemo_files.get_all_files_paths_under"),
-    "separate_by_metadata": Counterpart("curator_dask.io.nemo_files.separate_by_metadata"),
+    **{name: Counterpart(f"curator_dask.io.nemo_files.{name}") for name in (
+        "read_data", "get_all_files_paths_under", "separate_by_metadata")},
     "write_to_disk": Counterpart(
         None, note="write with ds.to_jsonl(path) or ds.to_parquet(path) (atomic parts, "
                    "a manifest)"),
     # download and extract
-    "DocumentDownloader": Counterpart("curator_dask.download.DocumentDownloader"),
-    "DocumentIterator": Counterpart("curator_dask.download.DocumentIterator"),
-    "DocumentExtractor": Counterpart("curator_dask.download.DocumentExtractor"),
-    "URLGenerator": Counterpart("curator_dask.download.URLGenerator"),
-    "DocumentDownloadExtractStage": Counterpart("curator_dask.download.DocumentDownloadExtractStage",
-                                                note="a reader stage: one partition per URL"),
+    **{name: Counterpart(f"curator_dask.download.{name}") for name in (
+        "DocumentDownloader", "DocumentIterator", "DocumentExtractor", "URLGenerator")},
+    "DocumentDownloadExtractStage": Counterpart(
+        "curator_dask.download.DocumentDownloadExtractStage",
+        note="a reader stage: one partition per URL"),
     "download_and_extract": Counterpart(
         None, note="build a DocumentDownloadExtractStage(url_generator, downloader, "
                    "iterator, extractor) and make it the first stage of a Pipeline"),
@@ -435,6 +434,15 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
     "curator_dask.pipeline.Pipeline.run": {
         "initial_tasks": Refused("the pipeline's reader stage is its input; start it with "
                                  "JsonlReader(path) or ParquetReader(path)")},
+    "curator_dask.cluster_session.ClusterSession.__init__": {
+        "num_cpus": Renamed("n_workers"),
+        "num_gpus": Refused("pass cluster_type='gpu' (one worker per GPU) or "
+                            "n_gpu_workers= with cluster_type='mixed'"),
+        **{name: Ignored("it configures Ray; a Dask cluster needs none") for name in (
+            "ray_port", "ray_dashboard_port", "ray_temp_dir", "include_dashboard",
+            "ray_metrics_port", "ray_dashboard_host", "enable_object_spilling",
+            "ray_stdouterr_capture_file", "metrics_dir")},
+    },
     "curator_dask.cluster.get_client": {
         "enable_spilling": Renamed("enable_cudf_spill"),
         "nvlink_only": Ignored("pass dask-cuda's options as keywords of get_client, which "
