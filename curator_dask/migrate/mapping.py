@@ -431,6 +431,15 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
         "rmm_pool_size": _GPU_SHUFFLE, "use_async_memory": _GPU_SHUFFLE,
         "spill_memory_limit": _GPU_SHUFFLE},
     "curator_dask.dedup.fuzzy.workflow.FuzzyDeduplicationWorkflow.__init__": _WORKFLOW_NEMO,
+    "curator_dask.dedup.removal_workflow.TextDuplicatesRemovalWorkflow.__init__": {
+        "input_kwargs": _STORAGE, "duplicate_id_read_kwargs": _STORAGE,
+        "output_kwargs": _STORAGE, "id_generator_storage_options": _STORAGE,
+        "input_files_per_partition": Refused("the ids are given over the generator file's "
+                                             "plan; pass input_blocksize= without one"),
+        "input_task_limit": Refused("pass input_path as the list of files to read"),
+        "output_file_extension": Refused("the writer names its parts "
+                                         "part-00000.<output_filetype>"),
+    },
     "curator_dask.pipeline.Pipeline.run": {
         "initial_tasks": Refused("the pipeline's reader stage is its input; start it with "
                                  "JsonlReader(path) or ParquetReader(path)")},
