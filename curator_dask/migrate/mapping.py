@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 __all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
            "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
-           "module_table", "keyword_rules"]
+           "module_table", "keyword_rules", "METHODS", "COMPANIONS"]
 
 NEMO_PACKAGE = "nemo_curator"
 
@@ -142,7 +142,7 @@ _MODIFIER_NAMES = ("UnicodeReformatter", "UrlRemover", "NewlineNormalizer")
 
 
 def _classifier(pred_column: str, hub_model: str, *, prob: bool = False) -> Counterpart:
-    defaults = (("pred_column", repr(pred_column)),)
+    defaults = (("pred_column", f'"{pred_column}"'),)
     return Counterpart(
         _CLASSIFIER, model_keyword="model_path", hub_model=hub_model, defaults=defaults,
         note=f"any local save_pretrained directory; save {hub_model} to one and pass it as "
@@ -458,6 +458,19 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
                                "hands them to LocalCUDACluster"),
         "set_torch_to_use_rmm": Ignored("PyTorch allocates its own memory here"),
     },
+}
+
+
+#: NeMo Curator's method names -> curator-dask's, on the classes that have both (the
+#: NeMo Curator name runs too, and warns).
+METHODS: dict[str, str] = {"read_json": "read_jsonl", "to_json": "to_jsonl",
+                           "identify_duplicates": "identify"}
+
+#: Modules NeMo Curator installs that scripts import beside it, and what the codemod
+#: writes instead (curator-dask does not depend on them).
+COMPANIONS: dict[str, str] = {
+    "loguru": "logging: `logger = logging.getLogger(__name__)` (loguru's logger.info(...), "
+              "warning(...), error(...) calls work on it)",
 }
 
 
