@@ -11,7 +11,6 @@ in ``docs/migrating.md`` is read here, so it lists exactly what is run.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
