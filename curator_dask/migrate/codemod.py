@@ -306,12 +306,12 @@ class _Migrator(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original, updated):
         replacement: list[str] = []
         touched = False
-        for small in updated.body:
-            out = None
-            if isinstance(small, cst.ImportFrom):
-                out = self._from_import(small)
-            elif isinstance(small, cst.Import):
-                out = self._import(small)
+        for before, small in zip(original.body, updated.body, strict=True):
+            out = None  # imports are read as written: names renamed so far are not theirs
+            if isinstance(before, cst.ImportFrom):
+                out = self._from_import(before)
+            elif isinstance(before, cst.Import):
+                out = self._import(before)
             if out is None:
                 replacement.append(cst.Module([]).code_for_node(small))
             else:

@@ -35,24 +35,21 @@ class NeMoModulePathError(CuratorError, ModuleNotFoundError):
 
 
 def _message(fullname: str, nemo_module: str) -> str:
-    from curator_dask.migrate.mapping import MODULES, NAMES
+    from curator_dask.migrate.mapping import MODULES, import_lines
 
     module = MODULES[nemo_module]
     lines = [f"No module named {fullname!r}: it is NeMo Curator's {nemo_module}."]
     if module.ours:
-        lines.append(f"In curator-dask most of it is in {module.ours}:")
+        lines.append("In curator-dask:")
     else:
         lines.append(f"curator-dask has no counterpart: {module.note}.")
-    for name in module.names:
-        counterpart = NAMES[name]
-        if counterpart.ours:
-            lines.append(f"  from {counterpart.module} import {counterpart.name}"
-                         + (f"  # for {name}" if counterpart.name != name else ""))
-        else:
-            lines.append(f"  {name}: no counterpart; {counterpart.note}")
-    lines.append("Run `curator-dask migrate SCRIPT.py` to rewrite a NeMo Curator script "
-                 "(a diff; --write applies it).")
+    lines.extend(f"  {line}" for line in import_lines(nemo_module))
+    lines.append(_SUGGESTION)
     return "\n".join(lines)
+
+
+_SUGGESTION = ("Run `curator-dask migrate SCRIPT.py` to rewrite a NeMo Curator script "
+               "(a diff; --write applies it).")
 
 
 def _name_message(fullname: str, name: str) -> str:
@@ -79,22 +76,16 @@ def top_level_hint(name: str) -> str:
 
 
 def _package_message(fullname: str, nemo_modules: list[str]) -> str:
-    from curator_dask.migrate.mapping import MODULES
+    from curator_dask.migrate.mapping import import_lines
 
     package = "nemo_curator" + fullname[len("curator_dask"):]
-    lines = [f"No module named {fullname!r}: it is NeMo Curator's {package}, whose modules "
-             "live here as follows:"]
+    lines = [f"No module named {fullname!r}: it is NeMo Curator's {package}. In "
+             "curator-dask, what its modules hold:"]
     for nemo in nemo_modules:
-        module = MODULES[nemo]
-        lines.append(f"  {nemo} -> {module.ours or 'no counterpart: ' + module.note}"
-                     + (f" ({_first(module.names)})" if module.ours else ""))
-    lines.append("Run `curator-dask migrate SCRIPT.py` to rewrite a NeMo Curator script "
-                 "(a diff; --write applies it).")
+        lines.append(f"  {nemo}:")
+        lines.extend(f"    {line}" for line in import_lines(nemo))
+    lines.append(_SUGGESTION)
     return "\n".join(lines)
-
-
-def _first(names: tuple[str, ...], shown: int = 5) -> str:
-    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
 
 
 class NeMoPathFinder:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 __all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
            "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
+           "import_lines",
            "module_table", "keyword_rules", "METHODS", "COMPANIONS"]
 
 NEMO_PACKAGE = "nemo_curator"
@@ -201,9 +202,8 @@ NAMES: dict[str, Counterpart] = {
     "ContentTypeClassifier": _classifier("content_pred", "nvidia/content-type-classifier-deberta",
                                          prob=True),
     "FineWebEduClassifier": Counterpart(
-        None, note="a regression head (a float score): use "
-                   "curator_dask.stages.models.ClassifierStage only for label models; "
-                   "score with an EmbeddingStage-style custom ModelStage"),
+        None, note="a regression model (a float score): no counterpart yet; ClassifierStage "
+                   "takes label models"),
     # pipelines, executors, clusters
     "Pipeline": Counterpart("curator_dask.Pipeline",
                             note="run() returns a RunResult; iterating it gives the output "
@@ -520,14 +520,45 @@ def where(nemo_module: str) -> list[tuple[str, str | None]]:
     return [(name, NAMES[name].ours) for name in MODULES[nemo_module].names]
 
 
-def module_table() -> str:
-    """The Markdown table of module paths in ``docs/migrating.md``."""
-    lines = ["| NeMo Curator module | curator-dask | names there |", "|---|---|---|"]
+def import_lines(nemo_module: str) -> list[str]:
+    """How to import here what users import from ``nemo_module``: one ``from ... import``
+    line per curator-dask module, and a line per name without a counterpart.
+
+    >>> import_lines("nemo_curator.stages.text.io.reader")
+    ['from curator_dask import JsonlReader, ParquetReader']
+    """
+    groups: dict[str, list[str]] = {}
+    missing = []
+    for name, ours in where(nemo_module):
+        if ours is None:
+            missing.append(f"{name}: no counterpart; {NAMES[name].note}")
+            continue
+        home, _, ours_name = ours.rpartition(".")
+        listed = groups.setdefault(home, [])
+        if ours_name not in listed:
+            listed.append(ours_name)
+    return [f"from {home} import {', '.join(names)}" for home, names in groups.items()] + \
+        missing
+
+
+def module_table(shown: int = 6) -> str:
+    """The Markdown table of module paths in ``docs/migrating.md``: each NeMo Curator
+    module, where most of it is here, and its names grouped by their curator-dask module
+    (renamed ones as ``NeMo name → ours``; at most ``shown`` a module, then a count)."""
+    lines = ["| NeMo Curator module | curator-dask | where its names are |", "|---|---|---|"]
     for nemo, module in MODULES.items():
-        placed = []
+        groups: dict[str, list[str]] = {}
         for name, ours in where(nemo):
-            placed.append(f"`{name}` → `{ours}`" if ours else f"`{name}` (none: "
-                          f"{NAMES[name].note})")
-        home = f"`{module.ours}`" if module.ours else f"none: {module.note}"
-        lines.append(f"| `{nemo}` | {home} | {'; '.join(placed)} |")
+            if ours is None:
+                groups.setdefault("none", []).append(f"`{name}` ({NAMES[name].note})")
+                continue
+            home, _, ours_name = ours.rpartition(".")
+            groups.setdefault(f"`{home}`", []).append(
+                f"`{name}`" if ours_name == name else f"`{name}` → `{ours_name}`")
+        placed = "; ".join(
+            f"{home}: " + ", ".join(names[:shown])
+            + (f" and {len(names) - shown} more of the same names" if len(names) > shown else "")
+            for home, names in groups.items())
+        home = f"`{module.ours}`" if module.ours else f"none ({module.note})"
+        lines.append(f"| `{nemo}` | {home} | {placed} |")
     return "\n".join(lines)
