@@ -26,6 +26,7 @@ True
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import sys
 import warnings
@@ -90,8 +91,9 @@ def _owner(func: Callable, args: tuple) -> str:
     return this.__name__ if func.__name__ == "__init__" else f"{this.__name__}.{func.__name__}"
 
 
-def _translate(owner: str, rules: Mapping, kwargs: dict) -> dict:
-    """``kwargs`` with NeMo Curator's keywords renamed or dropped (warning), or an error."""
+def _translate(owner: str, rules: Mapping, kwargs: dict, positional: set[str]) -> dict:
+    """``kwargs`` with NeMo Curator's keywords renamed or dropped (warning), or an error;
+    ``positional`` names the parameters the call gave positionally."""
     for nemo in [name for name in kwargs if name in rules]:
         rule = rules[nemo]
         if isinstance(rule, Refused):
@@ -105,7 +107,7 @@ def _translate(owner: str, rules: Mapping, kwargs: dict) -> dict:
                       f"curator-dask: {rule.reason}")
             del kwargs[nemo]
             continue
-        if rule.ours in kwargs:
+        if rule.ours in kwargs or rule.ours in positional:
             raise NeMoKeywordError(f"{owner}: give {rule.ours}= only ({nemo}= is NeMo "
                                    "Curator's name for it)")
         renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}=...)")
@@ -143,11 +145,14 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
         if not rules:
             raise ValueError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
                              "keywords in curator_dask.migrate.mapping.KEYWORDS")
+        positional = [p.name for p in inspect.signature(func).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             if not rules.keys().isdisjoint(kwargs):
-                kwargs = _translate(_owner(func, args), rules, kwargs)
+                kwargs = _translate(_owner(func, args), rules, kwargs,
+                                    set(positional[:len(args)]))
             return func(*args, **kwargs)
 
         return wrapper
