@@ -42,13 +42,15 @@ __all__ = ["FuzzyDuplicatesConfig", "NeMoCuratorWarning", "NeMoKeywordError", "n
 logger = logging.getLogger(__name__)
 
 
-class NeMoCuratorWarning(FutureWarning):
+class NeMoCuratorWarning(CuratorError, FutureWarning):
     """NeMo Curator's spelling was used: the code runs, and the message gives curator-dask's.
 
     A :class:`FutureWarning`, so Python shows it by default wherever the call is (a
     ``DeprecationWarning`` is hidden outside ``__main__``); it points at the line that
     used the NeMo Curator spelling. Silence it with
-    ``warnings.filterwarnings("ignore", category=NeMoCuratorWarning)``.
+    ``warnings.filterwarnings("ignore", category=NeMoCuratorWarning)``; turned into an
+    error (``-W error``) it is a :class:`~curator_dask.errors.CuratorError` like the
+    project's others.
     """
 
 
