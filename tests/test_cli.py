@@ -325,7 +325,7 @@ def test_one_stage_shows_its_whole_description_without_markup(capsys):
 
 
 @pytest.mark.parametrize("argv", [[], ["demo"], ["run"], ["dedup"], ["dedup", "exact"],
-                                  ["dedup", "fuzzy"], ["stages"]])
+                                  ["dedup", "fuzzy"], ["stages"], ["migrate"]])
 def test_every_command_has_help(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--help"])
