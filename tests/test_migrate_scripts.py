@@ -134,6 +134,17 @@ class Script:
     args: list[str] = field(default_factory=list)
 
 
+def data(write, directory: str, columns: list[str], n: int = 60, seed: int = 0):
+    """A script's ``prepare``: the corpus's ``columns`` written by ``write`` to
+    ``directory`` of the working directory; the documents for its check."""
+    def prepare(work: Path) -> pd.DataFrame:
+        docs = corpus(n, seed=seed)
+        write(docs[columns], work / directory)
+        return docs
+
+    return prepare
+
+
 def assert_near_duplicates_removed(kept: pd.DataFrame, docs: pd.DataFrame) -> None:
     """Documents went, none came from elsewhere, no text is there twice, and planted near
     duplicates were among those that went."""
@@ -144,10 +155,6 @@ def assert_near_duplicates_removed(kept: pd.DataFrame, docs: pd.DataFrame) -> No
     assert len(near) and not set(near["text"]) <= set(kept["text"])  # some of them went
 
 
-def _exact_0x(work: Path):
-    docs = corpus()
-    write_jsonl(docs[["id", "text"]], work / "data")
-    return docs
 
 
 def _exact_0x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -156,10 +163,6 @@ def _exact_0x_check(work: Path, docs: pd.DataFrame) -> None:
     assert len(kept) < len(docs)
 
 
-def _fuzzy_0x(work: Path):
-    docs = corpus(seed=1)
-    write_parquet(docs[["id", "text"]], work / "data")
-    return docs
 
 
 def _fuzzy_0x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -167,10 +170,6 @@ def _fuzzy_0x_check(work: Path, docs: pd.DataFrame) -> None:
     assert_near_duplicates_removed(kept, docs)
 
 
-def _quality_0x(work: Path):
-    docs = corpus(40)
-    write_jsonl(docs[["id", "text"]], work / "data")
-    return docs
 
 
 def _quality_0x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -226,10 +225,6 @@ def _tinystories_1x_check(work: Path, docs: pd.DataFrame) -> None:
     assert set(curated["file_name"]) == {"TinyStories-valid.txt"}
 
 
-def _heuristic_1x(work: Path):
-    docs = corpus(seed=5)
-    write_jsonl(docs[["id", "text"]], work / "input_data")
-    return docs
 
 
 def _heuristic_1x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -239,10 +234,6 @@ def _heuristic_1x_check(work: Path, docs: pd.DataFrame) -> None:
     assert set(kept["id"]) <= set(docs["id"])
 
 
-def _exact_guide_1x(work: Path):
-    docs = corpus(seed=6)
-    write_parquet(docs[["text"]], work / "input_data")
-    return docs
 
 
 def _exact_guide_1x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -251,10 +242,6 @@ def _exact_guide_1x_check(work: Path, docs: pd.DataFrame) -> None:
     assert sorted(kept["text"]) == sorted(set(docs["text"]))
 
 
-def _math_1x(work: Path):
-    docs = corpus(seed=7)
-    write_jsonl(docs[["text"]], work / "in")
-    return docs
 
 
 def _math_1x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -262,10 +249,6 @@ def _math_1x_check(work: Path, docs: pd.DataFrame) -> None:
     assert_near_duplicates_removed(read_all(work / "out"), docs)
 
 
-def _classifier_1x(work: Path):
-    docs = corpus(40, seed=8)
-    write_jsonl(docs[["id", "text"]], work / "books_dataset")
-    return docs
 
 
 def _classifier_1x_check(work: Path, docs: pd.DataFrame) -> None:
@@ -285,29 +268,36 @@ def rendered(options: str, stand_ins: dict[str, str]) -> list[str]:
 
 WORKERS = ["--n-workers", "2"]
 CASES = {
-    "exact_deduplication_0x.py": Script("exact_deduplication_0x.py", "exact_deduplication_0x.py",
-                                        _exact_0x, _exact_0x_check, WORKERS),
-    "fuzzy_deduplication_0x.py": Script("fuzzy_deduplication_0x.py", "fuzzy_deduplication_0x.py",
-                                        _fuzzy_0x, _fuzzy_0x_check, WORKERS),
-    "quality_example_0x.py": Script("quality_example_0x.py", "quality_example_0x.py",
-                                    _quality_0x, _quality_0x_check, ["--n-workers", "1"]),
-    "identify_languages_0x.py": Script("identify_languages_0x.py", "identify_languages_0x.py",
-                                       _languages_0x, _languages_0x_check, WORKERS),
+    "exact_deduplication_0x.py": Script(
+        "exact_deduplication_0x.py", "exact_deduplication_0x.py",
+        data(write_jsonl, "data", ["id", "text"]), _exact_0x_check, WORKERS),
+    "fuzzy_deduplication_0x.py": Script(
+        "fuzzy_deduplication_0x.py", "fuzzy_deduplication_0x.py",
+        data(write_parquet, "data", ["id", "text"], seed=1), _fuzzy_0x_check, WORKERS),
+    "quality_example_0x.py": Script(
+        "quality_example_0x.py", "quality_example_0x.py",
+        data(write_jsonl, "data", ["id", "text"], 40), _quality_0x_check, ["--n-workers", "1"]),
+    "identify_languages_0x.py": Script(
+        "identify_languages_0x.py", "identify_languages_0x.py", _languages_0x,
+        _languages_0x_check, WORKERS),
     "tinystories_0x/": Script("tinystories_0x", "tinystories_0x/main.py", _tinystories_0x,
                               _tinystories_0x_check, WORKERS),
     "tinystories_1x/": Script("tinystories_1x", "tinystories_1x/main.py", _tinystories_1x,
                               _tinystories_1x_check, ["--data_root", "data"]),
-    "heuristic_filtering_1x.py": Script("heuristic_filtering_1x.py", "heuristic_filtering_1x.py",
-                                        _heuristic_1x, _heuristic_1x_check),
-    "exact_dedup_guide_1x.py": Script("exact_dedup_guide_1x.py", "exact_dedup_guide_1x.py",
-                                      _exact_guide_1x, _exact_guide_1x_check),
+    "heuristic_filtering_1x.py": Script(
+        "heuristic_filtering_1x.py", "heuristic_filtering_1x.py",
+        data(write_jsonl, "input_data", ["id", "text"], seed=5), _heuristic_1x_check),
+    "exact_dedup_guide_1x.py": Script(
+        "exact_dedup_guide_1x.py", "exact_dedup_guide_1x.py",
+        data(write_parquet, "input_data", ["text"], seed=6), _exact_guide_1x_check),
     "math_deduplication_1x.py": Script(
-        "math_deduplication_1x.py", "math_deduplication_1x.py", _math_1x, _math_1x_check,
+        "math_deduplication_1x.py", "math_deduplication_1x.py",
+        data(write_jsonl, "in", ["text"], seed=7), _math_1x_check,
         ["--input", "in", "--cache_dir", "cache", "--duplicate_ids_dir", "ids", "--output",
          "out", "--input_filetype", "jsonl", "--char_ngrams", "20"]),
     "distributed_classifier_1x.py": Script(
-        "distributed_classifier_1x.py", "distributed_classifier_1x.py", _classifier_1x,
-        _classifier_1x_check),
+        "distributed_classifier_1x.py", "distributed_classifier_1x.py",
+        data(write_jsonl, "books_dataset", ["id", "text"], 40, seed=8), _classifier_1x_check),
 }
 
 

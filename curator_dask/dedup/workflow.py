@@ -253,24 +253,8 @@ class ExactDeduplicationWorkflow:
         if not self.perform_removal:
             return self._identify_only()
         start = time.perf_counter()
-        blocksize = self.blocksize()
-        ds = self._read_input(blocksize)
+        blocksize, ds, fingerprint, list_path, cached = self._begin()
         d = self.dedup
-        if d.id_field not in ds.df.columns and not self.assign_id:
-            require_columns("the dedup workflow", ds.df.columns, [d.id_field],
-                            fix="Pass assign_id=True to add ids with AddId.")
-        # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
-                        storage_options=self.storage_options)
-        fingerprint = self.fingerprint(blocksize)
-        list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
-        cached = read_phase(list_path, fingerprint=fingerprint,
-                            storage_options=self.storage_options)
-        if cached is not None and not _lists_rows(list_path, self.storage_options):
-            # A list of ids alone (an earlier version's) cannot tell apart documents that
-            # share an id: find the duplicates again rather than trust the ids.
-            logger.warning("%s lists ids without row numbers: computing it again", list_path)
-            cached = None
         output_mode = output_mode_for(  # fail before hashing
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
@@ -331,24 +315,38 @@ class ExactDeduplicationWorkflow:
         return result
 
 
-    def _identify_only(self) -> ExactDedupResult:
-        """Find the duplicates and write the ids to remove (NeMo Curator 1.x's layout)."""
-        start = time.perf_counter()
+    def _begin(self) -> tuple:
+        """What every run starts with: the input read with its bytes per partition, the
+        paths checked before anything is written, the fingerprint, and the duplicate list
+        an earlier run of the same input and parameters completed (or None)."""
         blocksize = self.blocksize()
         ds = self._read_input(blocksize)
         d = self.dedup
-        has_ids = d.id_field in ds.df.columns
-        if not has_ids and not self.assign_id:
+        if d.id_field not in ds.df.columns and not self.assign_id:
             require_columns("the dedup workflow", ds.df.columns, [d.id_field],
                             fix="Pass assign_id=True to add ids with AddId.")
-        check_run_paths([ds.sources], output=self.output_path,
+        # Before anything is written: neither the output nor the cache may touch the input
+        # (without removal the cache may be the output directory itself).
+        cache = None if self.cache_path == self.output_path else self.cache_path
+        check_run_paths([ds.sources], output=self.output_path, cache=cache,
                         storage_options=self.storage_options)
         fingerprint = self.fingerprint(blocksize)
         list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
         cached = read_phase(list_path, fingerprint=fingerprint,
                             storage_options=self.storage_options)
         if cached is not None and not _lists_rows(list_path, self.storage_options):
+            # A list of ids alone (an earlier version's) cannot tell apart documents that
+            # share an id: find the duplicates again rather than trust the ids.
+            logger.warning("%s lists ids without row numbers: computing it again", list_path)
             cached = None
+        return blocksize, ds, fingerprint, list_path, cached
+
+    def _identify_only(self) -> ExactDedupResult:
+        """Find the duplicates and write the ids to remove (NeMo Curator 1.x's layout)."""
+        start = time.perf_counter()
+        blocksize, ds, fingerprint, list_path, cached = self._begin()
+        d = self.dedup
+        has_ids = d.id_field in ds.df.columns
         if cached is None:
             run = ExactFilesRun(ds, id_field=d.id_field, text_field=d.text_field,
                                 hash_method=d.hash_method, on_null=d.on_null,
