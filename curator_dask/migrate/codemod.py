@@ -43,7 +43,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import json
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,11 +63,24 @@ from curator_dask.migrate.mapping import (
     Refused,
     Renamed,
 )
+from curator_dask.migrate.syntax import (
+    UNKNOWN,
+    Aliases,
+    Leftovers,
+    code_of,
+    ends_in_raise,
+    is_definition,
+    is_main_guard,
+    literal,
+    merged_imports,
+    quoted,
+    string_value,
+    tidy,
+    unindented,
+)
 
 __all__ = ["MigrationReport", "Note", "migrate_source", "unified_diff"]
 
-#: Libraries only GPU workers have: a function that imports nothing else is a GPU warm-up.
-_GPU_MODULES = {"cudf", "cupy", "cuml", "dask_cudf", "dask_cuda", "rmm", "cugraph"}
 
 
 @dataclass(frozen=True)
@@ -146,59 +158,14 @@ def _returns(obj, method: str | None):
     return hint if isinstance(hint, type) else None
 
 
-def _is_main_guard(node) -> bool:
-    if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
-        return False
-    parts = [get_full_name_for_node(node.test.left)] + [
-        get_full_name_for_node(c.comparator) or getattr(c.comparator, "value", "")
-        for c in node.test.comparisons]
-    return "__name__" in parts and any("__main__" in str(p) for p in parts)
 
 
-def _string(node) -> str | None:
-    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
-
-
-class _Aliases(cst.CSTVisitor):
-    """First pass: which local names are NeMo Curator modules (``import nemo_curator as
-    nc``), and which attributes of them the script uses (``nc.ScoreFilter``)."""
-
-    def __init__(self):
-        self.modules: dict[str, str] = {}
-        self.used: dict[str, set[str]] = {}
-        self.gpu_warmups: set[str] = set()
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            dotted = get_full_name_for_node(alias.name)
-            if dotted == NEMO_PACKAGE or dotted.startswith(NEMO_PACKAGE + "."):
-                local = alias.asname.name.value if alias.asname else dotted
-                self.modules[local] = dotted
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        dotted = get_full_name_for_node(node.value)
-        if dotted in self.modules:
-            self.used.setdefault(dotted, set()).add(node.attr.value)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        imported: set[str] = set()
-        for statement in node.body.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                return
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    imported |= {get_full_name_for_node(a.name).split(".")[0]
-                                 for a in small.names}
-                elif not isinstance(small, (cst.Expr, cst.Pass)):
-                    return
-        if imported and imported <= _GPU_MODULES:
-            self.gpu_warmups.add(node.name.value)
 
 
 class _Migrator(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, aliases: _Aliases, models: Mapping[str, str], cpu: bool):
+    def __init__(self, aliases: Aliases, models: Mapping[str, str], cpu: bool):
         super().__init__()
         self.aliases, self.models, self.cpu = aliases, dict(models), cpu
         self.changes: list[Note] = []
@@ -211,7 +178,7 @@ class _Migrator(cst.CSTTransformer):
         self.depth = 0  # inside a function or class: not module level
         self.branches = 0  # inside an if: code that may not run here
         self.starts_cluster_at_top = False
-        self.module_imports: dict[str, list[str]] = {}  # alias -> import lines for it
+        self._returned = None  # the class the last call left returns (for assignments)
 
     # -- reporting ------------------------------------------------------------------------------
     def _line(self, node) -> int:
@@ -313,7 +280,7 @@ class _Migrator(cst.CSTTransformer):
             elif isinstance(before, cst.Import):
                 out = self._import(before)
             if out is None:
-                replacement.append(cst.Module([]).code_for_node(small))
+                replacement.append(code_of(small))
             else:
                 touched = True
                 replacement.extend(out)
@@ -433,11 +400,11 @@ class _Migrator(cst.CSTTransformer):
                 self._changed(original, f"{arg.keyword.value}= is {rule.ours}= in curator-dask")
                 arg = arg.with_changes(keyword=cst.Name(rule.ours))
             elif isinstance(rule, Ignored):
-                literal = _literal(arg.value)
-                if rule.refuse_if is not None and literal is _UNKNOWN:
+                value = literal(arg.value)
+                if rule.refuse_if is not None and value is UNKNOWN:
                     args.append(arg)  # its value decides, when the script runs
                     continue
-                if rule.refuse_if is not None and rule.refuse_if(literal):
+                if rule.refuse_if is not None and rule.refuse_if(value):
                     self._todo(original, f"{arg.keyword.value}=: {rule.refusal}")
                     args.append(arg)
                     continue
@@ -446,7 +413,7 @@ class _Migrator(cst.CSTTransformer):
             elif isinstance(rule, Refused):
                 self._todo(original, f"{arg.keyword.value}= has no counterpart: {rule.fix}")
             args.append(arg)
-        return call.with_changes(args=_tidy(args))
+        return call.with_changes(args=tidy(args))
 
     def _constructor(self, original, call: cst.Call, nemo_name: str, cp: Counterpart):
         given = {a.keyword.value for a in call.args if a.keyword is not None}
@@ -456,7 +423,7 @@ class _Migrator(cst.CSTTransformer):
                  for k, v in cp.defaults if k not in given]
         if extra:
             self._changed(original, f"{nemo_name}: " + ", ".join(
-                f"{a.keyword.value}={cst.Module([]).code_for_node(a.value)}" for a in extra)
+                f"{a.keyword.value}={code_of(a.value)}" for a in extra)
                 + " as NeMo Curator names it")
         if cp.model_keyword and cp.model_keyword not in given:
             directory = self.models.get(nemo_name)
@@ -467,7 +434,7 @@ class _Migrator(cst.CSTTransformer):
                                      f"{cp.model_keyword}=DIR)")
             else:
                 extra.insert(0, cst.Arg(keyword=cst.Name(cp.model_keyword),
-                                        value=_quoted(directory),
+                                        value=quoted(directory),
                                         equal=cst.AssignEqual(cst.SimpleWhitespace(""),
                                                               cst.SimpleWhitespace(""))))
                 self._changed(original, f"{nemo_name}: {cp.model_keyword}={directory!r} "
@@ -478,7 +445,7 @@ class _Migrator(cst.CSTTransformer):
         rest = [a for a in extra if a.keyword.value != cp.model_keyword]
         positional = [a for a in call.args if a.keyword is None and a.star == ""]
         keywords = [a for a in call.args if a not in positional]
-        return call.with_changes(args=_tidy([*positional, *model, *keywords, *rest]))
+        return call.with_changes(args=tidy([*positional, *model, *keywords, *rest]))
 
     def _unwrap(self, original, call: cst.Call, local: str) -> cst.Call | None:
         """``Modify(PiiModifier(...))`` -> ``PiiRedactor(...)``."""
@@ -499,7 +466,7 @@ class _Migrator(cst.CSTTransformer):
         self._returned = None
 
     def leave_Assign(self, original, updated):
-        returned, self._returned = getattr(self, "_returned", None), None
+        returned, self._returned = self._returned, None
         if not isinstance(updated.value, cst.Call):
             returned = None
         for target in updated.targets:
@@ -516,9 +483,9 @@ class _Migrator(cst.CSTTransformer):
         """``backend="cudf"`` -> ``"pandas"``; ``cluster_type="gpu"`` -> ``"cpu"``."""
         swap = {"backend": ("cudf", "pandas"), "cluster_type": ("gpu", "cpu"),
                 "dataframe.backend": ("cudf", "pandas")}.get(name)
-        if swap and _string(node.value) == swap[0]:
+        if swap and string_value(node.value) == swap[0]:
             self._changed(node, f"{name}={swap[0]!r} -> {swap[1]!r} (runs on CPU workers)")
-            return node.with_changes(value=_quoted(swap[1]))
+            return node.with_changes(value=quoted(swap[1]))
         return node
 
     def _cpu_assign(self, node: cst.Assign) -> cst.Assign:
@@ -528,13 +495,13 @@ class _Migrator(cst.CSTTransformer):
                 return self._cpu_value(node, target.value)
             if isinstance(target, cst.Subscript) and len(target.slice) == 1:
                 key = target.slice[0].slice
-                if isinstance(key, cst.Index) and _string(key.value):
-                    return self._cpu_value(node, _string(key.value))
+                if isinstance(key, cst.Index) and string_value(key.value):
+                    return self._cpu_value(node, string_value(key.value))
         return node
 
     def leave_DictElement(self, original, updated):
-        if self.cpu and _string(updated.key):
-            return self._cpu_value(updated, _string(updated.key))
+        if self.cpu and string_value(updated.key):
+            return self._cpu_value(updated, string_value(updated.key))
         return updated
 
     def _requires_gpu(self, test) -> bool:
@@ -542,7 +509,7 @@ class _Migrator(cst.CSTTransformer):
         if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             return False
         left = get_full_name_for_node(test.left) or ""
-        return left.endswith("device") and _string(test.comparisons[0].comparator) == "gpu"
+        return left.endswith("device") and string_value(test.comparisons[0].comparator) == "gpu"
 
     def visit_If(self, node) -> None:
         self.branches += 1
@@ -551,7 +518,7 @@ class _Migrator(cst.CSTTransformer):
         self.branches -= 1
         if self.cpu and self._requires_gpu(updated.test) and \
                 isinstance(updated.test.comparisons[0].operator, cst.NotEqual) and \
-                updated.orelse is None and _ends_in_raise(updated.body):
+                updated.orelse is None and ends_in_raise(updated.body):
             self._changed(original, "removed the check that stops the script unless "
                                     "--device gpu (curator-dask runs it on CPU workers)")
             return cst.RemoveFromParent()
@@ -566,18 +533,18 @@ class _Migrator(cst.CSTTransformer):
 
     # -- the module -----------------------------------------------------------------------------
     def leave_Module(self, original, updated):
-        updated = updated.with_changes(body=_merged_imports(updated.body, self.emitted))
-        if not self.starts_cluster_at_top or any(_is_main_guard(s) for s in updated.body):
+        updated = updated.with_changes(body=merged_imports(updated.body, self.emitted))
+        if not self.starts_cluster_at_top or any(is_main_guard(s) for s in updated.body):
             return updated
         body = list(updated.body)
-        first = next((i for i, s in enumerate(body) if not _is_definition(s)), len(body))
+        first = next((i for i, s in enumerate(body) if not is_definition(s)), len(body))
         guarded = body[first:]
         if not guarded:
             return updated
         guard = cst.If(
             test=cst.parse_expression('__name__ == "__main__"'),
             body=cst.IndentedBlock(body=[
-                s.with_changes(leading_lines=[] if i == 0 else _unindented(s.leading_lines))
+                s.with_changes(leading_lines=[] if i == 0 else unindented(s.leading_lines))
                 for i, s in enumerate(guarded)]),
             leading_lines=guarded[0].leading_lines)
         self.changes.append(Note(0, 'the statements after the imports and definitions run '
@@ -586,107 +553,15 @@ class _Migrator(cst.CSTTransformer):
         return updated.with_changes(body=[*body[:first], guard])
 
 
-_UNKNOWN = object()
 
 
-def _quoted(text: str) -> cst.SimpleString:
-    """``text`` as a double-quoted Python string literal."""
-    return cst.SimpleString(json.dumps(text) if text.isprintable() else repr(text))
 
 
-def _literal(node):
-    """The value of a literal expression (strings, numbers, lists of them), else _UNKNOWN."""
-    try:
-        import ast
-
-        return ast.literal_eval(cst.Module([]).code_for_node(node))
-    except (ValueError, SyntaxError):
-        return _UNKNOWN
 
 
-def _unindented(lines) -> list:
-    """Blank lines without the indentation a block would give them."""
-    return [line.with_changes(indent=False) if line.comment is None else line
-            for line in lines]
 
 
-def _merged_imports(body, emitted: set[str]) -> list:
-    """``body`` with the imports the codemod wrote from one module made one statement
-    (``from curator_dask import A`` and ``... import B`` -> ``... import A, B``), each
-    where the first of them was."""
-    names: dict[str, list[str]] = {}
-    first: dict[str, int] = {}
-    out: list = []
-    for statement in body:
-        code = cst.Module([]).code_for_node(statement).strip()
-        if code in emitted and isinstance(statement.body[0], cst.ImportFrom):
-            module = get_full_name_for_node(statement.body[0].module)
-            listed = code.split(" import ", 1)[1]
-            if module in names:
-                names[module].append(listed)
-                continue
-            names[module], first[module] = [listed], len(out)
-        out.append(statement)
-    for module, listed in names.items():
-        if len(listed) > 1:
-            line = f"from {module} import {', '.join(listed)}"
-            if len(line) > 99:  # one name a line, as formatters write it
-                line = f"from {module} import (\n" + "".join(f"    {n},\n" for n in listed) + ")"
-            merged = cst.parse_statement(line)
-            out[first[module]] = merged.with_changes(
-                leading_lines=out[first[module]].leading_lines)
-    return out
 
-
-def _tidy(args: list[cst.Arg]) -> list[cst.Arg]:
-    """``args`` with a comma after each but the last (keeping the last one's own)."""
-    out = []
-    for i, arg in enumerate(args):
-        last = i == len(args) - 1
-        if not last and arg.comma is cst.MaybeSentinel.DEFAULT:
-            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        out.append(arg)
-    if out and len(args) and out[-1].comma is not cst.MaybeSentinel.DEFAULT:
-        trailing = out[-1].comma
-        if isinstance(trailing, cst.Comma) and "\n" not in cst.Module([]).code_for_node(
-                trailing) and not _multiline(args):
-            out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return out
-
-
-def _multiline(args: list[cst.Arg]) -> bool:
-    return any("\n" in cst.Module([]).code_for_node(a.comma) for a in args
-               if isinstance(a.comma, cst.Comma))
-
-
-def _ends_in_raise(block) -> bool:
-    last = block.body[-1] if block.body else None
-    return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Raise)
-
-
-def _is_definition(statement) -> bool:
-    """Imports, functions, classes, the docstring: what stays outside a __main__ guard."""
-    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-        return True
-    if isinstance(statement, cst.SimpleStatementLine):
-        return all(isinstance(s, (cst.Import, cst.ImportFrom)) or (
-            isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString,
-                                                             cst.ConcatenatedString)))
-            for s in statement.body)
-    return False
-
-
-class _Leftovers(cst.CSTVisitor):
-    """``nemo_curator`` still named in the rewritten code."""
-
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self):
-        self.lines: list[int] = []
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == NEMO_PACKAGE:
-            self.lines.append(self.get_metadata(PositionProvider, node).start.line)
 
 
 def migrate_source(source: str, *, models: Mapping[str, str] | None = None,
@@ -709,11 +584,11 @@ def migrate_source(source: str, *, models: Mapping[str, str] | None = None,
         ``source`` is not valid Python.
     """
     module = cst.parse_module(source)
-    aliases = _Aliases()
+    aliases = Aliases()
     module.visit(aliases)
     migrator = _Migrator(aliases, models or {}, cpu)
     rewritten = MetadataWrapper(module).visit(migrator)
-    leftovers = _Leftovers()
+    leftovers = Leftovers()
     MetadataWrapper(rewritten).visit(leftovers)
     todo = migrator.todo + [Note(line, "still names nemo_curator: replace it with the "
                                        "curator-dask module of what it uses")
