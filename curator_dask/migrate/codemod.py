@@ -587,9 +587,10 @@ def migrate_source(source: str, *, models: Mapping[str, str] | None = None,
     aliases = Aliases()
     module.visit(aliases)
     migrator = _Migrator(aliases, models or {}, cpu)
-    rewritten = MetadataWrapper(module).visit(migrator)
+    # The trees are not used again: no defensive copy (LibCST copies a whole tree by default).
+    rewritten = MetadataWrapper(module, unsafe_skip_copy=True).visit(migrator)
     leftovers = Leftovers()
-    MetadataWrapper(rewritten).visit(leftovers)
+    MetadataWrapper(rewritten, unsafe_skip_copy=True).visit(leftovers)
     todo = migrator.todo + [Note(line, "still names nemo_curator: replace it with the "
                                        "curator-dask module of what it uses")
                             for line in sorted(set(leftovers.lines))]
