@@ -129,7 +129,8 @@ def separate_by_metadata(input_data, output_dir: str, metadata_field: str,
     fs, root = url_to_fs(output_dir, **(options.get("storage_options") or {}))
     counts: dict[str, int] = {}
     for path in written.files:
-        value = posixpath.relpath(fs._strip_protocol(path), root.rstrip("/")).split("/")[0]
+        # The writer names its files under the root url_to_fs gives, protocol stripped.
+        value = posixpath.relpath(path, root.rstrip("/")).split("/")[0]
         counts[value] = counts.get(value, 0) + _rows(fs, path, output_type)
     return dask.delayed(counts)
 
