@@ -125,10 +125,12 @@ def test_a_missing_name_that_is_not_nemo_curators_is_the_usual_error():
     assert not isinstance(raised.value, NeMoModulePathError)
 
 
-def test_the_finder_is_asked_last():
+def test_the_finder_is_asked_after_the_one_that_finds_real_modules():
+    from importlib.machinery import PathFinder
+
     from curator_dask.migrate.finder import NeMoPathFinder
 
-    assert sys.meta_path[-1] is NeMoPathFinder
+    assert sys.meta_path.index(NeMoPathFinder) > sys.meta_path.index(PathFinder)
 
 
 @pytest.mark.slow
