@@ -53,6 +53,7 @@ from curator_dask._distributed import (
     own_adaptive_target,
     set_adaptive_target,
 )
+from curator_dask.compat import nemo_keywords
 from curator_dask.errors import WorkerLifetimeError
 
 __all__ = [
@@ -89,6 +90,7 @@ ADAPTIVE_KEY = "curator-dask-adaptive"
 DEMAND_STALE_SECONDS = 60.0
 
 
+@nemo_keywords()
 def get_client(
     *,
     cluster_type: Literal["cpu", "gpu", "mixed"] = "cpu",

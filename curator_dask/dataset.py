@@ -18,6 +18,7 @@ import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from curator_dask._compute import compute
+from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import (
@@ -166,6 +167,7 @@ class DocumentDataset:
 
     # -- reading ----------------------------------------------------------------------
     @classmethod
+    @nemo_keywords()
     def read_jsonl(
         cls,
         path: str | Sequence[str],
@@ -258,12 +260,11 @@ class DocumentDataset:
     @classmethod
     def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
         """NeMo Curator's name of :meth:`read_jsonl` (warns); same options."""
-        from curator_dask.compat import renamed
-
         renamed("DocumentDataset.read_json(...)", "DocumentDataset.read_jsonl(...)")
         return cls.read_jsonl(input_files, **options)
 
     @classmethod
+    @nemo_keywords()
     def read_parquet(
         cls,
         path: str | Sequence[str],
@@ -385,6 +386,7 @@ class DocumentDataset:
         return cls(dd.from_pandas(df, npartitions=npartitions, sort=False))
 
     # -- writing ----------------------------------------------------------------------
+    @nemo_keywords()
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
@@ -425,6 +427,7 @@ class DocumentDataset:
         return self._write(path, "parquet", compression, write_to_filename, filename_field,
                            keep_filename_column, mode, storage_options, fingerprint)
 
+    @nemo_keywords()
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
@@ -440,8 +443,6 @@ class DocumentDataset:
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
         """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
-        from curator_dask.compat import renamed
-
         if partition_on is not None:
             raise TypeError(
                 "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "

@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from curator_dask.executors.base import Layout
+from curator_dask.compat import nemo_keywords
+from curator_dask.executors.base import Executor, Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
 from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage, unique_name
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
@@ -57,7 +58,7 @@ class Pipeline:
         self.name = name
         self.description = description or ""
         self.stages: list = []
-        #: The :class:`RunResult` of the latest :meth:`run` (also when it returned a dataset).
+        #: The :class:`RunResult` of the latest :meth:`run`.
         self.last_result: RunResult | None = None
         for stage in stages or ():
             self.add_stage(stage)
@@ -126,7 +127,8 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"<Pipeline {self.name!r}: {len(self.stages)} stages>"
 
-    def run(self, executor=None, report: str | None = None):
+    @nemo_keywords()
+    def run(self, executor: Executor | None = None, report: str | None = None) -> RunResult:
         """Run the pipeline.
 
         Parameters
@@ -142,17 +144,17 @@ class Pipeline:
         Returns
         -------
         RunResult
-            Per-stage metrics, the output files and drop counts. A pipeline without a
-            writer returns its result as a :class:`~curator_dask.DocumentDataset`
-            instead (held in cluster memory); its metrics are in :attr:`last_result`.
+            Per-stage metrics, the output files and drop counts; a pipeline without a
+            writer holds its result in :attr:`RunResult.dataset` (in cluster memory).
+            Iterating it gives one :class:`~curator_dask.observe.run_result.OutputTask`
+            per output, as NeMo Curator 1.x's ``run()`` listed its output tasks. Also
+            kept as :attr:`last_result`.
         """
         executor = executor if executor is not None else _default_executor()
         layout = Layout.of(self.name, self.stages)
         logger.debug("running %s with %r", self.describe(), executor)
         result = executor.run(layout, report=report)
         self.last_result = result
-        if layout.writer is None:
-            return result.dataset
         return result
 
 

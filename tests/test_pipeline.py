@@ -98,7 +98,8 @@ def test_local_executor_writes_one_part_per_input_partition_and_reports_stages(c
 
 def test_without_a_writer_run_returns_a_dataset(corpus):
     p = pipeline(corpus, drop_odd, writer=None)
-    ds = p.run(LocalExecutor(progress=False))
+    result = p.run(LocalExecutor(progress=False))
+    ds = result.dataset
     assert isinstance(ds, DocumentDataset) and ds.npartitions == 12
     assert sorted(ds.df.compute()["n"]) == list(range(0, 200, 2))
     assert p.last_result.stage("drop_odd").rows_out == 100
@@ -185,7 +186,7 @@ def test_streaming_keeps_at_most_max_in_flight_partitions_between_reader_and_wri
 
 def test_streaming_without_a_writer_returns_a_dataset_in_cluster_memory(corpus, client):
     p = pipeline(corpus, drop_odd, writer=None)
-    ds = p.run(StreamingExecutor(progress=False))
+    ds = p.run(StreamingExecutor(progress=False)).dataset
     assert ds.npartitions == 12
     assert sorted(ds.df.compute()["n"]) == list(range(0, 200, 2))
 
@@ -341,7 +342,7 @@ def test_jsonl_writer_and_parquet_reader(corpus):
     p.run(LocalExecutor(progress=False))
     q = (Pipeline("pq").add_stage(ParquetReader(str(corpus / "pq"), files_per_partition=4))
          .add_stage(upper))
-    ds = q.run(LocalExecutor(progress=False))
+    ds = q.run(LocalExecutor(progress=False)).dataset
     assert sorted(ds.df.compute()["n"]) == list(range(200))
 
 

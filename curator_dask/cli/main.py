@@ -1,6 +1,7 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``,
+``migrate SCRIPT.py``. Exit codes:
 0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
 stderr, results to stdout.
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli.migrate import add_migrate_parser, run_migrate
 from curator_dask.errors import CuratorError
 
 __all__ = ["main"]
@@ -105,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     stages.add_argument("name", nargs="?", help="a stage name (e.g. WordCountFilter)")
     stages.add_argument("--kind", choices=("filter", "modifier", "stage", "dedup"),
                         help="only stages of this kind")
+    add_migrate_parser(commands)
     return parser
 
 
@@ -538,7 +541,8 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "dedup": _cmd_dedup, "stages": _cmd_stages}
+COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "dedup": _cmd_dedup, "stages": _cmd_stages,
+            "migrate": run_migrate}
 
 
 def _log_beside_bars():

@@ -18,6 +18,7 @@ from curator_dask.dedup.fuzzy import (
 )
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.removal import remove_ids
+from curator_dask.dedup.removal_workflow import RemovalResult, TextDuplicatesRemovalWorkflow
 from curator_dask.dedup.semantic import (
     SemanticDeduplicationWorkflow,
     SemanticDedupResult,
@@ -45,10 +46,12 @@ __all__ = [
     "FuzzyDuplicatesConfig",
     "MinHash",
     "NullTextError",
+    "RemovalResult",
     "SemanticDedupConfig",
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",
+    "TextDuplicatesRemovalWorkflow",
     "hash_texts",
     "optimal_bands",
     "remove_ids",

@@ -302,9 +302,7 @@ class ExactDuplicates(Configured):
     ([1, 2, 4], {'exact_duplicate': 2})
     """
 
-    @nemo_keywords(renamed_keywords={"cache_dir": "cache_path"}, unsupported={
-        "logger": 'curator-dask logs through logging.getLogger("curator_dask")',
-        "profile_dir": "profile with distributed.performance_report(filename=...)"})
+    @nemo_keywords()
     @takes_config(ExactDedupConfig, positional=("id_field", "text_field", "hash_method",
                                                 "perform_removal", "cache_path"))
     def __init__(self, perform_removal: bool = False, cache_path: str | None = None, *,
@@ -320,12 +318,14 @@ class ExactDuplicates(Configured):
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "
                 f"hash_method={self.hash_method!r}, perform_removal={self.perform_removal})")
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """The duplicates, or with ``perform_removal=True`` the deduplicated dataset."""
         duplicates = self.identify(ds)
         return self.remove(ds, duplicates) if self.perform_removal else duplicates
 
     # -- identify --------------------------------------------------------------------------
+    @nemo_keywords()
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, _hash, _row)`` of every document whose text occurs more than once.
 
@@ -352,6 +352,7 @@ class ExactDuplicates(Configured):
         return write_duplicates(duplicates, self.cache_path,
                                 storage_options=self.storage_options).duplicates
 
+    @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
         """NeMo Curator's name of :meth:`identify` (warns)."""
         renamed("ExactDuplicates.identify_duplicates(ds)", "ExactDuplicates.identify(ds)")
@@ -367,6 +368,7 @@ class ExactDuplicates(Configured):
                         or "Pass text_field= naming the text column.")
 
     # -- remove ----------------------------------------------------------------------------
+    @nemo_keywords()
     def remove(self, ds: DocumentDataset, duplicates: DocumentDataset, *,
                strategy: str | None = None) -> DocumentDataset:
         """Keep the lowest id of each group in ``duplicates`` and drop the rest from ``ds``.

@@ -69,7 +69,7 @@ from curator_dask.io.writers import (
 )
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun"]
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "rows_to_remove"]
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def _group_bucket(pieces: list[pa.Table], bucket: int, settings: _Settings,
 
 # -- step 3: remove and write -----------------------------------------------------------------
 
-def _removal(path: str, fs, id_field: str) -> pa.Table:
+def rows_to_remove(path: str, fs, id_field: str) -> pa.Table:
     """``(_row, id)`` to remove from one part of the duplicate list: all but the first
     row of each group by hash, id, row (the list holds whole groups), sorted by row."""
     with fs.open(path, "rb") as handle:
@@ -328,14 +328,16 @@ class ExactFilesRun:
     def _input(self, staging: str | None) -> _Input:
         return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
 
-    def identify(self, list_path: str, fingerprint) -> Identified:
-        """Steps 1-2: hash and stage every partition, write the duplicate list's parts."""
+    def identify(self, list_path: str, fingerprint, stage_input: bool = True) -> Identified:
+        """Steps 1-2: hash (and, for step 3, stage) every partition, write the duplicate
+        list's parts. ``stage_input=False`` when nothing will be removed."""
         fs, root = url_to_fs(list_path, **self.storage_options)
         root = root.rstrip("/")
         listing = WriteSpec(path=root, fmt="parquet")
         prepare_output(fs, root, "overwrite", fingerprint=fingerprint)
-        stage = WriteSpec(path=self.staging, fmt="arrow")
-        prepare_output(self.fs, self.staging, "overwrite", fingerprint=fingerprint)
+        stage = WriteSpec(path=self.staging, fmt="arrow") if stage_input else None
+        if stage_input:
+            prepare_output(self.fs, self.staging, "overwrite", fingerprint=fingerprint)
         source = self._input(None)
         plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
@@ -443,7 +445,7 @@ class ExactFilesRun:
         root = root.rstrip("/") or root
         first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
         output = WriteSpec(path=root, fmt="parquet", first_index=first)
-        removals = [dask.delayed(_removal, pure=True)(
+        removals = [dask.delayed(rows_to_remove, pure=True)(
             p, self.fs, self.settings.id_field, dask_key_name=f"exact-removal-{self.token}-{b}")
             for b, p in enumerate(parts)]
         routed = self._route(removals, strategy)
@@ -499,7 +501,7 @@ def _mark_and_prepare(groups: list[dict], counted: list[dict], list_path: str,
 
 
 def _removal_after(path: str, fs, id_field: str, after) -> pa.Table:
-    return _removal(path, fs, id_field)
+    return rows_to_remove(path, fs, id_field)
 
 
 def _write_result(path: str, written: list[dict]) -> WriteResult:

@@ -22,9 +22,13 @@ import time
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+import dask
+import dask.dataframe as dd
+import pandas as pd
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     DUPLICATES_DIR,
@@ -36,8 +40,13 @@ from curator_dask.dedup.cache import (
     recorded_blocksize,
 )
 from curator_dask.dedup.config import ExactDedupConfig, takes_config
+from curator_dask.dedup.duplicate_ids import (
+    ASSIGNED_ID_FIELD,
+    IdNumbering,
+    write_duplicate_ids,
+)
 from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDuplicates
-from curator_dask.dedup.exact_files import ExactFilesRun
+from curator_dask.dedup.exact_files import ExactFilesRun, rows_to_remove
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
@@ -70,7 +79,8 @@ class ExactDedupResult:
     null_text_documents: int
     #: True when the duplicate list came from ``cache_path`` instead of being computed.
     identify_from_cache: bool
-    output: WriteResult
+    #: The kept documents written (None with ``perform_removal=False``).
+    output: WriteResult | None
     #: Seconds spent finding duplicates (or reading them from the cache), and removing
     #: and writing. An input small enough to run in one pass (no staged copy, see
     #: :mod:`curator_dask.dedup.exact_files`) counts all of its time as removing.
@@ -79,6 +89,9 @@ class ExactDedupResult:
     #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
     #: in ``input_documents``; by reason in ``output.dropped`` (``reader.*``).
     skipped_lines: int = 0
+    #: With ``perform_removal=False``: where the ids to remove were written
+    #: (``output_path/ExactDuplicateIds``; None when there were none).
+    duplicate_ids_path: str | None = None
 
 
 class ExactDeduplicationWorkflow:
@@ -95,10 +108,18 @@ class ExactDeduplicationWorkflow:
         Directory for ``part-*.parquet``. It must be empty, unless ``output_mode`` says
         otherwise or a rerun that reuses the cache finds the output of an interrupted
         run of the same input and parameters there. It must not be, contain or lie
-        inside an input path or ``cache_path``.
-    cache_path : str
+        inside an input path or ``cache_path``. With ``perform_removal=False``: the
+        directory for the ids to remove, where NeMo Curator 1.x writes them (see below).
+    cache_path : str, optional
         Directory for the duplicate list (``exact_duplicates/``), kept for reruns; it
-        must not be, contain or lie inside an input path.
+        must not be, contain or lie inside an input path. Needed to remove; without
+        removal it defaults to ``output_path``.
+    perform_removal : bool, default True
+        Remove the duplicates and write the rest. ``False`` only finds them, and (when
+        there are any) writes the ids to remove to ``output_path/ExactDuplicateIds/``
+        and how they were given to ``output_path/exact_id_generator.json``, NeMo
+        Curator 1.x's layout, for :class:`~curator_dask.dedup.TextDuplicatesRemovalWorkflow`
+        (see :mod:`curator_dask.dedup.duplicate_ids`).
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
@@ -126,8 +147,10 @@ class ExactDeduplicationWorkflow:
         For fsspec, used for input, output and cache.
     """
 
+    @nemo_keywords()
     @takes_config(ExactDedupConfig)
-    def __init__(self, input_path, output_path: str, cache_path: str, *,
+    def __init__(self, input_path, output_path: str, cache_path: str | None = None, *,
+                 perform_removal: bool = True,
                  input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
                  on_bad_lines: OnBadLines = "error", assign_id: bool = True,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
@@ -136,9 +159,14 @@ class ExactDeduplicationWorkflow:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+        if cache_path is None and perform_removal:
+            raise ValueError("ExactDeduplicationWorkflow needs cache_path= (a directory for "
+                             "the duplicate list, kept for reruns) to remove duplicates; "
+                             "with perform_removal=False it only writes their ids")
         self.input_path = input_path
         self.output_path = output_path
-        self.cache_path = cache_path
+        self.cache_path = cache_path if cache_path is not None else output_path
+        self.perform_removal = perform_removal
         self.input_filetype = input_filetype
         self.input_blocksize = input_blocksize
         self.on_bad_lines = check_on_bad_lines(on_bad_lines, input_filetype)
@@ -206,25 +234,11 @@ class ExactDeduplicationWorkflow:
             return self._run()
 
     def _run(self) -> ExactDedupResult:
+        if not self.perform_removal:
+            return self._identify_only()
         start = time.perf_counter()
-        blocksize = self.blocksize()
-        ds = self._read_input(blocksize)
+        blocksize, ds, fingerprint, list_path, cached = self._begin()
         d = self.dedup
-        if d.id_field not in ds.df.columns and not self.assign_id:
-            require_columns("the dedup workflow", ds.df.columns, [d.id_field],
-                            fix="Pass assign_id=True to add ids with AddId.")
-        # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
-                        storage_options=self.storage_options)
-        fingerprint = self.fingerprint(blocksize)
-        list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
-        cached = read_phase(list_path, fingerprint=fingerprint,
-                            storage_options=self.storage_options)
-        if cached is not None and not _lists_rows(list_path, self.storage_options):
-            # A list of ids alone (an earlier version's) cannot tell apart documents that
-            # share an id: find the duplicates again rather than trust the ids.
-            logger.warning("%s lists ids without row numbers: computing it again", list_path)
-            cached = None
         output_mode = output_mode_for(  # fail before hashing
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
@@ -283,6 +297,91 @@ class ExactDeduplicationWorkflow:
                     "%d kept", result.input_documents, removed, result.duplicate_groups,
                     written.rows)
         return result
+
+
+    def _begin(self) -> tuple:
+        """What every run starts with: the input read with its bytes per partition, the
+        paths checked before anything is written, the fingerprint, and the duplicate list
+        an earlier run of the same input and parameters completed (or None)."""
+        blocksize = self.blocksize()
+        ds = self._read_input(blocksize)
+        d = self.dedup
+        if d.id_field not in ds.df.columns and not self.assign_id:
+            require_columns("the dedup workflow", ds.df.columns, [d.id_field],
+                            fix="Pass assign_id=True to add ids with AddId.")
+        # Before anything is written: neither the output nor the cache may touch the input
+        # (without removal the cache may be the output directory itself).
+        cache = None if self.cache_path == self.output_path else self.cache_path
+        check_run_paths([ds.sources], output=self.output_path, cache=cache,
+                        storage_options=self.storage_options)
+        fingerprint = self.fingerprint(blocksize)
+        list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
+        cached = read_phase(list_path, fingerprint=fingerprint,
+                            storage_options=self.storage_options)
+        if cached is not None and not _lists_rows(list_path, self.storage_options):
+            # A list of ids alone (an earlier version's) cannot tell apart documents that
+            # share an id: find the duplicates again rather than trust the ids.
+            logger.warning("%s lists ids without row numbers: computing it again", list_path)
+            cached = None
+        return blocksize, ds, fingerprint, list_path, cached
+
+    def _identify_only(self) -> ExactDedupResult:
+        """Find the duplicates and write the ids to remove (NeMo Curator 1.x's layout)."""
+        start = time.perf_counter()
+        blocksize, ds, fingerprint, list_path, cached = self._begin()
+        d = self.dedup
+        has_ids = d.id_field in ds.df.columns
+        if cached is None:
+            run = ExactFilesRun(ds, id_field=d.id_field, text_field=d.text_field,
+                                hash_method=d.hash_method, on_null=d.on_null,
+                                assign_id=self.assign_id, cache_path=self.cache_path,
+                                hash_partitions=d.hash_partitions,
+                                storage_options=self.storage_options)
+            with phase("exact dedup: identify"):
+                found = run.identify(list_path, _as_json(fingerprint), stage_input=False)
+            mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
+                          files=len(found.parts), stats=found.stats,
+                          storage_options=self.storage_options)
+            listed, stats = found.rows, found.stats
+        else:
+            listed, stats = cached.rows, cached.stats
+        # Ids AddId gave are the row numbers: NeMo Curator's column of assigned ids.
+        column = d.id_field if has_ids else ASSIGNED_ID_FIELD
+        ids = _listed_ids(_parts_of(list_path, self.storage_options), d.id_field, column,
+                          ds.df._meta[d.id_field].dtype if has_ids else "int64",
+                          self.storage_options).persist()
+        removed = len(ids)
+        written = None
+        if removed:
+            numbering = IdNumbering(self.input_filetype, blocksize, fingerprint["files"],
+                                    column, assigned=not has_ids)
+            written = write_duplicate_ids(ids, self.output_path, "exact", numbering,
+                                          self.storage_options)
+        else:
+            logger.info("exact dedup: no duplicates; nothing written to %s", self.output_path)
+        total, nulls = stats.get("input_rows", 0), stats.get("null_text", 0)
+        return ExactDedupResult(
+            input_documents=total, duplicate_documents=removed,
+            kept_documents=total - removed - nulls, duplicate_groups=listed - removed,
+            null_text_documents=nulls, identify_from_cache=cached is not None, output=None,
+            identify_seconds=time.perf_counter() - start, duplicate_ids_path=written)
+
+
+def _listed_ids(parts: list[str], id_field: str, column: str, dtype,
+                storage_options: dict | None) -> dd.DataFrame:
+    """The ids to remove that the duplicate list's ``parts`` name, in ``column``: the
+    rows (ids AddId gave) for NeMo Curator's assigned-id column, else the input's ids."""
+    fs, _ = url_to_fs(parts[0] if parts else "/", **(storage_options or {}))
+    meta = pd.DataFrame({column: pd.Series([], dtype=dtype)})
+    frames = [dask.delayed(_ids_of_part)(part, fs, id_field, column) for part in parts]
+    return dd.from_delayed(frames, meta=meta, verify_meta=False) if frames else \
+        dd.from_pandas(meta, npartitions=1)
+
+
+def _ids_of_part(path: str, fs, id_field: str, column: str) -> pd.DataFrame:
+    removed = rows_to_remove(path, fs, id_field)
+    source = ROW_FIELD if column == ASSIGNED_ID_FIELD else id_field
+    return pd.DataFrame({column: removed.column(source).to_pandas()})
 
 
 def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:

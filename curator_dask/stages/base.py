@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import add_dropped, strip_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.columns import (
@@ -247,6 +248,7 @@ class ProcessingStage(Stage):
             new.batch_size = _check_batch_size(batch_size)
         return new
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Apply the stage lazily to every partition of ``ds``."""
         from curator_dask.dataset import DocumentDataset
@@ -502,6 +504,7 @@ class Sequential:
             out.extend(stage.flatten() if isinstance(stage, Sequential) else [stage])
         return out
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         for stage in self.stages:
             ds = stage(ds)
@@ -551,6 +554,7 @@ class WholeDatasetStage(Stage):
         """Transform the whole dataset; intermediate data goes under ``cache_path``."""
         raise NotImplementedError(f"{type(self).__name__} must implement run(ds, cache_path)")
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Interactive use: run with a fresh temporary cache directory."""
         return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{key_prefix(self.name)}-"))

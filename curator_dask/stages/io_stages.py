@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import dask
 from fsspec.core import url_to_fs
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
@@ -125,6 +126,7 @@ class JsonlReader(ReaderStage):
     name = "read_jsonl"
     extensions = JSONL_EXTENSIONS
 
+    @nemo_keywords()
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
@@ -147,6 +149,7 @@ class ParquetReader(ReaderStage):
     name = "read_parquet"
     extensions = PARQUET_EXTENSIONS
 
+    @nemo_keywords()
     def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
                  files_per_partition: int | None = None, columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
@@ -267,6 +270,7 @@ class WriterStage(Stage):
     fmt = "parquet"
     resources: Resources = Resources(cpus=1)
 
+    @nemo_keywords()
     def __init__(self, path: str, *, compression: str | None = None, mode: WriteMode = "error",
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, storage_options: dict | None = None):

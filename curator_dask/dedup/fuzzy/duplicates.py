@@ -36,10 +36,6 @@ logger = logging.getLogger(__name__)
 FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
 
 #: NeMo Curator's parameters without a counterpart here, and what to write instead.
-NEMO_ONLY = {"logger": 'curator-dask logs through logging.getLogger("curator_dask")',
-             "profile_dir": "profile with distributed.performance_report(filename=...)"}
-
-
 def _ids_to_remove(df, id_field: str):
     return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
 
@@ -100,7 +96,7 @@ class FuzzyDuplicates(Configured):
     [1, 3]
     """
 
-    @nemo_keywords(unsupported=NEMO_ONLY, nemo_config=FuzzyDuplicatesConfig)
+    @nemo_keywords(nemo_config=FuzzyDuplicatesConfig)
     @takes_config(FuzzyDedupConfig,
                   positional=("seed", "char_ngrams", "num_bands", "minhashes_per_band"))
     def __init__(self, *, perform_removal: bool = False,
@@ -166,6 +162,7 @@ class FuzzyDuplicates(Configured):
                                     max_local_edges=self.max_local_edges, num_edges=num_edges)
 
     # -- all together ------------------------------------------------------------------------
+    @nemo_keywords()
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, group)`` of every document in a group of two or more.
 
@@ -188,6 +185,7 @@ class FuzzyDuplicates(Configured):
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
         return DocumentDataset(self.groups(edges, num_edges=len(edges)))
 
+    @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
         """NeMo Curator's name of :meth:`identify` (warns)."""
         renamed("FuzzyDuplicates.identify_duplicates(ds)", "FuzzyDuplicates.identify(ds)")
@@ -200,6 +198,7 @@ class FuzzyDuplicates(Configured):
                                  meta=df._meta[[self.id_field]], align_dataframes=False,
                                  enforce_metadata=False)
 
+    @nemo_keywords()
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
         """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
         ids = self.ids_to_remove(groups)
@@ -210,6 +209,7 @@ class FuzzyDuplicates(Configured):
                           broadcast_threshold=self.broadcast_threshold,
                           reason=FUZZY_DUPLICATE_REASON)
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """The duplicates (:meth:`identify`), or with ``perform_removal=True`` the
         deduplicated dataset."""

@@ -31,6 +31,7 @@ from typing import get_args
 import numpy as np
 import pyarrow as pa
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
@@ -46,6 +47,7 @@ from curator_dask.dedup.cache import (
     write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
+from curator_dask.dedup.duplicate_ids import ASSIGNED_ID_FIELD, IdNumbering, write_duplicate_ids
 from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
@@ -95,6 +97,9 @@ class FuzzyDedupResult:
     #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
     #: in ``input_documents``.
     skipped_lines: int = 0
+    #: Without removal, given an ``output_path``: where the ids to remove were written
+    #: (``output_path/FuzzyDuplicateIds``; None when there were none).
+    duplicate_ids_path: str | None = None
 
 
 class FuzzyDeduplicationWorkflow:
@@ -118,7 +123,12 @@ class FuzzyDeduplicationWorkflow:
         an input path or ``cache_path``.
     perform_removal : bool, default False
         Remove all but the lowest id of each group and write the rest. Without it, the
-        run ends with the groups in ``cache_path/fuzzy/components``.
+        run ends with the groups in ``cache_path/fuzzy/components`` and, given an
+        ``output_path``, where NeMo Curator 1.x writes them: the ids to remove in
+        ``output_path/FuzzyDuplicateIds/`` (when there are any) and how they were given
+        in ``output_path/fuzzy_id_generator.json``, for
+        :class:`~curator_dask.dedup.TextDuplicatesRemovalWorkflow` (see
+        :mod:`curator_dask.dedup.duplicate_ids`).
     seed, char_ngrams, num_bands, minhashes_per_band, bands_per_iteration,
     use_64_bit_hash, false_positive_check, jaccard_threshold, max_local_edges,
     removal_strategy, broadcast_threshold
@@ -163,6 +173,7 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
+    @nemo_keywords()
     @takes_config(FuzzyDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
                  perform_removal: bool = False, input_filetype: FileType = "jsonl",
@@ -252,8 +263,8 @@ class FuzzyDeduplicationWorkflow:
         blocksize = self.blocksize()
         ds = self.read(blocksize)
         # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
-                        cache=self.cache_path, storage_options=self.storage_options)
+        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
+                        storage_options=self.storage_options)
         fingerprints = self.fingerprints(blocksize)
         if self.perform_removal:  # an output this run may not replace: refuse before MinHash
             output_mode_for(self.output_path, self.output_mode, resuming=True,
@@ -309,6 +320,9 @@ class FuzzyDeduplicationWorkflow:
                                duplicates)
             result.duplicate_documents = removed
             result.kept_documents = stats["rows"]
+        elif self.output_path is not None:
+            result.duplicate_ids_path = self._write_duplicate_ids(
+                blocksize, fingerprints["minhash"]["files"], duplicates)
         logger.info("fuzzy dedup: %d documents in, %d near-duplicates in %d groups, %d kept "
                     "(phases from cache: %s)", result.input_documents,
                     result.duplicate_documents, result.duplicate_groups,
@@ -414,6 +428,22 @@ class FuzzyDeduplicationWorkflow:
         return write_removal(lambda: self.dedup.remove(ds, self.groups()), self.output_path,
                              self.output_mode, self._path("removal"), fingerprint=fingerprint,
                              resuming=resuming, storage_options=self.storage_options)
+
+    def _write_duplicate_ids(self, blocksize: int, files: list, duplicates: int) -> str | None:
+        """The ids to remove, where NeMo Curator 1.x writes them (none: nothing written)."""
+        if not duplicates:
+            logger.info("fuzzy dedup: no duplicates; nothing written to %s", self.output_path)
+            return None
+        id_field = self.dedup.id_field
+        ids = self.dedup.ids_to_remove(self.groups())
+        given = id_field in read_input(self.input_path, self.input_filetype, blocksize,
+                                       self.on_bad_lines, text_field=self.dedup.text_field,
+                                       storage_options=self.storage_options).df.columns
+        column = id_field if given else ASSIGNED_ID_FIELD  # AddId's ids: NeMo's column
+        numbering = IdNumbering(self.input_filetype, blocksize, files, column,
+                                assigned=not given)
+        return write_duplicate_ids(ids.rename(columns={id_field: column}), self.output_path,
+                                   "fuzzy", numbering, self.storage_options)
 
     def _output_intact(self, removal: PhaseResult) -> bool:
         return removal_output_intact(self.output_path, removal, self.storage_options)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from curator_dask.backends import is_cudf
+from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
@@ -66,6 +67,7 @@ class ClassifierStage(ModelStage):
     model_kind = "sequence-classification"
     output_suffix = "classifier"
 
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike, labels: Sequence[str] | None = None, *,
                  text_field: str = "text", pred_column: str = "label",
                  prob_column: str | None = None, filter_by: Sequence[str] | None = None,

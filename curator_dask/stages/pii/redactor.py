@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from curator_dask.backends import is_cudf
+from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
@@ -98,6 +99,7 @@ class PiiRedactor(ProcessingStage):
      {'type': 'PHONE_NUMBER', 'start': 30, 'end': 42}]
     """
 
+    @nemo_keywords()
     def __init__(self, entities: Sequence[str] | None = None, action: str = "replace",
                  detect_only: bool = False, text_field: str = "text",
                  spans_field: str = "pii_spans", mask_char: str = "*",
