@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf
 
-__all__ = ["is_cudf", "host_text", "token_array", "column_like", "cudf_meta",
+__all__ = ["is_cudf", "host_text", "host_text_array", "token_array", "column_like", "cudf_meta",
            "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))
@@ -52,6 +52,11 @@ def host_text(series, max_chars: int | None = None) -> list[str]:
     >>> host_text(pd.Series(["héllo wörld", None], dtype="str"), max_chars=4)
     ['héll', '']
     """
+    return host_text_array(series, max_chars).to_pylist()
+
+
+def host_text_array(series, max_chars: int | None = None) -> pa.Array:
+    """:func:`host_text` as one Arrow string array (no nulls) on the host."""
     arr = _arrow(series)
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         try:
@@ -65,7 +70,7 @@ def host_text(series, max_chars: int | None = None) -> list[str]:
         arr = arr.fill_null("")
     if max_chars is not None:
         arr = pc.utf8_slice_codeunits(arr, 0, max_chars)  # code points, not bytes
-    return arr.to_pylist()
+    return arr
 
 
 def token_array(series) -> pa.Array:
