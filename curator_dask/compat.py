@@ -40,23 +40,29 @@ def renamed(nemo: str, ours: str, *, stacklevel: int = 3) -> None:
                   DeprecationWarning, stacklevel=stacklevel)
 
 
-def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
-                  unsupported: Mapping[str, str] | None = None) -> Callable:
+def nemo_keywords(*, renamed_keywords: Mapping[str, str | tuple[str, Callable]] | None = None,
+                  unsupported: Mapping[str, str] | None = None,
+                  unneeded: Mapping[str, str] | None = None) -> Callable:
     """Decorate a constructor (or method) to take NeMo Curator's keyword arguments.
 
     Parameters
     ----------
     renamed_keywords : mapping
         NeMo Curator's name -> curator-dask's: passed on under our name, with a
-        ``DeprecationWarning``.
+        ``DeprecationWarning``. A ``(name, convert)`` pair also converts the value
+        (``autocast=False`` -> ``dtype="float32"``).
     unsupported : mapping
         NeMo Curator's name -> what to write instead: a ``TypeError`` saying so.
+    unneeded : mapping
+        NeMo Curator's name -> why curator-dask needs no such setting: the value is
+        ignored, with a ``DeprecationWarning`` saying why.
 
     The decorated function keeps its signature (``inspect.signature`` follows
     ``__wrapped__``), so the CLI and the documentation show curator-dask's parameters.
     """
     renamed_keywords = dict(renamed_keywords or {})
     unsupported = dict(unsupported or {})
+    unneeded = dict(unneeded or {})
 
     def decorate(func: Callable) -> Callable:
         @functools.wraps(func)
@@ -68,12 +74,20 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
                     raise TypeError(f"{owner}: {name}= is NeMo Curator's and has no "
                                     f"counterpart in curator-dask; {fix}")
             for nemo, ours in renamed_keywords.items():
+                ours, convert = ours if isinstance(ours, tuple) else (ours, None)
                 if nemo in kwargs:
                     if ours in kwargs:
                         raise TypeError(f"{owner}: give {ours}= only ({nemo}= is NeMo "
                                         "Curator's name for it)")
-                    renamed(f"{owner}({nemo}=...)", f"{owner}({ours}=...)")
-                    kwargs[ours] = kwargs.pop(nemo)
+                    value = kwargs.pop(nemo)
+                    value = convert(value) if convert is not None else value
+                    renamed(f"{owner}({nemo}=...)", f"{owner}({ours}={value!r})")
+                    kwargs[ours] = value
+            for nemo, why in unneeded.items():
+                if nemo in kwargs:
+                    kwargs.pop(nemo)
+                    warnings.warn(f"{owner}: {nemo}= is NeMo Curator's and is ignored: {why}",
+                                  DeprecationWarning, stacklevel=2)
             return func(self, *args, **kwargs)
 
         return wrapper

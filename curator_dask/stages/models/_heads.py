@@ -199,10 +199,10 @@ def build_multi_head(path: str, weights_dtype, *, base_config: str) -> nn.Module
     return _load_into(module, path).to(weights_dtype)
 
 
-def build_safety_model(path: str, weights_dtype, *, base_model: str,
+def build_safety_model(path: str, weights_dtype, *, adapter: str,
                        guard: str | None = None) -> nn.Module:
-    """LlamaGuard (``base_model``) with the PEFT adapter in ``path``, and the guard net in
-    ``guard`` if given."""
+    """The causal LM in ``path`` (LlamaGuard) with the PEFT adapter in ``adapter``, and the
+    guard net in ``guard`` if given."""
     from transformers import AutoModelForCausalLM
 
     try:
@@ -212,9 +212,9 @@ def build_safety_model(path: str, weights_dtype, *, base_model: str,
             f"the safety classifiers load a PEFT adapter and need peft ({err}); install it "
             "with pip install 'curator-dask[safety]'"
         ) from err
-    base = AutoModelForCausalLM.from_pretrained(base_model, local_files_only=True,
+    base = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
                                                 **dtype_argument(weights_dtype))
-    language_model = PeftModel.from_pretrained(base, path, local_files_only=True)
+    language_model = PeftModel.from_pretrained(base, adapter, local_files_only=True)
     guard_net = None
     if guard is not None:
         config = _config(guard)

@@ -94,7 +94,8 @@ def column_like(values, like, kind: str):
         row per document) or token ids (an Arrow list array).
     like : Series or DataFrame
         The partition or one of its columns: gives the backend and the index.
-    kind : {"str", "bool", "vectors", "token_ids"}
+    kind : {"str", "bool", "vectors", "token_ids", "values"}
+        ``"values"``: numbers (a 1-d numpy array), kept in their dtype.
 
     Examples
     --------
@@ -125,19 +126,24 @@ def column_like(values, like, kind: str):
         if is_cudf(like):
             return _cudf_from_arrow(pa.array(np.asarray(values, dtype=bool)), like)
         return pd.Series(np.asarray(values, dtype=bool), index=like.index)
+    if kind == "values":
+        if is_cudf(like):
+            return _cudf_from_arrow(pa.array(np.asarray(values)), like)
+        return pd.Series(np.asarray(values), index=like.index)
     raise ValueError(f"unknown column kind {kind!r}")
 
 
 def cudf_meta(input_meta, removed_columns, added: dict[str, str]):
     """The output meta on a cuDF input meta: ``added`` maps new columns to their kind
-    ("str", "vectors", "token_ids"). Pandas metas are made by ``ProcessingStage.meta``."""
+    ("str", "vectors", "token_ids") or a numeric dtype ("float32", "int64", "bool").
+    Pandas metas are made by ``ProcessingStage.meta``."""
     import cudf
 
     dtypes = {"str": "str", "vectors": cudf.ListDtype("float32"),
               "token_ids": cudf.ListDtype("int32")}
     out = input_meta.drop(columns=list(removed_columns))
     for column, kind in added.items():
-        out[column] = cudf.Series([], dtype=dtypes[kind], index=out.index)
+        out[column] = cudf.Series([], dtype=dtypes.get(kind, kind), index=out.index)
     return out
 
 

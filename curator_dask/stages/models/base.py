@@ -292,7 +292,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
     def meta(self, input_meta):
         if is_cudf(input_meta):
             self.check_input_columns(input_meta.columns)
-            kinds = {c: "vectors" if dtype == VECTOR_DTYPE else "str"
+            kinds = {c: "vectors" if dtype == VECTOR_DTYPE else dtype
                      for c, dtype in self.output_columns.items()}
             return cudf_meta(input_meta, self.removed_columns, kinds)
         return super().meta(input_meta)
@@ -321,7 +321,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         raise NotImplementedError
 
     def infer(self, tokens: Tokens) -> np.ndarray:
-        """:meth:`forward_batch` over all of ``tokens``; float32 rows in input order."""
+        """:meth:`forward_batch` over all of ``tokens``; rows in input order (floats as
+        float32, integers such as generated token ids as they are)."""
         self.setup()
         torch, _ = loading.require_torch()
         loaded = self._model
@@ -333,7 +334,9 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
             attention_mask = torch.from_numpy(mask).to(loaded.device, non_blocking=True)
             with autocast:
                 result = self.forward_batch(input_ids, attention_mask)
-            return result.float().cpu().numpy()
+            if result.is_floating_point():
+                result = result.float()
+            return result.cpu().numpy()
 
         with torch.inference_mode():
             return run_batches(forward, tokens, batch_size=self.model_inference_batch_size,

@@ -17,6 +17,7 @@ on running workers with ``client.run(os.environ.__setitem__, name, value)``.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import logging
 import os
@@ -126,8 +127,9 @@ class ModelBuilder:
 
     Attributes
     ----------
-    function : callable
-        A module-level function (it travels to workers by reference).
+    function : str
+        ``"module:function"``: imported when the model is built, so the model's code (and
+        torch) is imported only by the process that loads it.
     options : tuple of (name, value) pairs
         Keyword arguments (hashable), e.g. the directory of a backbone's config.
     half_weights : bool
@@ -135,9 +137,14 @@ class ModelBuilder:
         float32 weights under autocast (for models too large for float32).
     """
 
-    function: Callable[..., Any]
+    function: str
     options: tuple[tuple[str, Hashable], ...] = ()
     half_weights: bool = False
+
+    def build(self, path: str, weights_dtype):
+        module, name = self.function.split(":")
+        return getattr(importlib.import_module(module), name)(path, weights_dtype,
+                                                              **dict(self.options))
 
 
 def _acquire(key: Hashable, load: Callable[[], Any]):
@@ -168,7 +175,7 @@ def acquire_model(path: str, kind: str, device: str, dtype: str, *,
         started = time.perf_counter()
         try:
             if builder is not None:
-                model = builder.function(path, weights_dtype, **dict(builder.options))
+                model = builder.build(path, weights_dtype)
             else:
                 model = _model_class(kind).from_pretrained(
                     path, local_files_only=True, trust_remote_code=trust_remote_code,
