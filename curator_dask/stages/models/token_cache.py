@@ -111,8 +111,9 @@ def tokens_for(key: Hashable, tokenize: Callable[[], Tokens], *, documents: int,
 
     ``documents`` and ``tokenizer_path`` feed :func:`tokenization_counts`.
     """
+    sharing = _budget() > 0
     with _lock:
-        hit = _entries.get(key)
+        hit = _entries.get(key) if sharing else None
         if hit is not None:
             _entries.move_to_end(key)
             _reused[tokenizer_path] += documents
