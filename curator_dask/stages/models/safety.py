@@ -192,7 +192,7 @@ def aegis_prompt(message: str, role: str = "User") -> str:
     included).
 
     >>> aegis_prompt("Hello").splitlines()[0][:40]
-    "[INST] Task: Check if there is unsafe co"
+    '[INST] Task: Check if there is unsafe co'
     """
     return (f"[INST] Task: Check if there is unsafe content in '{role}' messages in "
             "conversations according our safety policy with the below categories.\n\n"
