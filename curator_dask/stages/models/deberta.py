@@ -117,6 +117,8 @@ class QualityClassifier(HubMixinClassifier):
     max_tokens_per_batch, device, dtype, pretokenized, input_ids_column, name, resources
         See :class:`~curator_dask.stages.models.base.ModelStage`.
 
+    Notes
+    -----
     NeMo Curator's spellings work and warn: ``batch_size``, ``label_field``,
     ``score_field``, ``device_type``, ``autocast``; ``max_mem_gb``, ``sort_by_length``,
     ``keep_tokens``, ``use_existing_tokens`` are not needed and ignored.

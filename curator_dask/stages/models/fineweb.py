@@ -138,6 +138,8 @@ class FineWebEduClassifier(FineWebEduScorer):
     max_tokens_per_batch, device, dtype, pretokenized, input_ids_column, name, resources
         See :class:`~curator_dask.stages.models.base.ModelStage`.
 
+    Notes
+    -----
     NeMo Curator 1.x's ``float_score_field``, ``int_score_field`` and ``label_field``
     name the same three columns (with a ``DeprecationWarning``).
 

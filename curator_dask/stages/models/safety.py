@@ -305,6 +305,8 @@ class AegisClassifier(_LlamaGuardStage):
         See :class:`~curator_dask.stages.models.base.ModelStage`. ``dtype="auto"`` loads
         the weights in bfloat16 on a GPU (float32 on a CPU).
 
+    Notes
+    -----
     NeMo Curator's ``label_field``, ``raw_output_field``, ``keep_raw_output`` and
     ``batch_size`` work and warn; ``token``/``hf_token`` are ignored (nothing is
     downloaded).
