@@ -41,30 +41,47 @@ __version__ = "0.1.0"
 _install_nemo_path_errors()
 
 # Loaded on first use: the dedup stages import numba (and the semantic one its kernels),
-# which a pipeline without deduplication should not pay for at `import curator_dask`.
+# which a pipeline without deduplication should not pay for at `import curator_dask`;
+# the named classifiers live with the model stages, which a pipeline without models
+# need not import.
 _LAZY = {
     "ExactDedup": "curator_dask.dedup.stages",
     "FuzzyDedup": "curator_dask.dedup.stages",
     "SemanticDedup": "curator_dask.dedup.stages",
+    **{name: "curator_dask.stages.models" for name in (
+        "QualityClassifier", "DomainClassifier", "MultilingualDomainClassifier",
+        "ContentTypeClassifier", "FineWebEduClassifier", "FineWebMixtralEduClassifier",
+        "FineWebNemotronEduClassifier", "PromptTaskComplexityClassifier", "AegisClassifier",
+        "InstructionDataGuardClassifier")},
 }
 
 __all__ = [
     "AddId",
+    "AegisClassifier",
     "BatchExecutor",
     "ClusterSession",
+    "ContentTypeClassifier",
     "CuratorError",
     "DocumentDataset",
+    "DomainClassifier",
     "ExactDedup",
     "Executor",
+    "FineWebEduClassifier",
+    "FineWebMixtralEduClassifier",
+    "FineWebNemotronEduClassifier",
     "FuzzyDedup",
     "InputError",
+    "InstructionDataGuardClassifier",
     "JsonlReader",
     "JsonlWriter",
     "LocalExecutor",
+    "MultilingualDomainClassifier",
     "ParquetReader",
     "ParquetWriter",
     "Pipeline",
     "ProcessingStage",
+    "PromptTaskComplexityClassifier",
+    "QualityClassifier",
     "ResourceUnavailableError",
     "Resources",
     "RunResult",

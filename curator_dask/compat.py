@@ -112,13 +112,19 @@ def _translate(owner: str, rules: Mapping, kwargs: dict, positional: set[str]) -
         if rule.ours in kwargs or rule.ours in positional:
             raise NeMoKeywordError(f"{owner}: give {rule.ours}= only ({nemo}= is NeMo "
                                    "Curator's name for it)")
-        renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}=...)")
-        kwargs[rule.ours] = kwargs.pop(nemo)
+        value = kwargs.pop(nemo)
+        if rule.convert is not None:
+            value = rule.convert(value)
+            renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}={value!r})")
+        else:
+            renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}=...)")
+        kwargs[rule.ours] = value
     return kwargs
 
 
-def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
+def nemo_keywords(*, renamed_keywords: Mapping[str, str | tuple[str, Callable]] | None = None,
                   unsupported: Mapping[str, str] | None = None,
+                  unneeded: Mapping[str, str] | None = None,
                   nemo_config: type | None = None) -> Callable:
     """Decorate a function, constructor or method to take NeMo Curator's keyword arguments.
 
@@ -134,9 +140,14 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
     Parameters
     ----------
     renamed_keywords : mapping, optional
-        More renamings (NeMo Curator's name -> curator-dask's), over the table's.
+        More renamings (NeMo Curator's name -> curator-dask's), over the table's. A
+        ``(name, convert)`` pair also converts the value (``autocast=False`` ->
+        ``dtype="float32"``).
     unsupported : mapping, optional
         More refusals (NeMo Curator's name -> what to write instead), over the table's.
+    unneeded : mapping, optional
+        NeMo Curator's options for work curator-dask does by itself (name -> why): the
+        value is dropped, with a warning saying why.
     nemo_config : type, optional
         NeMo Curator's configuration class (one with an ``options()`` method giving
         curator-dask's keywords), taken as ``config=`` or as the first positional
@@ -148,8 +159,10 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
     """
     def decorate(func: Callable) -> Callable:
         rules = dict(keyword_rules(f"{func.__module__}.{func.__qualname__}"))
-        rules.update({k: Renamed(v) for k, v in (renamed_keywords or {}).items()})
+        rules.update({k: Renamed(*v) if isinstance(v, tuple) else Renamed(v)
+                      for k, v in (renamed_keywords or {}).items()})
         rules.update({k: Refused(v) for k, v in (unsupported or {}).items()})
+        rules.update({k: Ignored(v) for k, v in (unneeded or {}).items()})
         if not rules and nemo_config is None:
             raise ValueError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
                              "keywords in curator_dask.migrate.mapping.KEYWORDS")

@@ -46,9 +46,11 @@ NEMO_PACKAGE = "nemo_curator"
 
 @dataclass(frozen=True)
 class Renamed:
-    """A NeMo Curator keyword with another name here: passed on under ``ours``, warned."""
+    """A NeMo Curator keyword with another name here: passed on under ``ours``, warned;
+    ``convert``, if given, turns NeMo Curator's value into curator-dask's."""
 
     ours: str
+    convert: Callable[[object], object] | None = None
 
 
 @dataclass(frozen=True)

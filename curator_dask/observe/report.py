@@ -18,7 +18,9 @@ other stage removed beyond its named reasons is counted the same way, under its 
 
 Counters (events that dropped no document, such as entities redacted by type; see
 :mod:`curator_dask.dropped`) are attributed to stages by the same naming rule and shown in
-a "counted" column beside the drops.
+a "counted" column beside the drops. Counters that record a distribution
+(``<stage>.<column>=<value>``, what classifiers count for their labels) are also drawn as
+one chart per stage and column (:func:`label_distributions`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from curator_dask.dropped import distribution_value
 from curator_dask.observe.run_result import RunResult
 
-__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes", "write_report"]
+__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
+           "label_distributions", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +200,26 @@ def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
     return out
 
 
+def label_distributions(rows: Sequence[StageRow]) -> dict[str, dict[str, int]]:
+    """The distributions the stages counted, by ``"<stage>.<column>"``: value -> documents.
+
+    Examples
+    --------
+    >>> row = StageRow("quality", "process", 3, 3, 0.1, {},
+    ...                {"quality.quality_pred=High": 2, "quality.quality_pred=Low": 1})
+    >>> label_distributions([row])
+    {'quality.quality_pred': {'High': 2, 'Low': 1}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for name, count in row.counters.items():
+            parsed = distribution_value(name, row.stage)
+            if parsed is not None:
+                field, value = parsed
+                out.setdefault(f"{row.stage}.{field}", {})[value] = count
+    return out
+
+
 # -- the HTML page ------------------------------------------------------------------------
 
 def _table_html(rows: Sequence[StageRow]) -> str:
@@ -300,10 +324,17 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                           color="#e45756"))
     else:
         parts.append(Div(text="<p>No document was dropped.</p>"))
+    distributions = label_distributions(rows)
+    for field, counts in distributions.items():
+        ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        parts.append(_bar(f"Label distribution: {field}", [v for v, _ in ordered],
+                          [n for _, n in ordered], horizontal=True, value_label="documents",
+                          color="#b279a2"))
     counted: dict[str, int] = {}
     for row in rows:
         for name, count in row.counters.items():
-            counted[name] = counted.get(name, 0) + count
+            if distribution_value(name, row.stage) is None:
+                counted[name] = counted.get(name, 0) + count
     if counted:
         ordered = sorted(counted.items(), key=lambda item: -item[1])
         parts.append(_bar("Counted events (documents kept), by name", [n for n, _ in ordered],
