@@ -6,7 +6,10 @@ with the input parsed once (:mod:`curator_dask.dedup.exact_files`).
 The duplicate list is the one result worth keeping across a crash: it costs a full pass
 of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
 completion marker; a rerun with the same input and parameters reads it back instead of
-hashing again, then removes and writes. The list names documents by row number as well
+hashing again, then removes and writes. "The same input" is every input file with the
+same identity (size, modification time, checksum, a hash of its first and last blocks:
+:mod:`curator_dask.io.identity`): a file edited in place, even to a text of the same
+length, makes the rerun compute the list again, and the log names the file. The list names documents by row number as well
 as id, so the input's ids need not be unique; rows and ids must be the same on every run,
 which the same files read with the same blocksize guarantee (``AddId`` included). The
 blocksize is part of the cache's fingerprint, and an automatic one is taken from the
@@ -15,7 +18,6 @@ cache when the input is the same, so a rerun on a cluster of another size resume
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import time
@@ -47,8 +49,10 @@ from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.guard import run_guard
+from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
-from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.output_state import as_json
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
@@ -131,6 +135,10 @@ class ExactDeduplicationWorkflow:
         it. See :func:`~curator_dask.dedup.cache.output_mode_for`.
     storage_options : dict, optional
         For fsspec, used for input, output and cache.
+    force : bool, default False
+        Take over the lease of the output or cache directory when the run that held it
+        stopped heart-beating (see :mod:`curator_dask.io.lease`); a directory another
+        live run is writing is always refused.
     """
 
     def __init__(self, input_path, output_path: str, cache_path: str, *,
@@ -142,7 +150,7 @@ class ExactDeduplicationWorkflow:
                  broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
                  hash_partitions: int | None = None,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
-                 config: ExactDedupConfig | None = None):
+                 config: ExactDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -156,6 +164,7 @@ class ExactDeduplicationWorkflow:
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
+        self.force = force
         config = resolve_config(ExactDedupConfig, config, dict(
             id_field=id_field, text_field=text_field, hash_method=hash_method,
             on_null=on_null, removal_strategy=removal_strategy,
@@ -164,21 +173,27 @@ class ExactDeduplicationWorkflow:
         self.dedup = ExactDuplicates(config=config, storage_options=storage_options)
 
     def _files(self):
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        return list_files(self.input_path, extensions, self.storage_options)[1]
+        return input_files(self.input_path, self.input_filetype, self.storage_options)
 
-    def blocksize(self) -> int:
+    def blocksize(self, identity: list | None = None) -> int:
         """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
         the automatic choice the one an earlier run of the same input recorded in the
         cache (so a rerun on a cluster of another size reads the same partitions, ids
-        and rows), or a new automatic choice (see ``docs/io.md``)."""
-        files = self._files()
+        and rows), or a new automatic choice (see ``docs/io.md``). ``identity`` is the
+        input's (:meth:`identity`; computed unless given)."""
+        fs, files = self._files()
         if self.input_blocksize not in (None, AUTO):
             return resolve_blocksize(files, blocksize=self.input_blocksize)
         recorded = recorded_blocksize(
             posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
-            [[f.path, f.size] for f in files], storage_options=self.storage_options)
+            identity if identity is not None else files_identity(fs, [f.path for f in files]),
+            storage_options=self.storage_options)
         return recorded or resolve_blocksize(files)
+
+    def identity(self) -> list[list]:
+        """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
+        fs, files = self._files()
+        return files_identity(fs, [f.path for f in files])
 
     def _read_input(self, blocksize) -> DocumentDataset:
         return read_input(self.input_path, self.input_filetype, blocksize, self.on_bad_lines,
@@ -196,15 +211,15 @@ class ExactDeduplicationWorkflow:
             ds = AddId(id_field=id_field)(ds)
         return ds
 
-    def fingerprint(self, blocksize: int | None = None) -> dict:
-        """What the duplicate list depends on: the input files, the bytes per partition
-        (which decide ids and row numbers) and the parameters."""
-        files = self._files()
+    def fingerprint(self, blocksize: int | None = None, identity: list | None = None) -> dict:
+        """What the duplicate list depends on: the input files (their identities), the
+        bytes per partition (which decide ids and row numbers) and the parameters."""
+        identity = identity if identity is not None else self.identity()
         d = self.dedup
         return {
-            "files": [[f.path, f.size] for f in files],
+            "files": identity,
             "input_filetype": self.input_filetype,
-            "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
+            "input_blocksize": blocksize if blocksize is not None else self.blocksize(identity),
             **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
             **d.config.decisive(),
         }
@@ -223,16 +238,24 @@ class ExactDeduplicationWorkflow:
 
     def _run(self) -> ExactDedupResult:
         start = time.perf_counter()
-        blocksize = self.blocksize()
+        identity = self.identity()
+        blocksize = self.blocksize(identity)
         ds = self._read_input(blocksize)
         d = self.dedup
         if d.id_field not in ds.df.columns and not self.assign_id:
             require_columns("the dedup workflow", ds.df.columns, [d.id_field],
                             fix="Pass assign_id=True to add ids with AddId.")
-        # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
-                        storage_options=self.storage_options)
-        fingerprint = self.fingerprint(blocksize)
+        # Before anything is written: the output and the cache keep clear of the input and
+        # of each other, and no other run writes either while this one does.
+        with run_guard([ds.sources], force=self.force) as guard:
+            guard.register(self.output_path, "output directory",
+                           storage_options=self.storage_options)
+            guard.register(self.cache_path, "cache directory",
+                           storage_options=self.storage_options)
+            return self._dedup(ds, start, self.fingerprint(blocksize, identity))
+
+    def _dedup(self, ds: DocumentDataset, start: float, fingerprint: dict) -> ExactDedupResult:
+        d = self.dedup
         list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
         cached = read_phase(list_path, fingerprint=fingerprint,
                             storage_options=self.storage_options)
@@ -256,14 +279,14 @@ class ExactDeduplicationWorkflow:
             strategy = "broadcast" if d.removal_strategy == "broadcast" else "shuffle"
             with phase("exact dedup: identify, remove and write"):
                 found, written = run.in_one_pass(
-                    list_path, _as_json(fingerprint), self.output_path, output_mode,
-                    _as_json(fingerprint), strategy, inputs=[ds.sources])
+                    list_path, as_json(fingerprint), self.output_path, output_mode,
+                    as_json(fingerprint), strategy, inputs=[ds.sources])
             rows, from_cache = found.rows, False
             identified = start  # one pass: identify_seconds is 0, all is in remove
         else:
             if cached is None:
                 with phase("exact dedup: identify"):
-                    found = run.identify(list_path, _as_json(fingerprint))
+                    found = run.identify(list_path, as_json(fingerprint))
                 mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
                               files=len(found.parts), stats=found.stats,
                               storage_options=self.storage_options)
@@ -278,7 +301,7 @@ class ExactDeduplicationWorkflow:
                 strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
             with phase("exact dedup: remove and write"):
                 written = run.remove(parts, stats, self.output_path, output_mode,
-                                     _as_json(fingerprint), strategy, inputs=[ds.sources])
+                                     as_json(fingerprint), strategy, inputs=[ds.sources])
         run.drop_staging()
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
@@ -313,6 +336,12 @@ def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
     return on_bad_lines
 
 
+def input_files(path, input_filetype: str, storage_options: dict | None = None):
+    """A workflow's input files of ``input_filetype``: ``(fs, [InputFile, ...])``."""
+    extensions = JSONL_EXTENSIONS if input_filetype == "jsonl" else PARQUET_EXTENSIONS
+    return list_files(path, extensions, storage_options)
+
+
 def read_input(path, input_filetype: str, blocksize, on_bad_lines: str, **options
                ) -> DocumentDataset:
     """A workflow's input as a dataset (``on_bad_lines`` for JSONL only)."""
@@ -337,5 +366,3 @@ def _lists_rows(path: str, storage_options: dict | None) -> bool:
     return True
 
 
-def _as_json(value):
-    return json.loads(json.dumps(value, sort_keys=True))

@@ -11,17 +11,22 @@ stages separated by whole-dataset stages, a writer) and runs it (:meth:`Executor
    and awaited (:meth:`Executor.run_segment`): here in this process (local), one stage
    at a time over all partitions (batch), or a bounded window of partitions flowing
    through all stages at once (streaming).
-2. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
+2. **Outputs.** Before anything is written, the run's
+   :class:`~curator_dask.io.guard.OutputGuard` checks every path it will write (the
+   output, the cache, the performance report) against the input and against each other,
+   and takes the lease of each directory (:mod:`curator_dask.io.lease`).
+3. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
    written after the part's atomic rename) are skipped, after the output's manifest
-   proved to hold this run's fingerprint (input plan and pipeline, see
-   :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`).
-3. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
+   proved to hold this run's fingerprint (the identity of the input files, the plan and
+   the pipeline, see :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`).
+4. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
    writes its parts as Parquet under the cache directory (``<cache>/<k>-<stage>/input``),
-   the stage runs on them, its output is kept in ``output`` beside a marker with a
-   fingerprint of the input and of the pipeline up to the stage, and the next segment
-   reads from there. A resumed run skips input parts already written and reuses an
-   output whose marker matches.
-4. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
+   the stage runs on them, its output is kept in ``output`` with a completion record
+   (:mod:`curator_dask.io.output_state`) holding the fingerprint of the input and of the
+   pipeline up to the stage, and the next segment reads from there. A resumed run skips
+   input parts already written and reuses an output whose record matches; one whose
+   input or pipeline changed is computed again, and the log says what changed.
+5. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
    ride with the data to the writer; the run's :class:`~curator_dask.observe.run_result.RunResult`
    sums them per stage. Whatever happens, every stage is torn down where it was set up,
    and a failed run releases its futures before the error reaches the caller.
@@ -41,10 +46,8 @@ On a cluster (:class:`ClusterExecutor`), three facts about Dask shape the submis
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import posixpath
-import tempfile
 import time
 import uuid
 import warnings
@@ -54,11 +57,13 @@ from dataclasses import dataclass, field, replace
 import dask
 from distributed.scheduler import NoWorkerError
 
+from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.io.overlap import check_run_paths
-from curator_dask.io.writers import claim_files
+from curator_dask.io import atomic
+from curator_dask.io.guard import OutputGuard, run_guard
+from curator_dask.io.output_state import fingerprint_changes, mark_complete, read_complete
 from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
@@ -69,12 +74,13 @@ from curator_dask.stages.base import (
     key_prefix,
     teardown_stage,
 )
-from curator_dask.stages.fingerprint import digest
+from curator_dask.stages.fingerprint import pipeline_changes
 from curator_dask.stages.io_stages import (
     ParquetWriter,
     PreparedOutput,
     ReaderStage,
     WriterStage,
+    input_identity,
     plan_token,
 )
 
@@ -82,9 +88,6 @@ __all__ = ["ClusterExecutor", "Executor", "Layout", "NoWorkersError", "ResourceU
            "WorkerLifetimeError", "check_placement"]
 
 logger = logging.getLogger(__name__)
-
-#: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
-BARRIER_DONE = ".complete"
 
 
 class ResourceUnavailableError(CuratorError, RuntimeError):
@@ -430,9 +433,14 @@ class RunState:
     timelines: dict[str, StageTimeline] = field(default_factory=dict)
     #: Streaming with balancing: the stage the last plan found slowest.
     bottleneck: str | None = None
-    #: Where the run reads from (writes must keep clear of them), and its input plan.
+    #: Where the run reads from (writes must keep clear of them), what it reads (the
+    #: plan and the identity of every input file) and a hash of that.
     inputs: list = field(default_factory=list)
+    input_identity: dict = field(default_factory=dict)
     input_token: str = ""
+    #: The paths the run writes, checked and leased; the barriers' cache directory.
+    guard: OutputGuard | None = None
+    cache: str | None = None
     #: On a cluster, the workers' advertised resources when the run started.
     workers: dict[str, dict] = field(default_factory=dict)
     #: The run's one progress bar (or log lines), moved on from stage to stage.
@@ -547,6 +555,10 @@ class Executor:
         Report progress: a bar on a terminal or in a notebook, else an INFO line of
         ``curator_dask.observe.progress`` every 10 s (see
         :mod:`curator_dask.observe.progress`).
+    force : bool, default False
+        Take over the lease of the output or cache directory when the run that held it
+        stopped heart-beating (see :mod:`curator_dask.io.lease`); a directory another
+        live run is writing is always refused.
     """
 
     name = "executor"
@@ -554,10 +566,11 @@ class Executor:
     writes_report = False
 
     def __init__(self, *, resume: bool = False, cache_path: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, force: bool = False):
         self.resume = resume
         self.cache_path = cache_path
         self.progress = progress
+        self.force = force
 
     # -- what an executor decides ----------------------------------------------------------
     def session(self, state: RunState, report: str | None):
@@ -580,21 +593,43 @@ class Executor:
             raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
                              "whose completed parts are what a resume skips")
         state = RunState(layout, progress=Progress(enabled=self.progress))
-        try:
-            with state.progress.active(), self.session(state, report):
-                dataset = self._run(state)
-        finally:
-            state.progress.close()
+        with run_guard(force=self.force) as guard:
+            state.guard = guard
+            # Every path the run writes, checked before the cluster is asked for anything.
+            state.cache = self.register_outputs(guard, layout, report)
+            try:
+                with state.progress.active(), self.session(state, report):
+                    dataset = self._run(state)
+            finally:
+                state.progress.close()
         result = state.result(self.name, layout.writer.path if layout.writer else None,
                               dataset=dataset)
         result.report = report if self.writes_report else None
         return result
 
+    def register_outputs(self, guard: OutputGuard, layout: Layout,
+                         report: str | None = None) -> str | None:
+        """Register with ``guard`` what a run of ``layout`` reads and every path it
+        writes: the performance report, the writer's directory and the barriers' cache
+        (returned; None without barriers). Raises, naming both paths, if one is, contains
+        or lies inside an input or another of them."""
+        guard.add_inputs([layout.reader.input_paths()])
+        options = layout.writer.storage_options if layout.writer is not None else None
+        if report and self.writes_report:
+            guard.register(report, "performance report", kind="file")
+        if layout.writer is not None:
+            guard.register(layout.writer.path, "output directory", storage_options=options)
+        if not layout.barriers:
+            return None
+        cache = self._cache_root(layout)
+        guard.register(cache, "cache directory", storage_options=options)
+        return cache
+
     def _run(self, state: RunState):
         layout = state.layout
         ds = layout.reader.dataset()
-        cache = self._cache_root(layout) if layout.barriers else None
-        output = self._open_output(state, ds, cache)
+        cache = state.cache
+        output = self._open_output(state, ds)
         source = Source(ds, layout.reader)
         for k, stages in enumerate(layout.segments):
             if k < len(layout.barriers):
@@ -603,7 +638,8 @@ class Executor:
                 source = self._through_barrier(state, source, stages, barrier, directory,
                                                first=k == 0)
             elif output is not None:
-                sink = Sink(replace(output, source=plan_token(source.dataset)), layout.writer)
+                token = state.input_token if source.dataset is ds else plan_token(source.dataset)
+                sink = Sink(replace(output, source=token), layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
@@ -655,15 +691,14 @@ class Executor:
                          cache: str, first: bool) -> Source:
         """Stream the segment into the barrier's input, run the barrier (or reuse its
         finished output), and return its output as the next segment's source."""
-        from curator_dask.dataset import DocumentDataset
-
         layout = state.layout
         name = layout.name_of(barrier)
         spill = state.register(InternalStage(f"{name}_input", "write"))
         # The spill is the executor's own: written by another pipeline, it starts over.
-        token = plan_token(source.dataset)
+        identity = input_identity(source.dataset)
+        token = plan_token(source.dataset, identity)
         output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
-            token, resume=self.resume, inputs=state.inputs,
+            identity, resume=self.resume, inputs=state.inputs,
             pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
         sink = Sink(replace(output, source=token), spill, final=False)
         self._segment(state, source, stages, sink, first)
@@ -671,34 +706,34 @@ class Executor:
 
         start = time.time()
         out_dir = posixpath.join(cache, "output")
-        done_marker = posixpath.join(out_dir, BARRIER_DONE)
         fs = output.fs
         # The barrier's output may be reused only by the pipeline (up to and including
         # the barrier) that computed it, from the same input.
-        fingerprint = digest({"input": state.input_token,
-                              "pipeline": [*layout.fingerprint(upto=barrier),
-                                           layout.entry(barrier)]})
-        saved = _read_json(fs, done_marker) if self.resume else None
-        if saved is not None and saved.get("fingerprint") == fingerprint:
+        fingerprint = {"input": state.input_identity,
+                       "pipeline": [*layout.fingerprint(upto=barrier), layout.entry(barrier)]}
+        saved = read_complete(fs, out_dir) if self.resume else None
+        changes = (fingerprint_changes(saved["fingerprint"], fingerprint,
+                                       explain={"pipeline": pipeline_changes})
+                   if saved is not None else None)
+        if saved is not None and not changes:
             logger.info("resume: barrier %r output already complete, reusing it", name)
             out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
-            removed = saved.get("dropped", {})
+            removed = saved["stats"].get("dropped", {})
         else:
-            if saved is not None:
+            if changes:
                 logger.info("barrier %r: the output in %s was computed by another pipeline or "
-                            "from other input: computing it again", name, out_dir)
-            if fs.exists(done_marker):
-                fs.rm(done_marker)  # the executor's own; stale from here on
+                            "from other input (%s): computing it again", name, out_dir,
+                            "; ".join(changes))
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
             with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
                 with phase("write"):
                     out, removed = _materialize(out, out_dir)
-                if fs.exists(out_dir):
-                    # The marker keeps the barrier's drop counts for a resumed run.
-                    claim_files(fs, out_dir, [BARRIER_DONE])
-                    fs.pipe_file(done_marker, json.dumps(
-                        {"fingerprint": fingerprint, "dropped": removed}).encode())
+                if fs.exists(out_dir):  # written here, not read from where the stage put it
+                    # The record keeps the barrier's drop counts for a resumed run.
+                    state.guard.check()
+                    mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
+                                  files=len(out.plan or ()), stats={"dropped": removed})
         state.barrier_dropped.append(removed)
         stop = time.time()
         reread = state.register(InternalStage(f"{name}_output", "read"))
@@ -719,41 +754,26 @@ class Executor:
             return self.cache_path.rstrip("/")
         if layout.writer is not None:
             return layout.writer.path.rstrip("/") + ".curator-cache"
-        return tempfile.mkdtemp(prefix=f"curator-{key_prefix(layout.name)}-")
+        return atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
 
-    def _open_output(self, state: RunState, ds, cache: str | None):
-        """Check where the run will write against where it reads, then prepare the
-        writer's output (or None without a writer), before any task is submitted.
-
-        The output and the barrier cache must each stay clear of every input path and
-        of each other; a resume must find a manifest with this run's fingerprint (input
-        plan and pipeline), see :meth:`WriterStage.prepare`.
-        """
+    def _open_output(self, state: RunState, ds):
+        """Record what the run reads (the files found, checked against every output
+        again) and prepare the writer's output (or None without a writer), before any
+        task is submitted. A resume must find a manifest with this run's fingerprint
+        (input identity and pipeline), see :meth:`WriterStage.prepare`."""
         layout = state.layout
         state.inputs = [ds.sources] if ds.sources is not None else []
-        state.input_token = plan_token(ds)
+        state.guard.add_inputs(state.inputs)
+        state.input_identity = input_identity(ds)
+        state.input_token = plan_token(ds, state.input_identity)
         writer = layout.writer
-        check_run_paths(state.inputs, output=writer.path if writer is not None else None,
-                        cache=cache,
-                        storage_options=writer.storage_options if writer is not None else None)
         if writer is None:
             return None
-        return writer.prepare(state.input_token, resume=self.resume,
+        return writer.prepare(state.input_identity, resume=self.resume,
                               pipeline=layout.fingerprint(), inputs=state.inputs)
 
 
-def _read_json(fs, path: str) -> dict | None:
-    """A small JSON file written by the executor, or None (absent, or an older format)."""
-    if not fs.exists(path):
-        return None
-    try:
-        value = json.loads(fs.cat_file(path) or b"null")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _materialize(out, directory: str) -> tuple:
+def _materialize(out: DocumentDataset, directory: str) -> tuple:
     """A barrier's output as a dataset the next segment can read, and its drop counts.
 
     A barrier that returns a planned dataset (files with a reader) is read from as it
@@ -761,7 +781,6 @@ def _materialize(out, directory: str) -> tuple:
     its partitions carry the documents the barrier removed in their drop counts, which
     files do not keep: the counts come back here, so the run can report them.
     """
-    from curator_dask.dataset import DocumentDataset
     from curator_dask.dropped import join_counts
 
     if out.partition_reader is not None and out.plan is not None:
@@ -799,8 +818,8 @@ class ClusterExecutor(Executor):
     writes_report = True
 
     def __init__(self, *, resume: bool = False, client=None, cache_path: str | None = None,
-                 progress: bool = True):
-        super().__init__(resume=resume, cache_path=cache_path, progress=progress)
+                 progress: bool = True, force: bool = False):
+        super().__init__(resume=resume, cache_path=cache_path, progress=progress, force=force)
         self.client = client
 
     def _client(self):
@@ -835,9 +854,8 @@ class ClusterExecutor(Executor):
             self.cleanup(state)
             raise
         if report:
-            from distributed import performance_report
-
-            report_ctx = performance_report(filename=report)
+            saved = state.guard.claim(report, "performance report")
+            report_ctx = atomic.performance_report(saved.fs, saved.path)
         else:
             report_ctx = contextlib.nullcontext()
         try:

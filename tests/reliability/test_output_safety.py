@@ -276,7 +276,8 @@ def test_a_run_killed_before_its_manifest_was_in_place_does_not_block_the_next(t
     # The name the writer gives the manifest while writing it.
     (out / f"{MANIFEST}.tmp-{'c' * 32}").write_bytes(b"")
     written = DocumentDataset.read_jsonl(str(raw)).to_parquet(str(out))
-    assert sorted(os.listdir(out)) == [".curator-output.json", "part-00000.parquet"]
+    assert sorted(os.listdir(out)) == [".curator-output.json", ".part-00000.done",
+                                       "part-00000.parquet"]
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before
 
@@ -306,7 +307,9 @@ def test_overwrite_all_wipes_the_directory_when_asked(tmp_path, corpus):
     written = DocumentDataset.read_jsonl(str(raw), blocksize="4KiB").to_parquet(
         str(out), mode="overwrite_all")
     assert sorted(os.listdir(out)) == sorted([".curator-output.json",
-                                              *(Path(f).name for f in written.files)])
+                                              *(Path(f).name for f in written.files),
+                                              *(f".part-{i:05d}.done"
+                                                for i in range(len(written.files)))])
     assert outside.read_text() == "not in the output"  # a link is removed, not followed
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before
