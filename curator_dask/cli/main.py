@@ -1,8 +1,9 @@
 """Entry point of the ``curator-dask`` command.
 
 Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
-0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
-stderr, results to stdout.
+0 success, 1 failure, 2 usage error (a bad argument or pipeline file, or a path to write
+that is, contains or lies inside an input or another output of the command, refused
+before anything runs); messages go to stderr, results to stdout.
 
 curator-dask logs at INFO (progress lines every 10 s when stderr is not a terminal, a
 progress bar when it is); Dask's own loggers only at WARNING and above, its worker
@@ -26,6 +27,9 @@ from collections.abc import Callable
 import yaml
 
 from curator_dask.errors import CuratorError
+from curator_dask.io.errors import OutputOverlapsInputError
+from curator_dask.io.guard import OutputGuard
+from curator_dask.io.overlap import input_paths
 
 __all__ = ["main"]
 
@@ -80,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler-address",
                      help="run on this scheduler (tcp://host:8786) instead of the file's "
                           "cluster")
+    run.add_argument("--force", action="store_true",
+                     help="take over the lease of the output (or cache) directory when the "
+                          "run that held it stopped heart-beating; a directory another live "
+                          "run writes is always refused")
 
     dedup = commands.add_parser(
         "dedup", help="remove exact or near duplicates from files",
@@ -312,27 +320,61 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
         raise UsageError(str(err)) from None
     pipeline = config.pipeline
     echo(pipeline.describe())
+    report = args.report or config.report
+    guard = _pipeline_outputs(config, report, force=args.force)
     if args.dry_run:
         echo(f"\n{args.pipeline}: valid ({config.executor_type} executor)")
         return EXIT_OK
-    report = args.report or config.report
     _model_environment()
     cluster_options = dict(config.cluster_options)
     if args.scheduler_address:
         cluster_options = {"scheduler_address": args.scheduler_address}
-    if config.executor_type == "local":
-        result = _run_pipeline(pipeline, config.executor(), config.performance_report)
-    else:
-        from curator_dask.cluster import dashboard_link, get_client
+    with guard:  # one writer per output: this command holds the leases until it ends
+        if config.executor_type == "local":
+            result = _run_pipeline(pipeline, config.executor(), config.performance_report)
+        else:
+            from curator_dask.cluster import dashboard_link, get_client
 
-        with get_client(**_local_options(cluster_options, args.verbose)) as client:
-            link = dashboard_link(client)
-            if link:
-                echo(f"Dask dashboard: {link}")
-            result = _run_pipeline(pipeline, config.executor(client),
-                                   config.performance_report)
-    _print_result(pipeline, result, report, echo)
+            with get_client(**_local_options(cluster_options, args.verbose)) as client:
+                link = dashboard_link(client)
+                if link:
+                    echo(f"Dask dashboard: {link}")
+                result = _run_pipeline(pipeline, config.executor(client),
+                                       config.performance_report)
+        _print_result(pipeline, result, report, echo)
     return EXIT_OK
+
+
+def _pipeline_outputs(config, report: str | None, *, force: bool):
+    """Every path a pipeline file writes (output, cache, performance report, curation
+    report) checked against its input and each other, before anything runs: a refusal
+    is a usage error naming both paths."""
+    from curator_dask.executors.base import Layout
+
+    planned = config.executor()
+    guard = OutputGuard(force=force or getattr(planned, "force", False))
+    try:
+        planned.register_outputs(guard, Layout.of(config.pipeline.name, config.pipeline.stages),
+                                 config.performance_report)
+        if report:
+            guard.register(report, "report", kind="file")
+    except OutputOverlapsInputError as err:
+        raise UsageError(str(err)) from None
+    return guard
+
+
+def _workflow_outputs(workflow):
+    """A dedup command's output and cache directories checked against its input and each
+    other before anything runs (a refusal is a usage error naming both paths)."""
+    options = workflow.storage_options
+    guard = OutputGuard([input_paths(workflow.input_path, options)], force=workflow.force)
+    try:
+        if getattr(workflow, "perform_removal", True) and workflow.output_path:
+            guard.register(workflow.output_path, "output directory", storage_options=options)
+        guard.register(workflow.cache_path, "cache directory", storage_options=options)
+    except OutputOverlapsInputError as err:
+        raise UsageError(str(err)) from None
+    return guard
 
 
 def _local_options(options: dict, verbose: bool) -> dict:
@@ -421,7 +463,8 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
         raise UsageError(_cli_spelling(str(err), spellings)) from None
     cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
                else {"n_workers": args.workers})
-    with get_client(**_local_options(cluster, args.verbose)) as client:
+    with _workflow_outputs(workflow), \
+            get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")

@@ -531,6 +531,7 @@ class RunState:
             partitions=self.partitions, partitions_skipped=self.skipped,
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=records,
+            inputs=list(self.inputs),
         )
 
 
@@ -611,8 +612,9 @@ class Executor:
                          report: str | None = None) -> str | None:
         """Register with ``guard`` what a run of ``layout`` reads and every path it
         writes: the performance report, the writer's directory and the barriers' cache
-        (returned; None without barriers). Raises, naming both paths, if one is, contains
-        or lies inside an input or another of them."""
+        (returned; None without barriers, or when the run will make a private temporary
+        one). Raises, naming both paths, if one is, contains or lies inside an input or
+        another of them."""
         guard.add_inputs([layout.reader.input_paths()])
         options = layout.writer.storage_options if layout.writer is not None else None
         if report and self.writes_report:
@@ -622,12 +624,16 @@ class Executor:
         if not layout.barriers:
             return None
         cache = self._cache_root(layout)
-        guard.register(cache, "cache directory", storage_options=options)
+        if cache is not None:
+            guard.register(cache, "cache directory", storage_options=options)
         return cache
 
     def _run(self, state: RunState):
         layout = state.layout
         ds = layout.reader.dataset()
+        if state.cache is None and layout.barriers:
+            # Without a writer nor a cache_path: a private directory, apart from anything.
+            state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
         cache = state.cache
         output = self._open_output(state, ds)
         source = Source(ds, layout.reader)
@@ -749,12 +755,14 @@ class Executor:
         state.progress.stage(description or state.layout.name, total)
         return state.progress
 
-    def _cache_root(self, layout: Layout) -> str:
+    def _cache_root(self, layout: Layout) -> str | None:
+        """Where barriers keep their data: ``cache_path``, else beside the output (None
+        without either: the run makes a private temporary directory)."""
         if self.cache_path is not None:
             return self.cache_path.rstrip("/")
         if layout.writer is not None:
             return layout.writer.path.rstrip("/") + ".curator-cache"
-        return atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
+        return None
 
     def _open_output(self, state: RunState, ds):
         """Record what the run reads (the files found, checked against every output

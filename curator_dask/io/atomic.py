@@ -44,7 +44,7 @@ import numpy as np
 
 __all__ = ["TMP_SUFFIX", "temporary_name", "is_temporary", "atomic_open", "write_bytes",
            "write_json", "json_default", "create_exclusive", "remove", "remove_entry", "remove_empty_directory",
-           "make_dirs", "move", "make_temp_dir", "open_lock", "touch", "remove_tree",
+           "make_dirs", "move", "make_temp_dir", "make_local_dirs", "open_lock", "touch", "remove_tree",
            "open_partial", "performance_report", "staged_directory", "is_local"]
 
 #: What a temporary file's name ends with, before 32 hex digits.
@@ -201,6 +201,11 @@ def make_temp_dir(prefix: str) -> str:
 
 
 # -- local files a process keeps for itself ---------------------------------------------------
+
+def make_local_dirs(path: str) -> None:
+    """Create the local directory ``path`` and its parents (nothing if it exists)."""
+    os.makedirs(path, exist_ok=True)
+
 
 def open_lock(path: str):
     """``path`` opened for appending (created if missing): a handle to ``flock``."""

@@ -207,7 +207,7 @@ def test_curator_dask_run_refuses_to_write_into_its_input(tmp_path, corpus, caps
         stages: [WhitespaceNormalizer]
         writer: {{type: parquet, path: {raw}, mode: overwrite}}
     """))
-    assert main(["run", str(pipeline)]) == 1
+    assert main(["run", str(pipeline)]) == 2  # refused before anything runs: a usage error
     err = capsys.readouterr().err
     assert err.startswith("curator-dask run: error: output directory")
     assert f"{str(raw)!r} is the input path {str(raw)!r}" in err
@@ -219,13 +219,14 @@ def test_curator_dask_dedup_exact_refuses_an_output_equal_to_its_input(tmp_path,
     raw, before = corpus
     base = ["dedup", "exact", "--input", str(raw), "--output-mode", "overwrite",
             "--scheduler-address", cluster.scheduler_address]
-    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 1
+    # Refused before anything runs: usage errors.
+    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err
     assert f"output directory {str(raw)!r} is the input path {str(raw)!r}" in err
-    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 1
+    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 2
     assert "cache directory" in capsys.readouterr().err
     assert main([*base, "--output", str(tmp_path / "c" / "out"),
-                 "--cache", str(tmp_path / "c")]) == 1
+                 "--cache", str(tmp_path / "c")]) == 2
     assert "lies inside the cache directory" in capsys.readouterr().err
     assert snapshot(raw) == before
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()

@@ -17,7 +17,6 @@ on running workers with ``client.run(os.environ.__setitem__, name, value)``.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import threading
@@ -26,6 +25,10 @@ import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
 
 __all__ = ["LOAD_LOG_ENV", "LoadedModel", "acquire_model", "acquire_tokenizer", "release",
            "loaded", "resolve_device", "resolve_dtype", "require_torch", "tokenizer_lock"]
@@ -205,8 +208,8 @@ def _log_load(kind: str, path: str, device: str, dtype: str | None) -> None:
     directory = os.environ.get(LOAD_LOG_ENV)
     if not directory:
         return
-    os.makedirs(directory, exist_ok=True)
+    local = LocalFileSystem()
+    atomic.make_dirs(local, directory)
     record = {"pid": os.getpid(), "kind": kind, "path": path, "device": device, "dtype": dtype}
     name = f"{os.getpid()}-{kind}-{uuid.uuid4().hex[:8]}.json"
-    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-        json.dump(record, f)
+    atomic.write_json(local, os.path.join(directory, name), record)
