@@ -166,12 +166,25 @@ def _output_name(source_name: str, suffix: str) -> str:
 
 
 def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
+    """Write one frame (pandas, cuDF or Arrow) to ``target`` as ``spec.fmt``, atomically;
+    returns the bytes written."""
     exclusive = spec.filename_field is not None
+    compression = spec.compression if spec.fmt == "jsonl" else None
     try:
         with atomic.atomic_open(fs, target, exclusive=exclusive,
-                                compression=spec.compression if spec.fmt == "jsonl" else None
-                                ) as handle:
-            _encode(df, handle, spec)
+                                compression=compression) as handle:
+            if isinstance(df, pa.Table) and spec.fmt == "parquet":
+                # Arrow all the way: no pandas frame is made for a table read as Arrow.
+                pq.write_table(df, handle, compression=spec.compression or "snappy")
+            elif spec.fmt == "parquet":
+                df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
+            elif spec.fmt == "arrow":
+                table = (df if isinstance(df, pa.Table)
+                         else pa.Table.from_pandas(df, preserve_index=False))
+                with pa.ipc.new_file(handle, table.schema) as out:
+                    out.write_table(table)
+            else:
+                handle.write(_jsonl(df))
     except FileExistsError:
         if not exclusive:
             raise
@@ -183,25 +196,13 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     return fs.info(target).get("size") or 0
 
 
-def _encode(df, handle, spec: WriteSpec) -> None:
-    """Write one frame (pandas, cuDF or Arrow) to an open binary handle as ``spec.fmt``."""
-    if isinstance(df, pa.Table) and spec.fmt == "parquet":
-        # Arrow all the way: no pandas frame is made for a table read as Arrow.
-        pq.write_table(df, handle, compression=spec.compression or "snappy")
-    elif spec.fmt == "parquet":
-        df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
-    elif spec.fmt == "arrow":
-        table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
-        with pa.ipc.new_file(handle, table.schema) as out:
-            out.write_table(table)
-    else:
-        # cuDF frames and Arrow tables are written through pandas: one JSON writer.
-        frame = to_host(df.to_pandas() if isinstance(df, pa.Table) else df)
-        if len(frame):
-            text = frame.to_json(orient="records", lines=True, force_ascii=False)
-            handle.write(text.encode("utf-8"))
-            if not text.endswith("\n"):
-                handle.write(b"\n")
+def _jsonl(df) -> bytes:
+    """A frame (pandas, cuDF or Arrow) as JSON lines, through pandas: one JSON writer."""
+    frame = to_host(df.to_pandas() if isinstance(df, pa.Table) else df)
+    if not len(frame):
+        return b""
+    text = frame.to_json(orient="records", lines=True, force_ascii=False)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
 def write_partition(df, spec: WriteSpec, index: int, fs, *,
