@@ -617,7 +617,7 @@ class Executor:
         another of them."""
         guard.add_inputs([layout.reader.input_paths()])
         options = layout.writer.storage_options if layout.writer is not None else None
-        if report and self.writes_report:
+        if report:
             guard.register(report, "performance report", kind="file")
         if layout.writer is not None:
             guard.register(layout.writer.path, "output directory", storage_options=options)

@@ -153,7 +153,7 @@ class OutputGuard:
         check_output_path(stripped, self.inputs, what=what, fs=fs)
         for output in self.outputs:
             found = relation(output.fs, output.path, fs, stripped)
-            if found == "is" and output.kind == kind:
+            if found == "is" and (output.kind, output.what) == (kind, what):
                 return self._guarded(output, output)
             if found is not None:
                 raise OutputCollisionError(output.what, output.given, what, str(path), found)

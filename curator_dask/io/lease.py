@@ -168,16 +168,19 @@ class Lease:
         self.path = posixpath.join(self.directory, LEASE)
         self.held = False
         self.lost: LeaseHolder | None = None
-        self._created_directory = False
+        self._created: list[str] = []  # directories taking the lease made, deepest first
         self._holder: LeaseHolder | None = None
 
     def acquire(self) -> None:
         """Take the lease, or raise :class:`OutputInUseError` naming the run holding it."""
         if self.held:
             return
-        if not self.fs.exists(self.directory):
-            atomic.make_dirs(self.fs, self.directory)
-            self._created_directory = True
+        directory = self.directory
+        while directory and not self.fs.exists(directory):
+            self._created.append(directory)
+            parent = posixpath.dirname(directory)
+            directory = parent if parent != directory else ""
+        atomic.make_dirs(self.fs, self.directory)
         mine = LeaseHolder.of_this_process(self.run_id, self.what)
         for _ in range(3):
             if atomic.create_exclusive(self.fs, self.path, mine.to_bytes()):
@@ -254,7 +257,8 @@ class Lease:
         self.release_directory()
 
     def release_directory(self) -> None:
-        """Remove the directory if taking the lease created it and nothing was written."""
-        if self._created_directory:
-            atomic.remove_empty_directory(self.fs, self.directory)
-            self._created_directory = False
+        """Remove the directories taking the lease created, if nothing was written there."""
+        for directory in self._created:
+            if not atomic.remove_empty_directory(self.fs, directory):
+                break
+        self._created = []
