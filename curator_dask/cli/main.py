@@ -26,10 +26,9 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
 from curator_dask.io.errors import OutputOverlapsInputError
-from curator_dask.io.guard import OutputGuard
-from curator_dask.io.overlap import input_paths
 
 __all__ = ["main"]
 
@@ -321,7 +320,10 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
     pipeline = config.pipeline
     echo(pipeline.describe())
     report = args.report or config.report
-    guard = _pipeline_outputs(config, report, force=args.force)
+    try:
+        guard = pipeline_outputs(config, report, force=args.force)
+    except OutputOverlapsInputError as err:  # a path of the file: refused before running
+        raise UsageError(str(err)) from None
     if args.dry_run:
         echo(f"\n{args.pipeline}: valid ({config.executor_type} executor)")
         return EXIT_OK
@@ -343,38 +345,6 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
                                        config.performance_report)
         _print_result(pipeline, result, report, echo)
     return EXIT_OK
-
-
-def _pipeline_outputs(config, report: str | None, *, force: bool):
-    """Every path a pipeline file writes (output, cache, performance report, curation
-    report) checked against its input and each other, before anything runs: a refusal
-    is a usage error naming both paths."""
-    from curator_dask.executors.base import Layout
-
-    planned = config.executor()
-    guard = OutputGuard(force=force or getattr(planned, "force", False))
-    try:
-        planned.register_outputs(guard, Layout.of(config.pipeline.name, config.pipeline.stages),
-                                 config.performance_report)
-        if report:
-            guard.register(report, "report", kind="file")
-    except OutputOverlapsInputError as err:
-        raise UsageError(str(err)) from None
-    return guard
-
-
-def _workflow_outputs(workflow):
-    """A dedup command's output and cache directories checked against its input and each
-    other before anything runs (a refusal is a usage error naming both paths)."""
-    options = workflow.storage_options
-    guard = OutputGuard([input_paths(workflow.input_path, options)], force=workflow.force)
-    try:
-        if getattr(workflow, "perform_removal", True) and workflow.output_path:
-            guard.register(workflow.output_path, "output directory", storage_options=options)
-        guard.register(workflow.cache_path, "cache directory", storage_options=options)
-    except OutputOverlapsInputError as err:
-        raise UsageError(str(err)) from None
-    return guard
 
 
 def _local_options(options: dict, verbose: bool) -> dict:
@@ -461,10 +431,13 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:
         raise UsageError(_cli_spelling(str(err), spellings)) from None
+    try:
+        guard = workflow_outputs(workflow)
+    except OutputOverlapsInputError as err:  # --output or --cache: refused before running
+        raise UsageError(str(err)) from None
     cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
                else {"n_workers": args.workers})
-    with _workflow_outputs(workflow), \
-            get_client(**_local_options(cluster, args.verbose)) as client:
+    with guard, get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")

@@ -111,20 +111,12 @@ def read_phase(path: str, *, fingerprint: dict | None,
                storage_options: dict | None = None) -> PhaseResult | None:
     """The finished phase at ``path``, or None when it must be computed (again)."""
     fs, root = url_to_fs(path, **(storage_options or {}))
-    record = output_state.read_complete(fs, root)
+    record = output_state.reusable(fs, root, fingerprint)
     if record is None:
-        if fs.exists(root):
-            logger.info("%s has no completion record: computing it again", path)
-        return None
-    changes = fingerprint_changes(record.get("fingerprint"), fingerprint)
-    if changes:
-        logger.warning("%s was made from other input or parameters (%s): computing it again",
-                       path, "; ".join(changes))
         return None
     if len(_parts(fs, root)) != record["files"]:
         logger.warning("%s holds fewer files than its record lists: computing it again", path)
         return None
-    logger.info("reusing %d rows from %s", record["rows"], path)
     return PhaseResult(path, record["rows"], record["files"], True, record.get("stats", {}))
 
 

@@ -11,22 +11,18 @@ stages separated by whole-dataset stages, a writer) and runs it (:meth:`Executor
    and awaited (:meth:`Executor.run_segment`): here in this process (local), one stage
    at a time over all partitions (batch), or a bounded window of partitions flowing
    through all stages at once (streaming).
-2. **Outputs.** Before anything is written, the run's
-   :class:`~curator_dask.io.guard.OutputGuard` checks every path it will write (the
-   output, the cache, the performance report) against the input and against each other,
-   and takes the lease of each directory (:mod:`curator_dask.io.lease`).
-3. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
+2. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
    written after the part's atomic rename) are skipped, after the output's manifest
-   proved to hold this run's fingerprint (the identity of the input files, the plan and
-   the pipeline, see :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`).
-4. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
+   proved to hold this run's fingerprint (input identity and pipeline, see
+   :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`). Every path the run
+   writes is checked and leased first by its :class:`~curator_dask.io.guard.OutputGuard`.
+3. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
    writes its parts as Parquet under the cache directory (``<cache>/<k>-<stage>/input``),
-   the stage runs on them, its output is kept in ``output`` with a completion record
-   (:mod:`curator_dask.io.output_state`) holding the fingerprint of the input and of the
-   pipeline up to the stage, and the next segment reads from there. A resumed run skips
-   input parts already written and reuses an output whose record matches; one whose
-   input or pipeline changed is computed again, and the log says what changed.
-5. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
+   the stage runs on them, its output is kept in ``output`` with a completion record of
+   the input and the pipeline up to the stage, and the next segment reads from there. A
+   resumed run skips input parts already written and reuses an output whose record
+   matches (:func:`~curator_dask.io.output_state.reusable`).
+4. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
    ride with the data to the writer; the run's :class:`~curator_dask.observe.run_result.RunResult`
    sums them per stage. Whatever happens, every stage is torn down where it was set up,
    and a failed run releases its futures before the error reaches the caller.
@@ -63,7 +59,7 @@ from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
-from curator_dask.io.output_state import fingerprint_changes, mark_complete, read_complete
+from curator_dask.io.output_state import mark_complete, reusable
 from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
@@ -433,11 +429,9 @@ class RunState:
     timelines: dict[str, StageTimeline] = field(default_factory=dict)
     #: Streaming with balancing: the stage the last plan found slowest.
     bottleneck: str | None = None
-    #: Where the run reads from (writes must keep clear of them), what it reads (the
-    #: plan and the identity of every input file) and a hash of that.
+    #: Where the run reads from, and what (the plan, every file's identity).
     inputs: list = field(default_factory=list)
     input_identity: dict = field(default_factory=dict)
-    input_token: str = ""
     #: The paths the run writes, checked and leased; the barriers' cache directory.
     guard: OutputGuard | None = None
     cache: str | None = None
@@ -557,9 +551,8 @@ class Executor:
         ``curator_dask.observe.progress`` every 10 s (see
         :mod:`curator_dask.observe.progress`).
     force : bool, default False
-        Take over the lease of the output or cache directory when the run that held it
-        stopped heart-beating (see :mod:`curator_dask.io.lease`); a directory another
-        live run is writing is always refused.
+        Take over the lease of an output or cache directory whose run stopped
+        heart-beating (:mod:`curator_dask.io.lease`); a live run's is always refused.
     """
 
     name = "executor"
@@ -594,10 +587,8 @@ class Executor:
             raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
                              "whose completed parts are what a resume skips")
         state = RunState(layout, progress=Progress(enabled=self.progress))
-        with run_guard(force=self.force) as guard:
-            state.guard = guard
-            # Every path the run writes, checked before the cluster is asked for anything.
-            state.cache = self.register_outputs(guard, layout, report)
+        with run_guard(force=self.force) as state.guard:  # paths checked before any cluster
+            state.cache = self.register_outputs(state.guard, layout, report)
             try:
                 with state.progress.active(), self.session(state, report):
                     dataset = self._run(state)
@@ -611,19 +602,15 @@ class Executor:
     def register_outputs(self, guard: OutputGuard, layout: Layout,
                          report: str | None = None) -> str | None:
         """Register with ``guard`` what a run of ``layout`` reads and every path it
-        writes: the performance report, the writer's directory and the barriers' cache
-        (returned; None without barriers, or when the run will make a private temporary
-        one). Raises, naming both paths, if one is, contains or lies inside an input or
-        another of them."""
+        writes (refused, naming both, if one overlaps an input or another); the barriers'
+        cache (None without barriers, or for a private temporary one)."""
         guard.add_inputs([layout.reader.input_paths()])
         options = layout.writer.storage_options if layout.writer is not None else None
         if report:
             guard.register(report, "performance report", kind="file")
         if layout.writer is not None:
             guard.register(layout.writer.path, "output directory", storage_options=options)
-        if not layout.barriers:
-            return None
-        cache = self._cache_root(layout)
+        cache = self._cache_root(layout) if layout.barriers else None
         if cache is not None:
             guard.register(cache, "cache directory", storage_options=options)
         return cache
@@ -631,8 +618,7 @@ class Executor:
     def _run(self, state: RunState):
         layout = state.layout
         ds = layout.reader.dataset()
-        if state.cache is None and layout.barriers:
-            # Without a writer nor a cache_path: a private directory, apart from anything.
+        if state.cache is None and layout.barriers:  # no writer, no cache_path: a private one
             state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
         cache = state.cache
         output = self._open_output(state, ds)
@@ -644,9 +630,9 @@ class Executor:
                 source = self._through_barrier(state, source, stages, barrier, directory,
                                                first=k == 0)
             elif output is not None:
-                token = state.input_token if source.dataset is ds else plan_token(source.dataset)
-                sink = Sink(replace(output, source=token), layout.writer)
-                self._segment(state, source, stages, sink, first=k == 0)
+                known = state.input_identity if source.dataset is ds else None
+                output = replace(output, source=plan_token(source.dataset, known))
+                self._segment(state, source, stages, Sink(output, layout.writer), first=k == 0)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
                                                           first=k == 0))
@@ -702,11 +688,11 @@ class Executor:
         spill = state.register(InternalStage(f"{name}_input", "write"))
         # The spill is the executor's own: written by another pipeline, it starts over.
         identity = input_identity(source.dataset)
-        token = plan_token(source.dataset, identity)
         output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
             identity, resume=self.resume, inputs=state.inputs,
             pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-        sink = Sink(replace(output, source=token), spill, final=False)
+        sink = Sink(replace(output, source=plan_token(source.dataset, identity)), spill,
+                    final=False)
         self._segment(state, source, stages, sink, first)
         state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
 
@@ -717,26 +703,18 @@ class Executor:
         # the barrier) that computed it, from the same input.
         fingerprint = {"input": state.input_identity,
                        "pipeline": [*layout.fingerprint(upto=barrier), layout.entry(barrier)]}
-        saved = read_complete(fs, out_dir) if self.resume else None
-        changes = (fingerprint_changes(saved["fingerprint"], fingerprint,
-                                       explain={"pipeline": pipeline_changes})
-                   if saved is not None else None)
-        if saved is not None and not changes:
-            logger.info("resume: barrier %r output already complete, reusing it", name)
+        saved = (reusable(fs, out_dir, fingerprint, explain={"pipeline": pipeline_changes})
+                 if self.resume else None)
+        if saved is not None:
             out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
             removed = saved["stats"].get("dropped", {})
         else:
-            if changes:
-                logger.info("barrier %r: the output in %s was computed by another pipeline or "
-                            "from other input (%s): computing it again", name, out_dir,
-                            "; ".join(changes))
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
             with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
                 with phase("write"):
                     out, removed = _materialize(out, out_dir)
-                if fs.exists(out_dir):  # written here, not read from where the stage put it
-                    # The record keeps the barrier's drop counts for a resumed run.
+                if fs.exists(out_dir):  # written here: its record keeps the drop counts
                     state.guard.check()
                     mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
                                   files=len(out.plan or ()), stats={"dropped": removed})
@@ -756,8 +734,7 @@ class Executor:
         return state.progress
 
     def _cache_root(self, layout: Layout) -> str | None:
-        """Where barriers keep their data: ``cache_path``, else beside the output (None
-        without either: the run makes a private temporary directory)."""
+        """``cache_path``, else beside the output; None: a private temporary one."""
         if self.cache_path is not None:
             return self.cache_path.rstrip("/")
         if layout.writer is not None:
@@ -765,15 +742,12 @@ class Executor:
         return None
 
     def _open_output(self, state: RunState, ds):
-        """Record what the run reads (the files found, checked against every output
-        again) and prepare the writer's output (or None without a writer), before any
-        task is submitted. A resume must find a manifest with this run's fingerprint
-        (input identity and pipeline), see :meth:`WriterStage.prepare`."""
+        """Record what the run reads (checked against every output again) and prepare the
+        writer's output (:meth:`WriterStage.prepare`; None without a writer)."""
         layout = state.layout
         state.inputs = [ds.sources] if ds.sources is not None else []
         state.guard.add_inputs(state.inputs)
         state.input_identity = input_identity(ds)
-        state.input_token = plan_token(ds, state.input_identity)
         writer = layout.writer
         if writer is None:
             return None

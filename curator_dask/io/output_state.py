@@ -56,7 +56,7 @@ from curator_dask.io.lease import LEASE
 __all__ = ["MANIFEST", "MARKER_SUFFIX", "COMPLETE", "part_name", "marker_name", "as_json",
            "read_manifest", "write_manifest", "own_files", "is_leftover",
            "remove_leftovers", "remove_own_files", "clear_directory", "mark_part",
-           "completed_parts", "discard_parts", "mark_complete", "read_complete",
+           "completed_parts", "discard_parts", "mark_complete", "read_complete", "reusable",
            "fingerprint_changes", "param_changes"]
 
 logger = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ def mark_complete(fs, path: str, *, fingerprint, rows: int, files: int,
     atomic.write_json(fs, posixpath.join(path, COMPLETE), {
         "format": _COMPLETE_FORMAT, "rows": int(rows), "files": int(files),
         "fingerprint": as_json(fingerprint), "stats": as_json(stats or {})})
-    logger.info("complete: %d rows in %d files at %s", rows, files, path)
+    logger.debug("complete: %d rows in %d files at %s", rows, files, path)
 
 
 def read_complete(fs, path: str) -> dict | None:
@@ -289,6 +289,24 @@ def read_complete(fs, path: str) -> dict | None:
     record = _read_json(fs, posixpath.join(path, COMPLETE))
     if not isinstance(record, dict) or record.get("format") != _COMPLETE_FORMAT:
         return None
+    return record
+
+
+def reusable(fs, path: str, fingerprint, *, explain: Mapping[str, Callable] | None = None
+             ) -> dict | None:
+    """The completion record of ``path`` if it was computed from ``fingerprint``; else
+    None, and the log says why (no record, or what changed: it is computed again)."""
+    record = read_complete(fs, path)
+    if record is None:
+        if fs.exists(path):
+            logger.info("%s has no completion record: computing it again", path)
+        return None
+    changes = fingerprint_changes(record.get("fingerprint"), fingerprint, explain=explain)
+    if changes:
+        logger.warning("%s was computed from other input or parameters (%s): computing it "
+                       "again", path, "; ".join(changes))
+        return None
+    logger.info("reusing %s (complete, %d rows)", path, record["rows"])
     return record
 
 
