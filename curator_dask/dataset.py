@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import dask
 import dask.dataframe as dd
@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
@@ -28,7 +29,6 @@ from curator_dask.io.jsonl import (
     read_jsonl_partition,
     read_jsonl_table,
 )
-from curator_dask.io.guard import guarded
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.parquet import (
     infer_parquet_schema,

@@ -76,16 +76,17 @@ class PhaseResult:
 
 def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: dict | None,
                 stats: Callable[[PhaseResult], dict] | None = None,
-                storage_options: dict | None = None) -> PhaseResult:
+                storage_options: dict | None = None, inputs=()) -> PhaseResult:
     """Compute ``df`` into ``path`` (one Parquet file per partition), then mark it complete.
 
     ``stats``, if given, is called with the written (not yet marked) result and returns
     what the marker records beside the counts (read from the files just written). What
     the write's partitions carried as dropped (lines the reader skipped) is recorded
-    under ``stats["dropped"]``.
+    under ``stats["dropped"]``. ``inputs`` (:class:`~curator_dask.io.overlap.InputPaths`):
+    what the result was computed from, which ``path`` must keep clear of.
     """
     dataset: DocumentDataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
-    with guarded(path, "cache directory", storage_options=storage_options):
+    with guarded(path, "cache directory", inputs=inputs, storage_options=storage_options):
         written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options,
                                      fingerprint=as_json(fingerprint))
         result = PhaseResult(path, written.rows, len(written.files), False)
@@ -270,15 +271,16 @@ def _directory(cache_path: str) -> str:
 
 
 def write_duplicates(duplicates: DocumentDataset, cache_path: str, *,
-                     fingerprint: dict | None = None,
-                     storage_options: dict | None = None) -> CachedDuplicates:
+                     fingerprint: dict | None = None, storage_options: dict | None = None,
+                     inputs=()) -> CachedDuplicates:
     """Compute ``duplicates`` into ``cache_path/exact_duplicates``, then mark it complete.
 
-    Anything already in that directory (an earlier or interrupted list) is replaced.
+    Anything already in that directory (an earlier or interrupted list) is replaced; it
+    must keep clear of ``inputs`` (what the duplicates were found in).
     """
     path = _directory(cache_path)
     written = write_phase(duplicates, path, fingerprint=fingerprint,
-                          storage_options=storage_options)
+                          storage_options=storage_options, inputs=inputs)
     return CachedDuplicates(_read_back(path, storage_options), path, written.rows, False)
 
 

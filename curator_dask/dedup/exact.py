@@ -375,8 +375,8 @@ class ExactDuplicates:
             return duplicates
         from curator_dask.dedup.cache import write_duplicates
 
-        return write_duplicates(duplicates, self.cache_path,
-                                storage_options=self.storage_options).duplicates
+        return write_duplicates(duplicates, self.cache_path, storage_options=self.storage_options,
+                                inputs=[ds.sources]).duplicates
 
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
         """NeMo Curator's name of :meth:`identify` (warns)."""

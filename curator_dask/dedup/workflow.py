@@ -9,11 +9,13 @@ completion marker; a rerun with the same input and parameters reads it back inst
 hashing again, then removes and writes. "The same input" is every input file with the
 same identity (size, modification time, checksum, a hash of its first and last blocks:
 :mod:`curator_dask.io.identity`): a file edited in place, even to a text of the same
-length, makes the rerun compute the list again, and the log names the file. The list names documents by row number as well
-as id, so the input's ids need not be unique; rows and ids must be the same on every run,
-which the same files read with the same blocksize guarantee (``AddId`` included). The
-blocksize is part of the cache's fingerprint, and an automatic one is taken from the
-cache when the input is the same, so a rerun on a cluster of another size resumes.
+length, makes the rerun compute the list again, and the log names the file.
+
+The list names documents by row number as well as id, so the input's ids need not be
+unique; rows and ids must be the same on every run, which the same files read with the
+same blocksize guarantee (``AddId`` included). The blocksize is part of the cache's
+fingerprint, and an automatic one is taken from the cache when the input is the same, so
+a rerun on a cluster of another size resumes.
 """
 
 from __future__ import annotations

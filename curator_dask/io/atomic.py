@@ -43,20 +43,29 @@ from collections.abc import Iterator
 import numpy as np
 
 __all__ = ["TMP_SUFFIX", "temporary_name", "is_temporary", "atomic_open", "write_bytes",
-           "write_json", "json_default", "create_exclusive", "remove", "remove_entry", "remove_empty_directory",
-           "make_dirs", "move", "make_temp_dir", "make_local_dirs", "open_lock", "touch", "remove_tree",
-           "open_partial", "performance_report", "staged_directory", "is_local"]
+           "write_json", "json_default", "create_exclusive", "remove", "remove_entry",
+           "remove_empty_directory", "make_dirs", "move", "make_temp_dir", "make_local_dirs",
+           "open_lock", "touch", "remove_tree", "open_partial", "performance_report",
+           "staged_directory", "is_local", "has_exclusive_create"]
 
 #: What a temporary file's name ends with, before 32 hex digits.
 TMP_SUFFIX = ".tmp-"
 _TEMPORARY = re.compile(r"^\..+" + re.escape(TMP_SUFFIX) + r"[0-9a-f]{32}$")
 
 
+def _protocols(fs) -> set[str]:
+    protocol = getattr(fs, "protocol", "")
+    return {protocol} if isinstance(protocol, str) else set(protocol)
+
+
 def is_local(fs) -> bool:
     """Whether ``fs`` is the local filesystem."""
-    protocol = getattr(fs, "protocol", "")
-    names = {protocol} if isinstance(protocol, str) else set(protocol)
-    return bool(names & {"file", "local"})
+    return bool(_protocols(fs) & {"file", "local"})
+
+
+def has_exclusive_create(fs) -> bool:
+    """Whether :func:`create_exclusive` is atomic on ``fs`` (local disks and memory)."""
+    return is_local(fs) or "memory" in _protocols(fs)
 
 
 def temporary_name(path: str) -> str:
@@ -146,7 +155,7 @@ def create_exclusive(fs, path: str, data: bytes) -> bool:
         finally:
             os.unlink(tmp)
         return True
-    if "memory" in ({fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)):
+    if has_exclusive_create(fs):  # in memory
         try:
             with fs.open(path, "xb") as handle:
                 handle.write(data)

@@ -118,7 +118,8 @@ def identity_changes(old, new) -> str | None:
 
     Examples
     --------
-    >>> identity_changes([["a", 1, 5.0, None, "x"]], [["a", 1, 5.0, None, "x"], ["b", 2, 5.0, None, "y"]])
+    >>> a, b = ["a", 1, 5.0, None, "x"], ["b", 2, 5.0, None, "y"]
+    >>> identity_changes([a], [a, b])
     "the input files changed (1 -> 2 files: 'b' added)"
     """
     if old == new:

@@ -212,7 +212,7 @@ class Lease:
     def _confirmed(self, mine: LeaseHolder) -> bool:
         """Where the create is not exclusive, whether the file still holds our id after
         any racing writer had time to write its own."""
-        if atomic.is_local(self.fs) or "memory" in str(self.fs.protocol):
+        if atomic.has_exclusive_create(self.fs):
             return True
         time.sleep(SETTLE_SECONDS)
         found = self.read()

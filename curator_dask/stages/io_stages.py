@@ -368,6 +368,6 @@ def resume_changes(saved, wanted: dict) -> list[str]:
     >>> edited = {"plan": "p", "files": [["in/a.jsonl", 10, 1.5, None, "y"]]}
     >>> resume_changes({"input": inputs, "pipeline": [stage]},
     ...                {"input": edited, "pipeline": [stage]})
-    ["different input: the input files changed (1 file: 'in/a.jsonl' content changed (same size and modification time))"]
+    ["different input: the input files changed (1 file: 'in/a.jsonl' content changed ...)"]
     """
     return fingerprint_changes(saved, wanted, explain={"pipeline": pipeline_changes})

@@ -20,12 +20,6 @@ from pathlib import Path
 import fsspec
 import pytest
 from conftest import write_jsonl
-from reliability.conftest import (
-    Corpus,
-    assert_exactly_once,
-    output_ids,
-    snapshot_bytes,
-)
 
 from curator_dask.dedup import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 from curator_dask.dedup.stages import ExactDedup
@@ -34,6 +28,12 @@ from curator_dask.io import ResumeMismatchError
 from curator_dask.io.identity import files_identity, identity_changes
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from reliability.conftest import (
+    Corpus,
+    assert_exactly_once,
+    output_ids,
+    snapshot_bytes,
+)
 
 SHARED = "a text that two documents share, word for word"
 #: The same number of characters as ``SHARED``, so the edited file keeps its size.

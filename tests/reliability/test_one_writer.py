@@ -23,13 +23,6 @@ import fsspec
 import pytest
 from conftest import wait_until
 from fsspec.implementations.memory import MemoryFileSystem
-from reliability.conftest import (
-    assert_exactly_once,
-    completed_parts,
-    output_ids,
-    snapshot_bytes,
-    write_corpus,
-)
 
 from curator_dask import DocumentDataset
 from curator_dask.cli.main import main
@@ -46,6 +39,13 @@ from curator_dask.io.lease import (
 )
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from reliability.conftest import (
+    assert_exactly_once,
+    completed_parts,
+    output_ids,
+    snapshot_bytes,
+    write_corpus,
+)
 
 TESTS = str(Path(__file__).parent.parent)
 

@@ -18,7 +18,6 @@ from pathlib import Path, PurePosixPath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability.conftest import assert_exactly_once, output_ids, snapshot_bytes
 
 from curator_dask import DocumentDataset
 from curator_dask.cli.main import main
@@ -31,6 +30,7 @@ from curator_dask.io.overlap import input_paths
 from curator_dask.observe.report import write_report
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, JsonlWriter, ParquetWriter
+from reliability.conftest import assert_exactly_once, output_ids, snapshot_bytes
 
 # -- the guard itself, over generated paths ------------------------------------------------------
 

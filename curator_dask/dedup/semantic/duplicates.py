@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import read_parquet_parts, write_phase
+from curator_dask.io.guard import guarded
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
@@ -573,19 +574,21 @@ class SemanticDuplicates:
         def path(name):
             return posixpath.join(cache_path.rstrip("/"), name)
 
-        embeddings = self.embeddings(ds)
-        id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
-        write_phase(embeddings, path("embeddings"), fingerprint=None,
-                    storage_options=storage_options)
-        embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
-        self.check_ids(embeddings)
-        fit = self.kmeans(embeddings)
-        write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
-                    fingerprint=None, storage_options=storage_options)
-        clusters = self.read_clusters(path("clusters"), id_type, storage_options)
-        write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
-                    storage_options=storage_options)
-        pairs = self.read_pairs(path("pairs"), id_type, storage_options)
+        with guarded(cache_path, "cache directory", inputs=[ds.sources],
+                     storage_options=storage_options):
+            embeddings = self.embeddings(ds)
+            id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
+            write_phase(embeddings, path("embeddings"), fingerprint=None,
+                        storage_options=storage_options)
+            embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
+            self.check_ids(embeddings)
+            fit = self.kmeans(embeddings)
+            write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
+                        fingerprint=None, storage_options=storage_options)
+            clusters = self.read_clusters(path("clusters"), id_type, storage_options)
+            write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
+                        storage_options=storage_options)
+            pairs = self.read_pairs(path("pairs"), id_type, storage_options)
         return DocumentDataset(self.duplicates(pairs))
 
     def __call__(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
