@@ -34,9 +34,10 @@ def pipeline_outputs(config, report: str | None, *, force: bool) -> OutputGuard:
 def workflow_outputs(workflow) -> OutputGuard:
     """The guard of a dedup workflow's run with its input, output (when it writes one) and
     cache directories registered."""
-    options = workflow.storage_options
-    guard = OutputGuard([input_paths(workflow.input_path, options)], force=workflow.force)
-    if getattr(workflow, "perform_removal", True) and workflow.output_path:
-        guard.register(workflow.output_path, "output directory", storage_options=options)
-    guard.register(workflow.cache_path, "cache directory", storage_options=options)
+    # The dedup package is imported when a dedup command runs, not for every command.
+    from curator_dask.dedup.cache import register_workflow
+
+    guard = OutputGuard([input_paths(workflow.input_path, workflow.storage_options)],
+                        force=workflow.force)
+    register_workflow(guard, workflow)
     return guard

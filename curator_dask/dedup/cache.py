@@ -26,9 +26,10 @@ hash partitions (:func:`read_duplicates`), a fuzzy phase with its Arrow types as
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -43,14 +44,14 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import HASH_FIELD, mark_hash_partitioned
 from curator_dask.io import output_state
 from curator_dask.io.errors import ResumeMismatchError
-from curator_dask.io.guard import guarded
+from curator_dask.io.guard import OutputGuard, guarded, run_guard
 from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
 
 __all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
            "recorded_blocksize",
            "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
            "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes",
-           "write_removal", "removal_output_intact"]
+           "write_removal", "removal_output_intact", "register_workflow", "workflow_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,25 @@ class PhaseResult:
     files: int
     from_cache: bool
     stats: dict = field(default_factory=dict)
+
+
+def register_workflow(guard: OutputGuard, workflow) -> None:
+    """Register a dedup workflow's output directory (when it writes one) and its cache
+    directory with ``guard``: refused, naming both paths, if one is, contains or lies
+    inside an input or the other."""
+    options = workflow.storage_options
+    if getattr(workflow, "perform_removal", True) and workflow.output_path:
+        guard.register(workflow.output_path, "output directory", storage_options=options)
+    guard.register(workflow.cache_path, "cache directory", storage_options=options)
+
+
+@contextlib.contextmanager
+def workflow_run(workflow, ds: DocumentDataset) -> Iterator[OutputGuard]:
+    """A dedup workflow's run over ``ds``: before anything is written, its output and
+    cache are checked against the input and each other, and leased for the run."""
+    with run_guard([ds.sources], force=workflow.force) as guard:
+        register_workflow(guard, workflow)
+        yield guard
 
 
 def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: dict | None,

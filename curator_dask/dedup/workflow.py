@@ -38,6 +38,7 @@ from curator_dask.dedup.cache import (
     output_mode_for,
     read_phase,
     recorded_blocksize,
+    workflow_run,
 )
 from curator_dask.dedup.config import ExactDedupConfig, resolve_config
 from curator_dask.dedup.exact import (
@@ -51,7 +52,6 @@ from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.guard import run_guard
 from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.output_state import as_json
@@ -247,13 +247,7 @@ class ExactDeduplicationWorkflow:
         if d.id_field not in ds.df.columns and not self.assign_id:
             require_columns("the dedup workflow", ds.df.columns, [d.id_field],
                             fix="Pass assign_id=True to add ids with AddId.")
-        # Before anything is written: the output and the cache keep clear of the input and
-        # of each other, and no other run writes either while this one does.
-        with run_guard([ds.sources], force=self.force) as guard:
-            guard.register(self.output_path, "output directory",
-                           storage_options=self.storage_options)
-            guard.register(self.cache_path, "cache directory",
-                           storage_options=self.storage_options)
+        with workflow_run(self, ds):
             return self._dedup(ds, start, self.fingerprint(blocksize, identity))
 
     def _dedup(self, ds: DocumentDataset, start: float, fingerprint: dict) -> ExactDedupResult:

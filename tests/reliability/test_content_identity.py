@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -84,8 +85,9 @@ def test_exact_dedup_does_not_reuse_a_cache_after_a_same_size_edit(tmp_path, sha
     assert first.duplicate_documents == 1 and 17 not in output_ids(out)
     edit_in_place(shared.files[1], SHARED, EDITED, keep_mtime=keep_mtime)
     shared.resnapshot()
-    second = ExactDeduplicationWorkflow(str(shared.path), str(out), str(cache),
-                                        output_mode="overwrite").run()
+    with caplog.at_level(logging.WARNING, logger="curator_dask"):
+        second = ExactDeduplicationWorkflow(str(shared.path), str(out), str(cache),
+                                            output_mode="overwrite").run()
     assert not second.identify_from_cache
     assert second.duplicate_documents == 0  # 17 is unique now: kept
     assert_exactly_once(shared.ids, output_ids(out), second.output.dropped)

@@ -44,6 +44,7 @@ from curator_dask.dedup.cache import (
     recorded_blocksize,
     removal_output_intact,
     write_phase,
+    workflow_run,
     write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
@@ -55,7 +56,6 @@ from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
-from curator_dask.io.guard import run_guard
 from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.planner import AUTO, resolve_blocksize
@@ -280,14 +280,7 @@ class FuzzyDeduplicationWorkflow:
         identity = self.identity()
         blocksize = self.blocksize(identity)
         ds = self.read(blocksize)
-        # Before anything is written: the output and the cache keep clear of the input and
-        # of each other, and no other run writes either while this one does.
-        with run_guard([ds.sources], force=self.force) as guard:
-            if self.perform_removal:
-                guard.register(self.output_path, "output directory",
-                               storage_options=self.storage_options)
-            guard.register(self.cache_path, "cache directory",
-                           storage_options=self.storage_options)
+        with workflow_run(self, ds):
             return self._dedup(ds, self.fingerprints(blocksize, identity))
 
     def _dedup(self, ds: DocumentDataset, fingerprints: dict) -> FuzzyDedupResult:

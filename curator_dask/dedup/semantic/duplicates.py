@@ -38,7 +38,6 @@ import pyarrow as pa
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import read_parquet_parts, write_phase
-from curator_dask.io.guard import guarded
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
     DEFAULT_BROADCAST_THRESHOLD,
@@ -53,6 +52,7 @@ from curator_dask.dedup.semantic.kernels import (
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
 from curator_dask.io.errors import InputError
+from curator_dask.io.guard import guarded
 
 __all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
            "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",

@@ -44,6 +44,7 @@ from curator_dask.dedup.cache import (
     read_parquet_parts,
     read_phase,
     removal_output_intact,
+    workflow_run,
     write_phase,
     write_removal,
 )
@@ -59,7 +60,6 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.workflow import input_files
-from curator_dask.io.guard import run_guard
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
 
@@ -225,14 +225,7 @@ class SemanticDeduplicationWorkflow:
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
         ds = self.read()
-        # Before anything is written: the output and the cache keep clear of the input and
-        # of each other, and no other run writes either while this one does.
-        with run_guard([ds.sources], force=self.force) as guard:
-            if self.perform_removal:
-                guard.register(self.output_path, "output directory",
-                               storage_options=self.storage_options)
-            guard.register(self.cache_path, "cache directory",
-                           storage_options=self.storage_options)
+        with workflow_run(self, ds):
             return self._dedup(ds, self.fingerprints())
 
     def _dedup(self, ds: DocumentDataset, fingerprints: dict) -> SemanticDedupResult:
