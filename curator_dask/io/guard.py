@@ -162,7 +162,11 @@ class OutputGuard:
             output.lease = Lease(fs, stripped, run_id=self.run_id, what=what, force=self.force)
         self.outputs.append(output)
         if self._active and output.lease is not None:
-            output.lease.acquire()
+            try:
+                output.lease.acquire()
+            except BaseException:
+                self.outputs.remove(output)  # not this run's: nothing may be written there
+                raise
         return self._guarded(output, output)
 
     def claim(self, path: str, what: str, *, kind: str = "directory",
@@ -178,7 +182,7 @@ class OutputGuard:
             if found == "is" or (found == "lies inside" and output.kind == "directory"):
                 check_output_path(stripped, self.inputs, what=what, fs=fs)
                 return GuardedPath(fs, stripped, what, output.path, self.run_id)
-        return self.register(path, what, kind=kind, fs=fs)
+        return self.register(stripped, what, kind=kind, fs=fs)
 
     def _guarded(self, output: _Output, root: _Output) -> GuardedPath:
         return GuardedPath(output.fs, output.path, output.what, root.path, self.run_id)

@@ -202,6 +202,8 @@ class Lease:
             if state == "live" or (state == "stale" and not self.force):
                 self.release_directory()
                 raise OutputInUseError(self.directory, other, state)
+            if self.read() != other:  # another run took it over meanwhile: look again
+                continue
             logger.warning("%s: taking over the lease of run %s (host %s, pid %d, since %s): "
                            "%s", self.directory, other.run_id[:12], other.host, other.pid,
                            _when(other.since), "its process is gone" if state == "dead"

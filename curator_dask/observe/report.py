@@ -83,9 +83,7 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
 
     Examples
     --------
-    >>> from curator_dask.io import atomic
-from curator_dask.io.guard import OutputGuard
-from curator_dask.observe.run_result import RunResult, StageMetrics
+    >>> from curator_dask.observe.run_result import RunResult, StageMetrics
     >>> result = RunResult("p", "local", [
     ...     StageMetrics("read_jsonl", "read", rows_in=10, rows_out=10, busy_seconds=0.5),
     ...     StageMetrics("word_count", "process", rows_in=10, rows_out=7, busy_seconds=0.2),
