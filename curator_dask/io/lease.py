@@ -209,6 +209,7 @@ class Lease:
                            _when(other.since), "its process is gone" if state == "dead"
                            else f"no heartbeat for {other.heartbeat_age():.0f} s (force)")
             atomic.remove(self.fs, self.path, missing_ok=True)
+        self.release_directory()  # three runs raced for it: this one gives way
         raise OutputInUseError(self.directory, self.read() or mine, "live")
 
     def _confirmed(self, mine: LeaseHolder) -> bool:

@@ -331,6 +331,8 @@ def fingerprint_changes(old, new, *, explain: Mapping[str, Callable] | None = No
     >>> fingerprint_changes(None, {"input": {}})
     ['no fingerprint was recorded (written by an earlier version, or not by this kind of run)']
     """
+    if old == new:
+        return []
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         return ["no fingerprint was recorded (written by an earlier version, or not by "
                 "this kind of run)"]
