@@ -95,12 +95,13 @@ def _discard(fs, path: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(fs, path: str, *, compression: str | None = None,
-                exclusive: bool = False) -> Iterator:
+def atomic_open(fs, path: str, *, compression: str | None = None, exclusive: bool = False,
+                keep_mode: bool = False) -> Iterator:
     """A binary handle whose bytes appear at ``path`` only once it is closed whole.
 
     ``exclusive=True`` raises ``FileExistsError`` (and keeps nothing) when ``path``
-    exists by the time the write is complete.
+    exists by the time the write is complete. ``keep_mode=True`` gives the new file the
+    permissions of the one it replaces (a local file rewritten in place).
     """
     tmp = temporary_name(path)
     options = {"compression": compression} if compression else {}
@@ -109,6 +110,8 @@ def atomic_open(fs, path: str, *, compression: str | None = None,
             yield handle
         if exclusive and fs.exists(path):
             raise FileExistsError(path)
+        if keep_mode and is_local(fs) and os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
     except BaseException:
         _discard(fs, tmp)
         raise
