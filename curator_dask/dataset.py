@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import dask
 import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
@@ -52,14 +52,7 @@ from curator_dask.io.warc import (
     WARC_SCHEMA,
     read_warc_partition,
 )
-from curator_dask.io.writers import (
-    MANIFEST,
-    WriteMode,
-    WriteSpec,
-    claim_files,
-    prepare_output,
-    write_partition,
-)
+from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -391,7 +384,7 @@ class DocumentDataset:
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
                    storage_options: dict | None = None,
-                   fingerprint: dict | None = None) -> WriteResult:
+                   fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
 
         Parameters
@@ -407,12 +400,18 @@ class DocumentDataset:
         fingerprint : dict, optional
             What the output is computed from (JSON), recorded in the directory's
             manifest (``.curator-output.json``) for whoever resumes into it.
+        force : bool, default False
+            Take over the directory's lease when the run that held it stopped
+            heart-beating (see :mod:`curator_dask.io.lease`); a live one is refused.
 
         Raises
         ------
         OutputOverlapsInputError
-            ``path`` is, contains or lies inside a path this dataset was read from;
-            checked before anything is deleted or written.
+            ``path`` is, contains or lies inside a path this dataset was read from (or,
+            inside a run, another output of the run); checked before anything is
+            deleted or written.
+        OutputInUseError
+            Another run is writing ``path`` (it holds the directory's lease).
         ForeignFilesError
             ``mode="overwrite"`` and ``path`` holds files curator-dask did not write.
 
@@ -425,20 +424,20 @@ class DocumentDataset:
         'part-00000.parquet'
         """
         return self._write(path, "parquet", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint)
+                           keep_filename_column, mode, storage_options, fingerprint, force)
 
     @nemo_keywords()
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
                  storage_options: dict | None = None,
-                 fingerprint: dict | None = None) -> WriteResult:
+                 fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
         Other parameters are those of :meth:`to_parquet`.
         """
         return self._write(path, "jsonl", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint)
+                           keep_filename_column, mode, storage_options, fingerprint, force)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
@@ -452,9 +451,7 @@ class DocumentDataset:
         return self.to_jsonl(output_path, **options)
 
     def _write(self, path, fmt, compression, write_to_filename, filename_field,
-               keep_filename_column, mode, storage_options, fingerprint) -> WriteResult:
-        fs, root = url_to_fs(path, **(storage_options or {}))
-        root = root.rstrip("/") or root
+               keep_filename_column, mode, storage_options, fingerprint, force) -> WriteResult:
         if write_to_filename:
             if filename_field not in self.df.columns:
                 raise KeyError(
@@ -463,24 +460,22 @@ class DocumentDataset:
                 )
             self._check_whole_files()
         # Validate the format options before touching the output directory.
-        spec = WriteSpec(path=root, fmt=fmt, compression=compression,
-                         filename_field=filename_field if write_to_filename else None,
-                         keep_filename_column=keep_filename_column)
-        inputs = [self.sources] if self.sources is not None else []
-        first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
-        spec = replace(spec, first_index=first)
-        token = dask.base.tokenize(self.df, spec)
-        tasks = [
-            dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
-            for i, part in enumerate(self.df.to_delayed())
-        ]
-        # Counted as it runs when the run watches a phase (a dedup phase, a barrier's output).
-        stats = list(compute(*tasks))
+        WriteSpec(path=str(path), fmt=fmt, compression=compression,
+                  filename_field=filename_field if write_to_filename else None,
+                  keep_filename_column=keep_filename_column)
+        with guarded(path, "output directory", inputs=[self.sources],
+                     storage_options=storage_options, force=force) as out:
+            first = prepare_output(out, mode, fingerprint=fingerprint)
+            spec = WriteSpec(path=out.path, fmt=fmt, compression=compression,
+                             filename_field=filename_field if write_to_filename else None,
+                             keep_filename_column=keep_filename_column, first_index=first)
+            token = dask.base.tokenize(self.df, spec)
+            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
+                                              dask_key_name=f"write-{token}-{i}")
+                     for i, part in enumerate(self.df.to_delayed())]
+            # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
+            stats = list(compute(*tasks))
         files = sorted(f for s in stats for f in s["files"])
-        if write_to_filename:
-            # Files named after their sources are the project's only by this record.
-            claim_files(fs, root, [f[len(root) + 1:] for f in files
-                                   if f.startswith(root + "/") and f != f"{root}/{MANIFEST}"])
         dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),

@@ -25,7 +25,7 @@ A pipeline file::
       type: parquet                 # parquet | jsonl
       path: out/
       mode: overwrite
-    report: out/report.html         # the curation report (optional)
+    report: reports/report.html     # the curation report (optional; not inside the output)
 
 Every mapping is checked against what it may hold: an unknown key, stage, reader, writer
 or executor type is an error naming the file, the line, and the valid choices. Options of

@@ -1,9 +1,10 @@
 """Entry point of the ``curator-dask`` command.
 
 Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``,
-``migrate SCRIPT.py``. Exit codes:
-0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
-stderr, results to stdout.
+``migrate SCRIPT.py``. Exit codes: 0 success, 1 failure, 2 usage error (a bad argument or
+pipeline file, or a path to write that is, contains or lies inside an input or another
+output of the command, refused before anything runs); messages go to stderr, results to
+stdout.
 
 curator-dask logs at INFO (progress lines every 10 s when stderr is not a terminal, a
 progress bar when it is); Dask's own loggers only at WARNING and above, its worker
@@ -27,7 +28,9 @@ from collections.abc import Callable
 import yaml
 
 from curator_dask.cli.migrate import add_migrate_parser, run_migrate
+from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
+from curator_dask.io.errors import OutputOverlapsInputError
 
 __all__ = ["main"]
 
@@ -82,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler-address",
                      help="run on this scheduler (tcp://host:8786) instead of the file's "
                           "cluster")
+    run.add_argument("--force", action="store_true",
+                     help="take over the lease of the output (or cache) directory when the "
+                          "run that held it stopped heart-beating; a directory another live "
+                          "run writes is always refused")
 
     dedup = commands.add_parser(
         "dedup", help="remove exact or near duplicates from files",
@@ -315,26 +322,31 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
         raise UsageError(str(err)) from None
     pipeline = config.pipeline
     echo(pipeline.describe())
+    report = args.report or config.report
+    try:
+        guard = pipeline_outputs(config, report, force=args.force)
+    except OutputOverlapsInputError as err:  # a path of the file: refused before running
+        raise UsageError(str(err)) from None
     if args.dry_run:
         echo(f"\n{args.pipeline}: valid ({config.executor_type} executor)")
         return EXIT_OK
-    report = args.report or config.report
     _model_environment()
     cluster_options = dict(config.cluster_options)
     if args.scheduler_address:
         cluster_options = {"scheduler_address": args.scheduler_address}
-    if config.executor_type == "local":
-        result = _run_pipeline(pipeline, config.executor(), config.performance_report)
-    else:
-        from curator_dask.cluster import dashboard_link, get_client
+    with guard:  # one writer per output: this command holds the leases until it ends
+        if config.executor_type == "local":
+            result = _run_pipeline(pipeline, config.executor(), config.performance_report)
+        else:
+            from curator_dask.cluster import dashboard_link, get_client
 
-        with get_client(**_local_options(cluster_options, args.verbose)) as client:
-            link = dashboard_link(client)
-            if link:
-                echo(f"Dask dashboard: {link}")
-            result = _run_pipeline(pipeline, config.executor(client),
-                                   config.performance_report)
-    _print_result(pipeline, result, report, echo)
+            with get_client(**_local_options(cluster_options, args.verbose)) as client:
+                link = dashboard_link(client)
+                if link:
+                    echo(f"Dask dashboard: {link}")
+                result = _run_pipeline(pipeline, config.executor(client),
+                                       config.performance_report)
+        _print_result(pipeline, result, report, echo)
     return EXIT_OK
 
 
@@ -422,9 +434,13 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:
         raise UsageError(_cli_spelling(str(err), spellings)) from None
+    try:
+        guard = workflow_outputs(workflow)
+    except OutputOverlapsInputError as err:  # --output or --cache: refused before running
+        raise UsageError(str(err)) from None
     cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
                else {"n_workers": args.workers})
-    with get_client(**_local_options(cluster, args.verbose)) as client:
+    with guard, get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")

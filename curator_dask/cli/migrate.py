@@ -9,11 +9,13 @@ by the table in :mod:`curator_dask.migrate.mapping`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
 
 __all__ = ["add_migrate_parser", "run_migrate"]
 
@@ -62,18 +64,11 @@ def _scripts(paths: list[str]) -> list[Path]:
 
 
 def _write_in_place(path: Path, code: str) -> None:
-    """Replace ``path``'s text atomically (a temporary file beside it, then a rename)."""
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(code)
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
+    """Replace ``path``'s text atomically (a temporary file beside it, then a rename),
+    keeping its permissions."""
+    fs = LocalFileSystem()
+    with atomic.atomic_open(fs, str(path), keep_mode=True) as out:
+        out.write(code.encode("utf-8"))
 
 def run_migrate(args, echo: Callable[[str], None]) -> int:
     """Run the command; 0 when every script was rewritten whole, 1 when something is left

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import uuid
 from dataclasses import asdict, dataclass
 
 import dask.dataframe as dd
@@ -32,6 +31,8 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError
+from curator_dask.io import atomic
+from curator_dask.io.identity import identity_changes
 
 __all__ = ["ASSIGNED_ID_FIELD", "IDS_DIRS", "ID_GENERATOR_FILES", "IdNumbering",
            "IdNumberingMismatchError", "write_duplicate_ids"]
@@ -71,10 +72,7 @@ class IdNumbering:
     def write(self, path: str, storage_options: dict | None = None) -> None:
         """Write as JSON, atomically (a temporary name, then a move)."""
         fs, target = url_to_fs(path, **(storage_options or {}))
-        tmp = posixpath.join(posixpath.dirname(target),
-                             f".{posixpath.basename(target)}.tmp-{uuid.uuid4().hex}")
-        fs.pipe_file(tmp, json.dumps(asdict(self), sort_keys=True, indent=1).encode())
-        fs.mv(tmp, target)
+        atomic.write_json(fs, target, asdict(self))
 
     @classmethod
     def read(cls, path: str, storage_options: dict | None = None) -> IdNumbering:
@@ -92,19 +90,14 @@ class IdNumbering:
                 "run the dedup workflow again to write it") from None
 
     def check_files(self, files: list, path: str) -> None:
-        """Raise :class:`IdNumberingMismatchError` unless ``files`` (``[path, size]``
-        pairs) are the files the ids were given on."""
-        if [list(f) for f in files] == [list(f) for f in self.files]:
+        """Raise :class:`IdNumberingMismatchError` unless ``files`` (the input's
+        :func:`~curator_dask.io.identity.files_identity`) are the files the ids were
+        given on."""
+        changes = identity_changes([list(f) for f in self.files], [list(f) for f in files])
+        if changes is None:
             return
-        then = {p: s for p, s in self.files}
-        now = {p: s for p, s in files}
-        changes = [f"{p} is new" for p in now if p not in then]
-        changes += [f"{p} is gone" for p in then if p not in now]
-        changes += [f"{p} changed size ({then[p]} -> {now[p]} bytes)" for p in now
-                    if p in then and then[p] != now[p]]
         raise IdNumberingMismatchError(
-            f"the input is not the one the ids in {path} were given on: "
-            f"{'; '.join(changes[:5]) or 'the files are listed in another order'}. The ids "
+            f"the input is not the one the ids in {path} were given on: {changes}. The ids "
             "would name other documents; run the dedup workflow on this input again")
 
 
@@ -115,8 +108,8 @@ def write_duplicate_ids(ids: dd.DataFrame, output_path: str, kind: str,
     the directory. Files an earlier run wrote there are replaced; anyone else's are an
     error (the writer's ``mode="overwrite"``)."""
     directory = posixpath.join(output_path.rstrip("/"), IDS_DIRS[kind])
-    written = DocumentDataset(ids).to_parquet(directory, mode="overwrite",
-                                              storage_options=storage_options)
+    dataset: DocumentDataset = DocumentDataset(ids)
+    written = dataset.to_parquet(directory, mode="overwrite", storage_options=storage_options)
     numbering.write(posixpath.join(output_path.rstrip("/"), ID_GENERATOR_FILES[kind]),
                     storage_options)
     logger.info("%s dedup: %d duplicate ids written to %s", kind, written.rows, directory)

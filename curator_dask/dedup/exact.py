@@ -349,8 +349,8 @@ class ExactDuplicates(Configured):
         mark_hash_partitioned(duplicates)
         if self.cache_path is None:
             return duplicates
-        return write_duplicates(duplicates, self.cache_path,
-                                storage_options=self.storage_options).duplicates
+        return write_duplicates(duplicates, self.cache_path, storage_options=self.storage_options,
+                                inputs=[ds.sources]).duplicates
 
     @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:

@@ -27,6 +27,7 @@ from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.workflow import FILETYPES, FileType, read_input
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.identity import files_identity
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
@@ -132,9 +133,10 @@ class TextDuplicatesRemovalWorkflow:
         self.storage_options = storage_options
 
     def _files(self) -> list[list]:
+        """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
         extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        return [[f.path, f.size] for f in list_files(self.input_path, extensions,
-                                                     self.storage_options)[1]]
+        fs, files = list_files(self.input_path, extensions, self.storage_options)
+        return files_identity(fs, [f.path for f in files])
 
     def read(self) -> DocumentDataset:
         """The input with the ids the list names documents by."""

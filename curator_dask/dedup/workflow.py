@@ -6,16 +6,20 @@ with the input parsed once (:mod:`curator_dask.dedup.exact_files`).
 The duplicate list is the one result worth keeping across a crash: it costs a full pass
 of hashing and a shuffle, and it is small. It is written to ``cache_path`` with a
 completion marker; a rerun with the same input and parameters reads it back instead of
-hashing again, then removes and writes. The list names documents by row number as well
-as id, so the input's ids need not be unique; rows and ids must be the same on every run,
-which the same files read with the same blocksize guarantee (``AddId`` included). The
-blocksize is part of the cache's fingerprint, and an automatic one is taken from the
-cache when the input is the same, so a rerun on a cluster of another size resumes.
+hashing again, then removes and writes. "The same input" is every input file with the
+same identity (size, modification time, checksum, a hash of its first and last blocks:
+:mod:`curator_dask.io.identity`): a file edited in place, even to a text of the same
+length, makes the rerun compute the list again, and the log names the file.
+
+The list names documents by row number as well as id, so the input's ids need not be
+unique; rows and ids must be the same on every run, which the same files read with the
+same blocksize guarantee (``AddId`` included). The blocksize is part of the cache's
+fingerprint, and an automatic one is taken from the cache when the input is the same, so
+a rerun on a cluster of another size resumes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import time
@@ -38,6 +42,7 @@ from curator_dask.dedup.cache import (
     output_mode_for,
     read_phase,
     recorded_blocksize,
+    workflow_run,
 )
 from curator_dask.dedup.config import ExactDedupConfig, takes_config
 from curator_dask.dedup.duplicate_ids import (
@@ -49,8 +54,9 @@ from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDu
 from curator_dask.dedup.exact_files import ExactFilesRun, rows_to_remove
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
-from curator_dask.io.overlap import check_run_paths
+from curator_dask.io.output_state import as_json
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
@@ -145,6 +151,10 @@ class ExactDeduplicationWorkflow:
         it. See :func:`~curator_dask.dedup.cache.output_mode_for`.
     storage_options : dict, optional
         For fsspec, used for input, output and cache.
+    force : bool, default False
+        Take over the lease of the output or cache directory when the run that held it
+        stopped heart-beating (see :mod:`curator_dask.io.lease`); a directory another
+        live run is writing is always refused.
     """
 
     @nemo_keywords()
@@ -154,7 +164,7 @@ class ExactDeduplicationWorkflow:
                  input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
                  on_bad_lines: OnBadLines = "error", assign_id: bool = True,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
-                 config: ExactDedupConfig | None = None):
+                 config: ExactDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -173,24 +183,31 @@ class ExactDeduplicationWorkflow:
         self.assign_id = assign_id
         self.output_mode = output_mode
         self.storage_options = storage_options
+        self.force = force
         self.dedup = ExactDuplicates(config=config, storage_options=storage_options)
 
     def _files(self):
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        return list_files(self.input_path, extensions, self.storage_options)[1]
+        return input_files(self.input_path, self.input_filetype, self.storage_options)
 
-    def blocksize(self) -> int:
+    def blocksize(self, identity: list | None = None) -> int:
         """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
         the automatic choice the one an earlier run of the same input recorded in the
         cache (so a rerun on a cluster of another size reads the same partitions, ids
-        and rows), or a new automatic choice (see ``docs/io.md``)."""
-        files = self._files()
+        and rows), or a new automatic choice (see ``docs/io.md``). ``identity`` is the
+        input's (:meth:`identity`; computed unless given)."""
+        fs, files = self._files()
         if self.input_blocksize not in (None, AUTO):
             return resolve_blocksize(files, blocksize=self.input_blocksize)
         recorded = recorded_blocksize(
             posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
-            [[f.path, f.size] for f in files], storage_options=self.storage_options)
+            identity if identity is not None else files_identity(fs, [f.path for f in files]),
+            storage_options=self.storage_options)
         return recorded or resolve_blocksize(files)
+
+    def identity(self) -> list[list]:
+        """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
+        fs, files = self._files()
+        return files_identity(fs, [f.path for f in files])
 
     def _read_input(self, blocksize) -> DocumentDataset:
         return read_input(self.input_path, self.input_filetype, blocksize, self.on_bad_lines,
@@ -208,15 +225,15 @@ class ExactDeduplicationWorkflow:
             ds = AddId(id_field=id_field)(ds)
         return ds
 
-    def fingerprint(self, blocksize: int | None = None) -> dict:
-        """What the duplicate list depends on: the input files, the bytes per partition
-        (which decide ids and row numbers) and the parameters."""
-        files = self._files()
+    def fingerprint(self, blocksize: int | None = None, identity: list | None = None) -> dict:
+        """What the duplicate list depends on: the input files (their identities), the
+        bytes per partition (which decide ids and row numbers) and the parameters."""
+        identity = identity if identity is not None else self.identity()
         d = self.dedup
         return {
-            "files": [[f.path, f.size] for f in files],
+            "files": identity,
             "input_filetype": self.input_filetype,
-            "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
+            "input_blocksize": blocksize if blocksize is not None else self.blocksize(identity),
             **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
             **d.config.decisive(),
         }
@@ -237,8 +254,13 @@ class ExactDeduplicationWorkflow:
         if not self.perform_removal:
             return self._identify_only()
         start = time.perf_counter()
-        blocksize, ds, fingerprint, list_path, cached = self._begin()
+        blocksize, identity, ds = self._begin()
+        with workflow_run(self, ds):
+            return self._dedup(ds, start, self.fingerprint(blocksize, identity))
+
+    def _dedup(self, ds: DocumentDataset, start: float, fingerprint: dict) -> ExactDedupResult:
         d = self.dedup
+        list_path, cached = self._cached_list(fingerprint)
         output_mode = output_mode_for(  # fail before hashing
             self.output_path, self.output_mode, resuming=cached is not None,
             fingerprint=fingerprint, storage_options=self.storage_options)
@@ -254,14 +276,14 @@ class ExactDeduplicationWorkflow:
             strategy = "broadcast" if d.removal_strategy == "broadcast" else "shuffle"
             with phase("exact dedup: identify, remove and write"):
                 found, written = run.in_one_pass(
-                    list_path, _as_json(fingerprint), self.output_path, output_mode,
-                    _as_json(fingerprint), strategy, inputs=[ds.sources])
+                    list_path, as_json(fingerprint), self.output_path, output_mode,
+                    as_json(fingerprint), strategy, inputs=[ds.sources])
             rows, from_cache = found.rows, False
             identified = start  # one pass: identify_seconds is 0, all is in remove
         else:
             if cached is None:
                 with phase("exact dedup: identify"):
-                    found = run.identify(list_path, _as_json(fingerprint))
+                    found = run.identify(list_path, as_json(fingerprint))
                 mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
                               files=len(found.parts), stats=found.stats,
                               storage_options=self.storage_options)
@@ -276,7 +298,7 @@ class ExactDeduplicationWorkflow:
                 strategy = "broadcast" if rows <= d.broadcast_threshold else "shuffle"
             with phase("exact dedup: remove and write"):
                 written = run.remove(parts, stats, self.output_path, output_mode,
-                                     _as_json(fingerprint), strategy, inputs=[ds.sources])
+                                     as_json(fingerprint), strategy, inputs=[ds.sources])
         run.drop_staging()
         removed = written.dropped.get(DUPLICATE_REASON, 0)
         nulls = written.dropped.get(NULL_TEXT_REASON, 0)
@@ -300,21 +322,20 @@ class ExactDeduplicationWorkflow:
 
 
     def _begin(self) -> tuple:
-        """What every run starts with: the input read with its bytes per partition, the
-        paths checked before anything is written, the fingerprint, and the duplicate list
-        an earlier run of the same input and parameters completed (or None)."""
-        blocksize = self.blocksize()
+        """What every run starts with: the input's identity, the bytes per partition,
+        and the input read with them (its id column checked)."""
+        identity = self.identity()
+        blocksize = self.blocksize(identity)
         ds = self._read_input(blocksize)
         d = self.dedup
         if d.id_field not in ds.df.columns and not self.assign_id:
             require_columns("the dedup workflow", ds.df.columns, [d.id_field],
                             fix="Pass assign_id=True to add ids with AddId.")
-        # Before anything is written: neither the output nor the cache may touch the input
-        # (without removal the cache may be the output directory itself).
-        cache = None if self.cache_path == self.output_path else self.cache_path
-        check_run_paths([ds.sources], output=self.output_path, cache=cache,
-                        storage_options=self.storage_options)
-        fingerprint = self.fingerprint(blocksize)
+        return blocksize, identity, ds
+
+    def _cached_list(self, fingerprint: dict) -> tuple:
+        """The duplicate list's path, and the list an earlier run of the same input and
+        parameters completed there (or None)."""
         list_path = posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR)
         cached = read_phase(list_path, fingerprint=fingerprint,
                             storage_options=self.storage_options)
@@ -323,12 +344,18 @@ class ExactDeduplicationWorkflow:
             # share an id: find the duplicates again rather than trust the ids.
             logger.warning("%s lists ids without row numbers: computing it again", list_path)
             cached = None
-        return blocksize, ds, fingerprint, list_path, cached
+        return list_path, cached
 
     def _identify_only(self) -> ExactDedupResult:
         """Find the duplicates and write the ids to remove (NeMo Curator 1.x's layout)."""
         start = time.perf_counter()
-        blocksize, ds, fingerprint, list_path, cached = self._begin()
+        blocksize, identity, ds = self._begin()
+        with workflow_run(self, ds):
+            return self._write_ids(ds, start, blocksize, self.fingerprint(blocksize, identity))
+
+    def _write_ids(self, ds: DocumentDataset, start: float, blocksize: int,
+                   fingerprint: dict) -> ExactDedupResult:
+        list_path, cached = self._cached_list(fingerprint)
         d = self.dedup
         has_ids = d.id_field in ds.df.columns
         if cached is None:
@@ -338,7 +365,7 @@ class ExactDeduplicationWorkflow:
                                 hash_partitions=d.hash_partitions,
                                 storage_options=self.storage_options)
             with phase("exact dedup: identify"):
-                found = run.identify(list_path, _as_json(fingerprint), stage_input=False)
+                found = run.identify(list_path, as_json(fingerprint), stage_input=False)
             mark_complete(list_path, fingerprint=fingerprint, rows=found.rows,
                           files=len(found.parts), stats=found.stats,
                           storage_options=self.storage_options)
@@ -396,6 +423,12 @@ def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
     return on_bad_lines
 
 
+def input_files(path, input_filetype: str, storage_options: dict | None = None):
+    """A workflow's input files of ``input_filetype``: ``(fs, [InputFile, ...])``."""
+    extensions = JSONL_EXTENSIONS if input_filetype == "jsonl" else PARQUET_EXTENSIONS
+    return list_files(path, extensions, storage_options)
+
+
 def read_input(path, input_filetype: str, blocksize, on_bad_lines: str, **options
                ) -> DocumentDataset:
     """A workflow's input as a dataset (``on_bad_lines`` for JSONL only)."""
@@ -420,5 +453,3 @@ def _lists_rows(path: str, storage_options: dict | None) -> bool:
     return True
 
 
-def _as_json(value):
-    return json.loads(json.dumps(value, sort_keys=True))

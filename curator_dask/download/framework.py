@@ -48,16 +48,17 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import dask.dataframe as dd
 import pandas as pd
+from fsspec.implementations.local import LocalFileSystem
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError
+from curator_dask.io import atomic
 from curator_dask.io.overlap import input_paths
 from curator_dask.stages.io_stages import ReaderStage
 
@@ -101,7 +102,7 @@ class DocumentDownloader:
         self._download_dir = download_dir
         self._verbose = verbose
         if download_dir is not None:
-            os.makedirs(download_dir, exist_ok=True)
+            atomic.make_local_dirs(download_dir)
 
     def _get_output_filename(self, url: str) -> str:
         """The file name a URL is saved under (default: the last part of its path)."""
@@ -126,16 +127,15 @@ class DocumentDownloader:
             return path
         log = logger.info if self._verbose else logger.debug
         log("downloading %s to %s", url, path)
-        partial = os.path.join(self._download_dir,
-                               f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+        fs = LocalFileSystem()
+        partial = atomic.temporary_name(path)
         try:
             ok, reason = self._download_to_path(url, partial)
             if not ok:
                 raise DownloadError(f"{url}: download failed: {reason}")
-            os.replace(partial, path)
+            atomic.move(fs, partial, path)
         finally:
-            if os.path.exists(partial):
-                os.remove(partial)
+            atomic.remove(fs, partial, missing_ok=True)
         return path
 
 

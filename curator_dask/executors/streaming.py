@@ -109,7 +109,7 @@ class StreamingExecutor(ClusterExecutor):
         every task on the workers its resources name.
     client : distributed.Client, optional
         Default: the current client (``get_client()`` makes one).
-    cache_path, progress
+    cache_path, progress, force
         See :class:`~curator_dask.executors.base.Executor`.
 
     Notes
@@ -131,9 +131,9 @@ class StreamingExecutor(ClusterExecutor):
     def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
                  balance: bool = True, balance_interval: float | str = 10.0,
                  lend: bool = True, client=None, cache_path: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, force: bool = False):
         super().__init__(resume=resume, client=client, cache_path=cache_path,
-                         progress=progress)
+                         progress=progress, force=force)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
             raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
         interval = parse_timedelta(balance_interval, default="seconds")

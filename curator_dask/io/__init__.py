@@ -29,7 +29,10 @@ from curator_dask.io.errors import (  # noqa: E402
     OutputOverlapsInputError,
     ResumeMismatchError,
 )
+from curator_dask.io.guard import OutputCollisionError, OutputGuard  # noqa: E402
+from curator_dask.io.lease import LeaseLostError, OutputInUseError  # noqa: E402
 from curator_dask.io.overlap import InputPaths, check_output_path, input_paths  # noqa: E402
 
 __all__ += ["ForeignFilesError", "OutputOverlapsInputError", "ResumeMismatchError",
-            "InputPaths", "check_output_path", "input_paths"]
+            "InputPaths", "check_output_path", "input_paths", "OutputGuard",
+            "OutputCollisionError", "OutputInUseError", "LeaseLostError"]

@@ -32,7 +32,7 @@ Renamed(ours='path')
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
            "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
@@ -50,7 +50,7 @@ class Renamed:
     ``convert``, if given, turns NeMo Curator's value into curator-dask's."""
 
     ours: str
-    convert: Callable[[object], object] | None = None
+    convert: Callable[[object], object] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

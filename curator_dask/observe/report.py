@@ -28,10 +28,13 @@ from __future__ import annotations
 import html
 import logging
 import os
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from curator_dask.dropped import distribution_value
+from curator_dask.io import atomic
+from curator_dask.io.guard import OutputGuard
 from curator_dask.observe.run_result import RunResult
 
 __all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
@@ -283,7 +286,11 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     result : RunResult
         What :meth:`Pipeline.run` returned (or ``pipeline.last_result``).
     path : str or path-like
-        The HTML file to write; its directory is created.
+        The HTML file to write (any fsspec URL); its directory is created. It must not
+        be, contain or lie inside what the run read or wrote (its input, its output
+        directory, or, in a ``curator-dask run``, any other output of the run): such a
+        path is refused before anything is written, naming both paths. Written
+        atomically.
     stages : sequence, optional
         The pipeline's stages (``pipeline.stages``): dedup stages among them add their
         duplicate cluster sizes to the report.
@@ -357,8 +364,20 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     page = file_html(column(*parts, sizing_mode="stretch_width"), resources=INLINE,
                      title=title)
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(page)
+    target = _report_path(result, path)
+    atomic.make_dirs(target.fs, posixpath.dirname(target.path))
+    atomic.write_bytes(target.fs, target.path, page.encode("utf-8"))
     logger.info("curation report written to %s", path)
     return path
+
+
+def _report_path(result: RunResult, path: str):
+    """``path`` checked as the run's report: by the run's guard when one is active (the
+    CLI registers the report before the run), else against the run's input and output."""
+    guard = OutputGuard.current()
+    if guard is not None:
+        return guard.claim(path, "report", kind="file")
+    guard = OutputGuard(list(result.inputs))
+    if result.output_path:
+        guard.register(result.output_path, "output directory", lease=False)
+    return guard.register(path, "report", kind="file")

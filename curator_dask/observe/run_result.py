@@ -153,6 +153,9 @@ class RunResult:
     #: One record per task (stage, rows, seconds, start/stop, worker), for analysis.
     records: list[dict] = field(default_factory=list, repr=False)
     bottleneck: str | None = None
+    #: What the run read (:class:`~curator_dask.io.overlap.InputPaths`): a report written
+    #: later is kept clear of it.
+    inputs: list = field(default_factory=list, repr=False)
 
     def __iter__(self) -> Iterator[OutputTask]:
         if self.output_path is not None or self.dataset is None:

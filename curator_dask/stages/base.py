@@ -20,7 +20,6 @@ import functools
 import inspect
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import uuid
@@ -31,6 +30,7 @@ import pandas as pd
 
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import add_dropped, strip_dropped
+from curator_dask.io import atomic
 from curator_dask.resources import Resources
 from curator_dask.stages.columns import (
     check_output_columns,
@@ -328,9 +328,9 @@ def _setup_on_node_once(stage: ProcessingStage) -> None:
     """Call ``setup_on_node`` once per host: the first process to take the lock does it."""
     directory = node_setup_dir(stage.stage_id)
     for attempt in range(2):
-        os.makedirs(directory, exist_ok=True)
+        atomic.make_local_dirs(directory)
         try:
-            lock_file = open(os.path.join(directory, "lock"), "a")
+            lock_file = atomic.open_lock(os.path.join(directory, "lock"))
             break
         except FileNotFoundError:  # a teardown removed it in between: make it again
             if attempt:
@@ -341,8 +341,7 @@ def _setup_on_node_once(stage: ProcessingStage) -> None:
             done = os.path.join(directory, "done")
             if not os.path.exists(done):
                 stage.setup_on_node()
-                with open(done, "w"):
-                    pass
+                atomic.touch(done)
         finally:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
 
@@ -405,7 +404,7 @@ def teardown_stage(stage_id: str) -> bool:
         live = _live_stages.pop(stage_id, None)
         for key in [k for k in _expected if k[0] == stage_id]:
             _expected.pop(key, None)
-    shutil.rmtree(node_setup_dir(stage_id), ignore_errors=True)
+    atomic.remove_tree(node_setup_dir(stage_id))
     if live is None:
         return False
     live.teardown()
@@ -557,7 +556,7 @@ class WholeDatasetStage(Stage):
     @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Interactive use: run with a fresh temporary cache directory."""
-        return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{key_prefix(self.name)}-"))
+        return self.run(ds, atomic.make_temp_dir(f"curator-{key_prefix(self.name)}-"))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} (whole dataset)>"

@@ -8,55 +8,51 @@ deterministic name (``part-00042.parquet`` for input partition 42).
 After each part is renamed into place the writer records a completion marker
 (``.part-00042.done``, hidden from readers) holding the part's stats. A rerun with
 ``resume=True`` skips input partitions whose marker exists. The output's manifest
-(``.curator-output.json``, :mod:`curator_dask.io.writers`) records a fingerprint of the
-input plan and of the pipeline (every stage with its parameters, see
-:meth:`~curator_dask.ProcessingStage.fingerprint`), so a resume against other input or
+(``.curator-output.json``, :mod:`curator_dask.io.output_state`) records a fingerprint of
+the input (the partition plan and the identity of every input file: size, modification
+time, checksum, a hash of its first and last blocks; :mod:`curator_dask.io.identity`)
+and of the pipeline (every stage with its parameters, see
+:meth:`~curator_dask.ProcessingStage.fingerprint`), so a resume against changed input or
 a changed pipeline is refused, naming what changed, instead of mixing two outputs.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import dask
-from fsspec.core import url_to_fs
-
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
+from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.identity import plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
-from curator_dask.io.overlap import InputPaths, check_output_path
+from curator_dask.io.output_state import (
+    completed_parts,
+    discard_parts,
+    fingerprint_changes,
+    marker_name,
+    read_manifest,
+    remove_leftovers,
+)
+from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.planner import check_partitioning
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
-from curator_dask.io.writers import (
-    MANIFEST,
-    WriteMode,
-    WriteSpec,
-    check_mode,
-    own_files,
-    part_name,
-    prepare_output,
-    read_manifest,
-    remove_leftovers,
-    write_partition,
-)
+from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
+from curator_dask.io.writers import write_part as write_part_to
 from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
-from curator_dask.stages.fingerprint import param_changes, pipeline_changes
+from curator_dask.stages.fingerprint import digest, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
-           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
+           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
+           "plan_token", "input_identity"]
 
 logger = logging.getLogger(__name__)
-
-MARKER_SUFFIX = ".done"
 
 
 # -- readers ---------------------------------------------------------------------------
@@ -91,6 +87,11 @@ class ReaderStage(Stage):
         """Raise ``FileNotFoundError`` naming the path if the input does not exist or
         holds no file this reader reads (lists the files; reads none)."""
         list_files(self.path, self.extensions, self.options.get("storage_options"))
+
+    def input_paths(self) -> InputPaths:
+        """The paths this reader reads, as outputs must keep clear of them (no listing:
+        :meth:`dataset` adds the files it finds)."""
+        return input_paths(self.path, self.options.get("storage_options"))
 
     def _read(self) -> DocumentDataset:
         raise NotImplementedError
@@ -208,45 +209,17 @@ class PreparedOutput:
     source: str | None = None
 
     def marker_path(self, index: int) -> str:
-        return posixpath.join(self.spec.path,
-                              "." + part_name(self.spec.first_index + index, MARKER_SUFFIX))
+        return posixpath.join(self.spec.path, marker_name(self.spec.first_index + index))
 
     def completed(self) -> dict[int, dict]:
-        """Stats of the parts already complete, by (first) input partition index.
-
-        Parts computed from another source (a barrier's output that was computed again
-        since) cannot be matched to this run's partitions: they are deleted (they are
-        the project's own) and every partition is written again.
-        """
-        done: dict[int, dict] = {}
-        stale = False
-        prefix = "." + "part-"
-        for entry in self.fs.ls(self.spec.path, detail=False):
-            base = posixpath.basename(entry)
-            if base.startswith(prefix) and base.endswith(MARKER_SUFFIX):
-                with self.fs.open(entry, "rb") as handle:
-                    stats = json.loads(handle.read())
-                if stats.get("source") != self.source:
-                    stale = True
-                    break
-                for index in stats["input_partitions"]:
-                    done[index] = stats
-        if stale:
-            logger.warning("%s: the parts written so far were computed from another version "
-                           "of their input (a barrier's output computed again): writing every "
-                           "part again", self.spec.path)
-            self.discard()
-            return {}
-        return done
+        """Stats of the parts already complete, by (first) input partition index (see
+        :func:`~curator_dask.io.output_state.completed_parts`)."""
+        return completed_parts(self.fs, self.spec.path, self.source)
 
     def discard(self) -> None:
         """Delete the parts, markers and temporary files of earlier runs (keeping the
         manifest): the project's own files only."""
-        root = self.spec.path
-        own, _ = own_files(self.fs, root, read_manifest(self.fs, root))
-        for name in sorted(own, key=lambda n: not n.startswith(".part-")):  # markers first
-            if name != MANIFEST:
-                self.fs.rm(posixpath.join(root, name))
+        discard_parts(self.fs, self.spec.path)
 
 
 class WriterStage(Stage):
@@ -298,27 +271,29 @@ class WriterStage(Stage):
                            "filename_field": spec.filename_field,
                            "keep_filename_column": spec.keep_filename_column}}
 
-    def prepare(self, input_token: str, resume: bool = False, *,
+    def prepare(self, identity: dict, resume: bool = False, *,
                 pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
                 restart_on_mismatch: bool = False) -> PreparedOutput:
         """Create or check the output directory on the client, before any task runs.
 
-        ``input_token`` identifies the input plan and ``pipeline`` the stages (a list of
-        ``{"name", "kind", "fingerprint"}``, see
+        Runs inside a run's :class:`~curator_dask.io.guard.OutputGuard` (an executor's),
+        which checks the path against ``inputs`` and the run's other outputs and holds
+        its lease. ``identity`` is the input's (:func:`input_identity`) and ``pipeline``
+        the stages (a list of ``{"name", "kind", "fingerprint"}``, see
         :meth:`~curator_dask.executors.base.Layout.fingerprint`); both are recorded in
         the manifest. With ``resume=True`` and a manifest in the directory, an output
-        written from other input or by another pipeline is refused
+        written from other input (an input file changed in size, modification time,
+        checksum or content) or by another pipeline is refused
         (:class:`~curator_dask.io.errors.ResumeMismatchError`, naming what changed), or
         with ``restart_on_mismatch`` (an executor's own cache) started over; a matching
-        one is resumed, after deleting the temporary files a killed run left. An output
-        that is, contains or lies inside one of ``inputs`` is always refused.
+        one is resumed, after deleting the temporary files a killed run left.
         """
-        fs, root = url_to_fs(self.path, **self.storage_options)
-        root = root.rstrip("/") or root
-        fingerprint = {"input": input_token, "pipeline": pipeline}
+        out = guard.claim(self.path, "output directory", storage_options=self.storage_options,
+                          inputs=inputs)
+        fs, root = out.fs, out.path
+        fingerprint = {"input": identity, "pipeline": pipeline}
         mode = self.mode
         if resume:
-            check_output_path(root, inputs, fs=fs)
             saved = read_manifest(fs, root)
             if saved is not None:
                 changes = resume_changes(saved.get("fingerprint"), fingerprint)
@@ -331,7 +306,7 @@ class WriterStage(Stage):
                 logger.info("%s was written by another run (%s): starting it over", self.path,
                             "; ".join(changes))
                 mode = "overwrite"
-        first_index = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
+        first_index = prepare_output(out, mode, fingerprint=fingerprint)
         return PreparedOutput(fs, replace(self.spec, path=root, first_index=first_index))
 
     def __repr__(self) -> str:
@@ -362,28 +337,24 @@ class JsonlWriter(WriterStage):
 
 
 def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> dict:
-    """Task body: write one part, then its completion marker; returns the part's stats.
-
-    The part is named after the first input partition it holds. The marker is written
-    after the part's atomic rename, so a marker always means a complete part; a task
-    that dies between the two leaves a complete part without a marker, which a resume
-    rewrites (same name, same content).
-    """
-    index = input_partitions[0]
-    stats = write_partition(df, output.spec, index, output.fs)
-    stats["input_partitions"] = list(input_partitions)
-    stats["source"] = output.source
-    marker = output.marker_path(index)
-    tmp = f"{marker}.tmp-{uuid.uuid4().hex}"
-    with output.fs.open(tmp, "wb") as handle:
-        handle.write(json.dumps(stats).encode("utf-8"))
-    output.fs.mv(tmp, marker)
-    return stats
+    """Task body: write one part and its completion marker
+    (:func:`curator_dask.io.writers.write_part`); returns the part's stats."""
+    return write_part_to(df, output.spec, output.fs, input_partitions, source=output.source)
 
 
-def plan_token(ds: DocumentDataset) -> str:
-    """A fingerprint of the input plan (files, sizes, partitioning)."""
-    return dask.base.tokenize([repr(p) for p in ds.plan]) if ds.plan is not None else ""
+def input_identity(ds: DocumentDataset) -> dict:
+    """What a dataset read from files is read from: its partition plan and the identity
+    of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
+    if ds.plan is None:
+        return {}
+    fs = ds.partition_reader.fs if ds.partition_reader is not None else ds.sources.fs
+    return plan_identity(fs, ds.plan)
+
+
+def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
+    """A short hash of :func:`input_identity` (computed unless given)."""
+    identity = input_identity(ds) if identity is None else identity
+    return digest(identity) if identity else ""
 
 
 def resume_changes(saved, wanted: dict) -> list[str]:
@@ -394,23 +365,13 @@ def resume_changes(saved, wanted: dict) -> list[str]:
     --------
     >>> stage = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 50}}}
     >>> changed = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 20}}}
-    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "a", "pipeline": [changed]})
+    >>> inputs = {"plan": "p", "files": [["in/a.jsonl", 10, 1.5, None, "x"]]}
+    >>> resume_changes({"input": inputs, "pipeline": [stage]},
+    ...                {"input": inputs, "pipeline": [changed]})
     ["stage 'word_count': n 50 -> 20"]
-    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "b", "pipeline": [stage]})
-    ['different input (the input files, their sizes or the partitioning changed)']
+    >>> edited = {"plan": "p", "files": [["in/a.jsonl", 10, 1.5, None, "y"]]}
+    >>> resume_changes({"input": inputs, "pipeline": [stage]},
+    ...                {"input": edited, "pipeline": [stage]})
+    ["different input: the input files changed (1 file: 'in/a.jsonl' content changed ...)"]
     """
-    if not isinstance(saved, dict) or "input" not in saved:
-        return ["the output was written without a fingerprint of its input and pipeline "
-                "(by an earlier version, or not by a pipeline)"]
-    changes = []
-    if saved.get("input") != wanted.get("input"):
-        changes.append("different input (the input files, their sizes or the partitioning "
-                       "changed)")
-    old, new = saved.get("pipeline"), wanted.get("pipeline")
-    if isinstance(old, list) and isinstance(new, list):
-        # Stage names are for messages: a renamed stage computes the same.
-        if [e.get("fingerprint") for e in old] != [e.get("fingerprint") for e in new]:
-            changes += pipeline_changes(old, new) or ["the pipeline changed"]
-    elif old != new:
-        changes += param_changes(old, new) or ["the pipeline changed"]
-    return changes
+    return fingerprint_changes(saved, wanted, explain={"pipeline": pipeline_changes})

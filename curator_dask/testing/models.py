@@ -14,6 +14,7 @@ import os
 import string
 from collections.abc import Sequence
 
+from curator_dask.io.atomic import staged_directory
 from curator_dask.stages.models.model_dir import minilm_path
 
 __all__ = ["small_tokenizer", "save_tiny_classifier", "save_tiny_encoder", "minilm_path"]
@@ -69,8 +70,9 @@ def save_tiny_classifier(path, labels: Sequence[str] = ("Low", "Medium", "High")
                           id2label=dict(enumerate(labels)),
                           label2id={label: i for i, label in enumerate(labels)})
     torch.manual_seed(seed)
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with staged_directory(path) as draft:
+        BertForSequenceClassification(config).save_pretrained(draft)
+        tokenizer.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -82,6 +84,7 @@ def save_tiny_encoder(path, *, seed: int = 0, hidden_size: int = 32, layers: int
 
     tokenizer = tokenizer or small_tokenizer()
     torch.manual_seed(seed)
-    BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with staged_directory(path) as draft:
+        BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(draft)
+        tokenizer.save_pretrained(draft)
     return os.fspath(path)

@@ -25,6 +25,11 @@ import json
 import os
 from collections.abc import Sequence
 
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
+from curator_dask.io.atomic import staged_files
+
 __all__ = ["deberta_v3_config", "save_backbone_config", "save_deberta_tokenizer",
            "save_hub_mixin_classifier", "save_prompt_complexity_classifier",
            "save_fineweb_classifier", "save_llama_guard", "save_aegis_adapter",
@@ -80,7 +85,8 @@ def deberta_v3_config(*, hidden_size: int = 32, layers: int = 2, heads: int = 2,
 
 def save_backbone_config(path, config) -> str:
     """Save only a backbone's ``config.json`` (what ``base_model_path`` needs)."""
-    config.save_pretrained(path)
+    with staged_files(path) as draft:
+        config.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -99,11 +105,9 @@ def _train_sentencepiece(model_type: str, **special) -> bytes:
 def save_deberta_tokenizer(path, model_max_length: int = 512) -> str:
     """A DeBERTa-v3 style SentencePiece tokenizer (``spm.model``, ``tokenizer_config.json``,
     ``special_tokens_map.json``): ids 0-3 are [PAD], [CLS], [SEP], [UNK] as in DeBERTa-v3."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "spm.model"), "wb") as f:
-        f.write(_train_sentencepiece("unigram", pad_id=0, bos_id=1, eos_id=2, unk_id=3,
-                                     pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
-                                     unk_piece="[UNK]", user_defined_symbols=["[MASK]"]))
+    _write_bytes(os.path.join(path, "spm.model"), _train_sentencepiece(
+        "unigram", pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
+        bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]", user_defined_symbols=["[MASK]"]))
     special = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]",
                "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                "mask_token": "[MASK]"}
@@ -114,9 +118,15 @@ def save_deberta_tokenizer(path, model_max_length: int = 512) -> str:
     return os.fspath(path)
 
 
+def _write_bytes(path: str, data: bytes) -> None:
+    fs = LocalFileSystem()
+    atomic.make_dirs(fs, os.path.dirname(path))
+    atomic.write_bytes(fs, path, data)
+
+
 def _write_json(path: str, value) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
+    """Keys in the order given: a published config lists its heads in head order."""
+    _write_bytes(path, json.dumps(value, indent=2).encode("utf-8"))
 
 
 def publisher_module(kind: str, base_config_dir: str | None = None):
@@ -216,7 +226,8 @@ def save_hub_mixin_classifier(path, base_config_dir: str, labels: Sequence[str],
     torch.manual_seed(seed)
     model = publisher_module("first-token", base_config_dir)(config)
     _randomize(model.fc, seed, scale=1.0)
-    model.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
     save_deberta_tokenizer(path)
     return os.fspath(path)
 
@@ -237,7 +248,8 @@ def save_prompt_complexity_classifier(path, base_config_dir: str, *, seed: int =
     model = publisher_module("multi-head", base_config_dir)(config)
     for i, head in enumerate(model.heads):
         _randomize(head, seed + i, scale=1.0)
-    model.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
     # The published config.json lists the heads in head order; this huggingface_hub
     # sorts the keys when it saves, which would no longer say which head is which.
     _write_json(os.path.join(path, "config.json"), config)
@@ -265,8 +277,9 @@ def save_fineweb_classifier(path, *, seed: int = 0, hidden_size: int = 32,
     _randomize(model.classifier, seed, scale=0.4)
     with torch.no_grad():  # centre the scores on the 0-5 range
         model.classifier.bias.fill_(2.5)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
+        tokenizer.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -276,10 +289,8 @@ def save_llama_guard(path, *, seed: int = 0, hidden_size: int = 32, layers: int 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "tokenizer.model"), "wb") as f:
-        f.write(_train_sentencepiece("bpe", unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-                                     byte_fallback=False))
+    _write_bytes(os.path.join(path, "tokenizer.model"), _train_sentencepiece(
+        "bpe", unk_id=0, bos_id=1, eos_id=2, pad_id=-1, byte_fallback=False))
     _write_json(os.path.join(path, "tokenizer_config.json"),
                 {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True,
                  "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
@@ -295,7 +306,8 @@ def save_llama_guard(path, *, seed: int = 0, hidden_size: int = 32, layers: int 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     _randomize(model, seed, scale=0.3)
-    model.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -316,7 +328,8 @@ def save_aegis_adapter(path, llama_guard_dir: str, *, seed: int = 0) -> str:
         for name, parameter in model.named_parameters():
             if "lora_" in name:
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
-    model.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -328,5 +341,6 @@ def save_instruction_data_guard(path, input_dim: int, *, seed: int = 0) -> str:
     torch.manual_seed(seed)
     model = publisher_module("guard")(input_dim=input_dim, dropout=0.7)
     _randomize(model, seed, scale=0.1)
-    model.save_pretrained(path)
+    with staged_files(path) as draft:
+        model.save_pretrained(draft)
     return os.fspath(path)

@@ -207,7 +207,7 @@ def test_curator_dask_run_refuses_to_write_into_its_input(tmp_path, corpus, caps
         stages: [WhitespaceNormalizer]
         writer: {{type: parquet, path: {raw}, mode: overwrite}}
     """))
-    assert main(["run", str(pipeline)]) == 1
+    assert main(["run", str(pipeline)]) == 2  # refused before anything runs: a usage error
     err = capsys.readouterr().err
     assert err.startswith("curator-dask run: error: output directory")
     assert f"{str(raw)!r} is the input path {str(raw)!r}" in err
@@ -219,13 +219,14 @@ def test_curator_dask_dedup_exact_refuses_an_output_equal_to_its_input(tmp_path,
     raw, before = corpus
     base = ["dedup", "exact", "--input", str(raw), "--output-mode", "overwrite",
             "--scheduler-address", cluster.scheduler_address]
-    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 1
+    # Refused before anything runs: usage errors.
+    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err
     assert f"output directory {str(raw)!r} is the input path {str(raw)!r}" in err
-    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 1
+    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 2
     assert "cache directory" in capsys.readouterr().err
     assert main([*base, "--output", str(tmp_path / "c" / "out"),
-                 "--cache", str(tmp_path / "c")]) == 1
+                 "--cache", str(tmp_path / "c")]) == 2
     assert "lies inside the cache directory" in capsys.readouterr().err
     assert snapshot(raw) == before
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
@@ -276,7 +277,8 @@ def test_a_run_killed_before_its_manifest_was_in_place_does_not_block_the_next(t
     # The name the writer gives the manifest while writing it.
     (out / f"{MANIFEST}.tmp-{'c' * 32}").write_bytes(b"")
     written = DocumentDataset.read_jsonl(str(raw)).to_parquet(str(out))
-    assert sorted(os.listdir(out)) == [".curator-output.json", "part-00000.parquet"]
+    assert sorted(os.listdir(out)) == [".curator-output.json", ".part-00000.done",
+                                       "part-00000.parquet"]
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before
 
@@ -306,7 +308,9 @@ def test_overwrite_all_wipes_the_directory_when_asked(tmp_path, corpus):
     written = DocumentDataset.read_jsonl(str(raw), blocksize="4KiB").to_parquet(
         str(out), mode="overwrite_all")
     assert sorted(os.listdir(out)) == sorted([".curator-output.json",
-                                              *(Path(f).name for f in written.files)])
+                                              *(Path(f).name for f in written.files),
+                                              *(f".part-{i:05d}.done"
+                                                for i in range(len(written.files)))])
     assert outside.read_text() == "not in the output"  # a link is removed, not followed
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before

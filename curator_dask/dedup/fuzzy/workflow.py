@@ -5,8 +5,9 @@ read -> assign ids (if missing) -> MinHash -> LSH (bands_per_iteration bands a s
 
 Every phase writes its result under ``cache_path/fuzzy/`` and marks it complete last
 (``_COMPLETE.json``, the protocol of exact dedup's cache); a rerun reads back each phase
-whose marker matches the input files and the parameters, and computes only what
-follows. LSH marks each iteration of bands on its own, so a crash in the middle of LSH
+whose marker matches the input files (the identity of each: size, modification time,
+checksum, a hash of its first and last blocks) and the parameters, and computes only
+what follows. LSH marks each iteration of bands on its own, so a crash in the middle of LSH
 redoes only the unfinished bands.
 
 ==============  ==========================================  ===============================
@@ -44,6 +45,7 @@ from curator_dask.dedup.cache import (
     recorded_blocksize,
     removal_output_intact,
     write_phase,
+    workflow_run,
     write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
@@ -54,10 +56,9 @@ from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.workflow import FileType, check_on_bad_lines, read_input
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
+from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
-from curator_dask.io.overlap import check_run_paths
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
@@ -156,6 +157,8 @@ class FuzzyDeduplicationWorkflow:
         The algorithm's parameters (``seed`` ... ``broadcast_threshold``, ``id_field``,
         ``text_field``) as one object (then leave them at their defaults), shared with
         :class:`~curator_dask.dedup.FuzzyDuplicates` and the ``FuzzyDedup`` stage.
+    force : bool, default False
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
 
     Examples
     --------
@@ -179,7 +182,8 @@ class FuzzyDeduplicationWorkflow:
                  perform_removal: bool = False, input_filetype: FileType = "jsonl",
                  input_blocksize: int | str | None = None, on_bad_lines: OnBadLines = "error",
                  backend: Backend = "pandas", output_mode: OutputMode = "error",
-                 storage_options: dict | None = None, config: FuzzyDedupConfig | None = None):
+                 storage_options: dict | None = None, config: FuzzyDedupConfig | None = None,
+                 force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -196,6 +200,7 @@ class FuzzyDeduplicationWorkflow:
         self.backend = backend
         self.output_mode = output_mode
         self.storage_options = storage_options
+        self.force = force
         self.dedup = FuzzyDuplicates(config=config)
 
     def __repr__(self) -> str:
@@ -204,18 +209,24 @@ class FuzzyDeduplicationWorkflow:
 
     # -- inputs -------------------------------------------------------------------------------
     def _files(self):
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        return list_files(self.input_path, extensions, self.storage_options)[1]
+        return input_files(self.input_path, self.input_filetype, self.storage_options)
 
-    def blocksize(self) -> int:
+    def identity(self) -> list[list]:
+        """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
+        fs, files = self._files()
+        return files_identity(fs, [f.path for f in files])
+
+    def blocksize(self, identity: list | None = None) -> int:
         """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
         the automatic choice the one an earlier run of the same input recorded in the
         cache (so a rerun on a cluster of another size reuses its phases), or a new
-        automatic choice (see ``docs/io.md``)."""
-        files = self._files()
+        automatic choice (see ``docs/io.md``). ``identity``: the input's
+        (:meth:`identity`; computed unless given)."""
+        _, files = self._files()
         if self.input_blocksize not in (None, AUTO):
             return resolve_blocksize(files, blocksize=self.input_blocksize)
-        recorded = recorded_blocksize(self._path("minhash"), [[f.path, f.size] for f in files],
+        recorded = recorded_blocksize(self._path("minhash"),
+                                      identity if identity is not None else self.identity(),
                                       storage_options=self.storage_options)
         return recorded or resolve_blocksize(files)
 
@@ -229,15 +240,18 @@ class FuzzyDeduplicationWorkflow:
             ds = AddId(id_field=self.dedup.id_field)(ds)
         return ds
 
-    def fingerprints(self, blocksize: int | None = None) -> dict[str, dict]:
-        """What each phase depends on: the input files, how they are read, the parameters
-        of that phase and of every phase before it. Changing the Jaccard threshold redoes
-        components and what follows, not MinHash, LSH or the scores of the pairs."""
-        files = self._files()
+    def fingerprints(self, blocksize: int | None = None,
+                     identity: list | None = None) -> dict[str, dict]:
+        """What each phase depends on: the input files (their identities), how they are
+        read, the parameters of that phase and of every phase before it. Changing the
+        Jaccard threshold redoes components and what follows, not MinHash, LSH or the
+        scores of the pairs."""
+        identity = identity if identity is not None else self.identity()
         params = self.dedup.parameters()
-        minhash = {"files": [[f.path, f.size] for f in files],
+        minhash = {"files": identity,
                    "input_filetype": self.input_filetype,
-                   "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
+                   "input_blocksize": blocksize if blocksize is not None
+                   else self.blocksize(identity),
                    **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
                    "minhash": params["minhash"]}
         lsh = {**minhash, "lsh": params["lsh"]}
@@ -260,12 +274,14 @@ class FuzzyDeduplicationWorkflow:
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:
-        blocksize = self.blocksize()
+        identity = self.identity()
+        blocksize = self.blocksize(identity)
         ds = self.read(blocksize)
-        # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path, cache=self.cache_path,
-                        storage_options=self.storage_options)
-        fingerprints = self.fingerprints(blocksize)
+        with workflow_run(self, ds):
+            return self._dedup(ds, blocksize, self.fingerprints(blocksize, identity))
+
+    def _dedup(self, ds: DocumentDataset, blocksize: int, fingerprints: dict
+               ) -> FuzzyDedupResult:
         if self.perform_removal:  # an output this run may not replace: refuse before MinHash
             output_mode_for(self.output_path, self.output_mode, resuming=True,
                             fingerprint=fingerprints["removal"],

@@ -56,6 +56,7 @@ from curator_dask.dedup.semantic.kernels import (
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
 from curator_dask.io.errors import InputError
+from curator_dask.io.guard import guarded
 
 __all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
            "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
@@ -533,19 +534,21 @@ class SemanticDuplicates(Configured):
         def path(name):
             return posixpath.join(cache_path.rstrip("/"), name)
 
-        embeddings = self.embeddings(ds)
-        id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
-        write_phase(embeddings, path("embeddings"), fingerprint=None,
-                    storage_options=storage_options)
-        embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
-        self.check_ids(embeddings)
-        fit = self.kmeans(embeddings)
-        write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
-                    fingerprint=None, storage_options=storage_options)
-        clusters = self.read_clusters(path("clusters"), id_type, storage_options)
-        write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
-                    storage_options=storage_options)
-        pairs = self.read_pairs(path("pairs"), id_type, storage_options)
+        with guarded(cache_path, "cache directory", inputs=[ds.sources],
+                     storage_options=storage_options):
+            embeddings = self.embeddings(ds)
+            id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
+            write_phase(embeddings, path("embeddings"), fingerprint=None,
+                        storage_options=storage_options)
+            embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
+            self.check_ids(embeddings)
+            fit = self.kmeans(embeddings)
+            write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
+                        fingerprint=None, storage_options=storage_options)
+            clusters = self.read_clusters(path("clusters"), id_type, storage_options)
+            write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
+                        storage_options=storage_options)
+            pairs = self.read_pairs(path("pairs"), id_type, storage_options)
         return DocumentDataset(self.duplicates(pairs))
 
     def __call__(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:

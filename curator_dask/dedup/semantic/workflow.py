@@ -43,6 +43,7 @@ from curator_dask.dedup.cache import (
     read_parquet_parts,
     read_phase,
     removal_output_intact,
+    workflow_run,
     write_phase,
     write_removal,
 )
@@ -57,8 +58,8 @@ from curator_dask.dedup.semantic.duplicates import (
     id_arrow_type,
     vector_series,
 )
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.overlap import check_run_paths
+from curator_dask.dedup.workflow import input_files
+from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
 
 __all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
@@ -137,6 +138,8 @@ class SemanticDeduplicationWorkflow:
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     storage_options : dict, optional
         For fsspec, used for input, cache and output.
+    force : bool, default False
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     """
 
     @takes_config(SemanticDedupConfig)
@@ -145,7 +148,7 @@ class SemanticDeduplicationWorkflow:
                  input_filetype: Literal["jsonl", "parquet"] = "jsonl",
                  input_blocksize: int | str | None = None, output_mode: OutputMode = "error",
                  storage_options: dict | None = None,
-                 config: SemanticDedupConfig | None = None):
+                 config: SemanticDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -160,6 +163,7 @@ class SemanticDeduplicationWorkflow:
         self.input_blocksize = input_blocksize
         self.output_mode = output_mode
         self.storage_options = storage_options
+        self.force = force
         self.dedup = SemanticDuplicates(config=config)
 
     def __repr__(self) -> str:
@@ -178,13 +182,13 @@ class SemanticDeduplicationWorkflow:
         return ds
 
     def fingerprints(self) -> dict[str, dict]:
-        """What each phase depends on: the input files, how they are read, the parameters
-        of that phase and of every phase before it."""
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        _, files = list_files(self.input_path, extensions, self.storage_options)
+        """What each phase depends on: the input files (the identity of each, see
+        :mod:`curator_dask.io.identity`), how they are read, the parameters of that phase
+        and of every phase before it."""
+        fs, files = input_files(self.input_path, self.input_filetype, self.storage_options)
         params = self.dedup.parameters()
         out = {}
-        upstream = {"files": [[f.path, f.size] for f in files],
+        upstream = {"files": files_identity(fs, [f.path for f in files]),
                     "input_filetype": self.input_filetype,
                     "input_blocksize": str(self.input_blocksize)}
         for phase, key in (("embeddings", "embeddings"), ("kmeans", "kmeans"),
@@ -207,9 +211,10 @@ class SemanticDeduplicationWorkflow:
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
         ds = self.read()
-        check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
-                        cache=self.cache_path, storage_options=self.storage_options)
-        fingerprints = self.fingerprints()
+        with workflow_run(self, ds):
+            return self._dedup(ds, self.fingerprints())
+
+    def _dedup(self, ds: DocumentDataset, fingerprints: dict) -> SemanticDedupResult:
         if self.perform_removal:  # an output this run may not replace: refuse before embedding
             output_mode_for(self.output_path, self.output_mode, resuming=True,
                             fingerprint=fingerprints["removal"],

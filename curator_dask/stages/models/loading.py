@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import logging
 import os
 import threading
@@ -28,6 +27,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
 from curator_dask.stages.models.model_dir import ModelDirectoryError
 
 __all__ = ["LOAD_LOG_ENV", "LoadedModel", "ModelBuilder", "acquire_model", "acquire_tokenizer",
@@ -250,8 +252,8 @@ def _log_load(kind: str, path: str, device: str, dtype: str | None) -> None:
     directory = os.environ.get(LOAD_LOG_ENV)
     if not directory:
         return
-    os.makedirs(directory, exist_ok=True)
+    local = LocalFileSystem()
+    atomic.make_dirs(local, directory)
     record = {"pid": os.getpid(), "kind": kind, "path": path, "device": device, "dtype": dtype}
     name = f"{os.getpid()}-{kind}-{uuid.uuid4().hex[:8]}.json"
-    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-        json.dump(record, f)
+    atomic.write_json(local, os.path.join(directory, name), record)
