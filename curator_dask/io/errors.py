@@ -11,7 +11,8 @@ from curator_dask.errors import CuratorError
 
 __all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
            "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
-           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError"]
+           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError",
+           "InputNotFoundError"]
 
 _SKIP_HINT = "or read with on_bad_lines='skip' (or 'warn') to skip and count such lines"
 
@@ -149,6 +150,30 @@ class TruncatedFileError(CorruptFileError):
             f"the {line} lines before the break (the partial line after them is counted "
             "under reader.truncated_file)."
         )
+
+
+class InputNotFoundError(CuratorError, FileNotFoundError):
+    """An input path that does not exist, a pattern that matches nothing, or input
+    directories without a file of the reader's format.
+
+    ``path`` is the path as given; ``pattern`` says it was read as a glob (it does not
+    exist and holds ``*``, ``?`` or ``[``).
+    """
+
+    def __init__(self, path: str, *, pattern: bool = False, extensions: str | None = None):
+        self.path, self.pattern = path, pattern
+        if extensions is not None:
+            message = f"no files ending in {extensions} under {path}"
+        elif pattern:
+            example = path.replace("[", "[[]", 1)
+            message = (
+                f"no files match the pattern {path!r}: no file or directory of that name "
+                "exists, so it was read as a glob pattern, where '*', '?' and '[...]' are "
+                "wildcards. Check the path; to match a name that holds '[' in a pattern, "
+                f"write the bracket as '[[]' (for example {example!r})")
+        else:
+            message = f"input path does not exist: {path!r}"
+        super().__init__(message)
 
 
 # -- output: what a write must not destroy or mix ----------------------------------------
