@@ -71,7 +71,7 @@ def test_files_per_partition_groups_whole_files():
 @pytest.mark.parametrize("fpp,blocksize,message", [
     (2, "1MiB", "not both"),
     (0, None, "positive integer"),
-    (None, 0, "must be positive"),
+    (None, 0, "between 1 and"),
 ])
 def test_bad_partitioning_arguments(fpp, blocksize, message):
     with pytest.raises(ValueError, match=message):

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_timedelta
 
+from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
 from curator_dask.executors.balancing import (
     StageLoad,
@@ -128,7 +129,7 @@ class StreamingExecutor(ClusterExecutor):
 
     name = "streaming"
 
-    def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
+    def __init__(self, max_in_flight: PositiveInt | None = None, resume: bool = False, *,
                  balance: bool = True, balance_interval: float | str = 10.0,
                  lend: bool = True, client=None, cache_path: str | None = None,
                  progress: bool = True):

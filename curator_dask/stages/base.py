@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
+from curator_dask.bounds import PositiveInt
 from curator_dask.dropped import add_dropped, strip_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.columns import (
@@ -217,7 +218,7 @@ class ProcessingStage(Stage):
         return out
 
     def with_(self, *, name: str | None = None, resources: Resources | None = None,
-              batch_size: int | None = None) -> ProcessingStage:
+              batch_size: PositiveInt | None = None) -> ProcessingStage:
         """A copy with a new name, resources or batch size; the original is unchanged.
 
         Examples
