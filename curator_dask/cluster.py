@@ -51,6 +51,7 @@ from curator_dask._distributed import (
     last_heartbeat,
     name_new_workers,
     own_adaptive_target,
+    scheduler_workers,
     set_adaptive_target,
 )
 from curator_dask.bounds import (
@@ -877,5 +878,5 @@ def dashboard_link(client: Client) -> str | None:
 
 def worker_resources(client: Client) -> dict[str, Mapping[str, float]]:
     """``{worker address: advertised resources}`` of the workers connected now."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = scheduler_workers(client)
     return {addr: dict(info.get("resources") or {}) for addr, info in workers.items()}

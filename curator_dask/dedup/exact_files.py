@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import WriteResult
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
@@ -377,7 +378,7 @@ class ExactFilesRun:
         try:
             from distributed import default_client
 
-            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            workers = scheduler_workers(default_client()).values()
             memory = sum(int(w.get("memory_limit") or 0) for w in workers)
         except (ImportError, ValueError, TypeError):
             memory = 0

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_timedelta
 
+from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
 from curator_dask.executors.balancing import (
@@ -190,7 +191,7 @@ class StreamingExecutor(ClusterExecutor):
 
         def look_at_workers(now: float) -> bool:
             try:
-                info = client.scheduler_info(n_workers=-1)["workers"]
+                info = scheduler_workers(client)
             except Exception:  # the scheduler is busy: keep the last view
                 logger.debug("could not refresh the workers", exc_info=True)
                 return False

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from dask.utils import parse_bytes
 
+from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import MAX_BYTE_SIZE
 from curator_dask.io.files import InputFile, open_input
 
@@ -138,10 +139,7 @@ def cluster_threads() -> int:
     except (ImportError, ValueError):
         client = None
     if client is not None:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        except TypeError:  # distributed before n_workers=
-            workers = client.scheduler_info()["workers"].values()
+        workers = scheduler_workers(client).values()
         threads = sum(int(w.get("nthreads", 0)) for w in workers)
         if threads > 0:
             return threads
