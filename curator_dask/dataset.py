@@ -149,12 +149,17 @@ class DocumentDataset:
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
         self.blocksize: int | None = None
+        #: The Arrow schema the data was read with (None for data not read from files),
+        #: kept by every dataset derived from this one: writers give string columns the
+        #: type it records (``string`` or ``large_string``).
+        self.schema: pa.Schema | None = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
         derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
                                   sources=self.sources)
         derived.blocksize = self.blocksize if keep_plan else None
+        derived.schema = self.schema
         return derived
 
     @property
@@ -377,6 +382,7 @@ class DocumentDataset:
         ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
         ds.blocksize = blocksize
+        ds.schema = full
         return ds
 
     @classmethod
@@ -464,7 +470,7 @@ class DocumentDataset:
         # Validate the format options before touching the output directory.
         spec = WriteSpec(path=root, fmt=fmt, compression=compression,
                          filename_field=filename_field if write_to_filename else None,
-                         keep_filename_column=keep_filename_column)
+                         keep_filename_column=keep_filename_column, schema=self.schema)
         inputs = [self.sources] if self.sources is not None else []
         first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
         spec = replace(spec, first_index=first)
@@ -516,7 +522,9 @@ class DocumentDataset:
             df = self.df.repartition(npartitions=npartitions)
         else:
             df = self.df.repartition(partition_size=partition_size)
-        return DocumentDataset(df, sources=self.sources)
+        repartitioned = DocumentDataset(df, sources=self.sources)
+        repartitioned.schema = self.schema
+        return repartitioned
 
     def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
         """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources

@@ -603,7 +603,9 @@ class Executor:
                 source = self._through_barrier(state, source, stages, barrier, directory,
                                                first=k == 0)
             elif output is not None:
-                sink = Sink(replace(output, source=plan_token(source.dataset)), layout.writer)
+                sink = Sink(replace(output, source=plan_token(source.dataset),
+                                    spec=replace(output.spec, schema=source.dataset.schema)),
+                            layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
@@ -665,7 +667,9 @@ class Executor:
         output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
             token, resume=self.resume, inputs=state.inputs,
             pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-        sink = Sink(replace(output, source=token), spill, final=False)
+        sink = Sink(replace(output, source=token,
+                            spec=replace(output.spec, schema=source.dataset.schema)),
+                    spill, final=False)
         self._segment(state, source, stages, sink, first)
         state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
 

@@ -1,10 +1,12 @@
 """Read JSONL partitions with pyarrow's JSON parser.
 
-The fast path hands a whole slice of bytes to ``pyarrow.json.read_json`` and conforms the
-table to the dataset's schema. Only when that fails (a malformed line, bad UTF-8, a value
-whose type changes inside the slice or does not fit the schema, a field the schema lacks,
-a broken compressed stream) does the slow path look at lines one by one, to name the file
-and line, or to skip and count bad lines when asked.
+The fast path hands a whole slice of bytes to ``pyarrow.json.read_json``, typed by the
+dataset's schema (so a string that looks like a date stays the string it is), and
+conforms the table to the schema. Only when that fails (a malformed line, bad UTF-8, a
+value whose type changes inside the slice or does not fit the schema, a field the schema
+lacks, an integer that the column's floats cannot hold exactly, a broken compressed
+stream) does the slow path look at lines one by one, to name the file and line, or to
+skip and count bad lines when asked.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import io
 import json
 import logging
 import lzma
+import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -28,7 +31,12 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import read_block
 
 from curator_dask.dropped import record_dropped
-from curator_dask.io.errors import InvalidEncodingError, MalformedLineError, TruncatedFileError
+from curator_dask.io.errors import (
+    InvalidEncodingError,
+    MalformedLineError,
+    TruncatedFileError,
+    reading,
+)
 from curator_dask.io.files import InputFile, open_input, sample_files
 from curator_dask.io.planner import FileSlice, PartitionSpec
 from curator_dask.io.tables import (
@@ -36,6 +44,9 @@ from curator_dask.io.tables import (
     ColumnConflict,
     Conformer,
     SchemaUnion,
+    holds_only_text,
+    inexact_float_rows,
+    strings_for_timestamps,
     to_frame,
 )
 
@@ -198,17 +209,54 @@ def _first_line_number(fs, f: InputFile, start: int) -> int:
     return count + 2
 
 
-def _parse_fast(data: bytes) -> pa.Table:
+def _parse_options(schema: pa.Schema | None) -> pajson.ParseOptions | None:
+    """Parse the fields of ``schema`` with its types (the others are inferred)."""
+    if schema is None or not len(schema):
+        return None
+    return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+
+
+def _parse_fast(data: bytes, schema: pa.Schema | None = None) -> pa.Table:
     # One thread per task: parallelism comes from partitions, and a worker's threads
     # are already busy with other partitions.
     block = max(1 << 20, min(len(data) + 1, (1 << 31) - 1))
     return pajson.read_json(
         io.BytesIO(data),
         read_options=pajson.ReadOptions(use_threads=False, block_size=block),
+        parse_options=_parse_options(schema),
     )
 
 
-def _fast_path(fs, piece: FileSlice) -> pa.Table | None:
+def _parse_piece(data: bytes, schema: pa.Schema | None) -> pa.Table:
+    """Parse with the schema's types, or, when a value does not parse as its column's
+    type, with only the string fields typed and the rest inferred, so that the
+    conformer can cast what fits (``2.0`` into integers, numbers under ``text_cast``) and
+    name what does not; a field named in a parse error is inferred too. Raises Arrow's
+    error when no typing parses the bytes."""
+    try:
+        return _parse_fast(data, schema)
+    except pa.ArrowInvalid as strict_error:
+        if schema is None:
+            raise
+        error = strict_error
+    fields = [f for f in schema if holds_only_text(f.type)]
+    while True:
+        try:
+            return _parse_fast(data, pa.schema(fields))
+        except pa.ArrowInvalid as err:
+            failing = _failing_field(err)
+            if failing is None or failing not in {f.name for f in fields}:
+                raise error from None
+            fields = [f for f in fields if f.name != failing]
+
+
+def _failing_field(err: pa.ArrowInvalid) -> str | None:
+    """The top-level field a JSON parse error names (``Column(/meta/[]) changed ...``)."""
+    match = re.search(r"Column\(/([^/)]*)", str(err))
+    return match.group(1) if match else None
+
+
+def _fast_path(fs, piece: FileSlice, schema: pa.Schema) -> pa.Table | None:
     """Parse a slice without copying it through Python: the path nearly every slice takes.
 
     Local files are read by pyarrow's own I/O (whole files streamed in blocks through its
@@ -220,13 +268,14 @@ def _fast_path(fs, piece: FileSlice) -> pa.Table | None:
     """
     f = piece.file
     options = pajson.ReadOptions(use_threads=False, block_size=_STREAM_BLOCK)
+    parse = _parse_options(schema)
     try:
         if piece.whole:
             with _open_stream(fs, f) as source:
-                table = pajson.read_json(source, read_options=options)
+                table = pajson.read_json(source, read_options=options, parse_options=parse)
         elif isinstance(fs, LocalFileSystem) and f.compression is None:
             with pa.BufferReader(_mapped_range(f.path, piece)) as source:
-                table = pajson.read_json(source, read_options=options)
+                table = pajson.read_json(source, read_options=options, parse_options=parse)
         else:
             return None
         _check_utf8(table)
@@ -261,13 +310,42 @@ def _check_utf8(table: pa.Table) -> None:
     table.validate(full=True)
 
 
+def _check_exact_integers(table: pa.Table, lines: list[bytes]) -> None:
+    """Raise :class:`ColumnConflict` for the rows whose line holds an integer that the
+    float column it landed in does not hold exactly (``9007199254740993`` beside ``0.5``,
+    or ``2**64 - 1``, which JSON parsers read as a double)."""
+    suspects = inexact_float_rows(table, by_column=True)
+    for name, rows in suspects.items():
+        lost = np.zeros(table.num_rows, dtype=bool)
+        for row in np.flatnonzero(rows):
+            value = json.loads(lines[row]).get(name)
+            lost[row] = _holds_inexact_integer(value)
+        if lost.any():
+            raise ColumnConflict("type", name, "an integer that a double cannot hold "
+                                 "exactly", table.schema.field(name).type, lost)
+
+
+def _holds_inexact_integer(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return float(value) != value
+    if isinstance(value, dict):
+        return any(_holds_inexact_integer(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_inexact_integer(v) for v in value)
+    return False
+
+
 # -- the slow path: line by line --------------------------------------------------------
 
 def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
-                 encoding_errors: str) -> tuple[list[bytes], list[int], int]:
-    """The lines that are JSON objects, their line numbers, and how many were skipped."""
+                 encoding_errors: str) -> tuple[list[bytes], list[int], int, dict]:
+    """The lines that are JSON objects, their line numbers, how many were skipped, and
+    the fields the lines have (in the order first seen)."""
     good: list[bytes] = []
     numbers: list[int] = []
+    fields: dict[str, None] = {}
     skipped = 0
     for number, raw in enumerate(data.split(b"\n"), start=first_line):
         if not raw.strip():
@@ -284,6 +362,12 @@ def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
             value = json.loads(text)
             if not isinstance(value, dict):
                 raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        except RecursionError:
+            err = ValueError("values nested too deeply to parse")
+            if on_bad_lines == "error":
+                raise MalformedLineError(path, number, str(err)) from None
+            skipped += 1
+            continue
         except ValueError as err:
             if on_bad_lines == "error":
                 raise MalformedLineError(path, number, str(err)) from None
@@ -293,12 +377,14 @@ def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
             continue
         good.append(raw)
         numbers.append(number)
-    return good, numbers, skipped
+        fields.update(dict.fromkeys(value))
+    return good, numbers, skipped, fields
 
 
-def _pieces(lines: list[bytes], lo: int, hi: int
+def _pieces(lines: list[bytes], lo: int, hi: int, schema: pa.Schema | None = None
             ) -> Iterator[tuple[int, int, pa.Table | pa.ArrowInvalid]]:
-    """Parse ``lines[lo:hi]``, halving the range where a value changes type inside it.
+    """Parse ``lines[lo:hi]`` (see :func:`_parse_piece`), halving the range where a value
+    changes type inside it.
 
     Yields ``(lo, hi, table)`` for consecutive ranges, in order; each table has one type
     per column. A single line that Arrow cannot type (a list mixing numbers and objects)
@@ -307,14 +393,14 @@ def _pieces(lines: list[bytes], lo: int, hi: int
     if lo >= hi:
         return
     try:
-        yield lo, hi, _parse_fast(b"\n".join(lines[lo:hi]))
+        yield lo, hi, _parse_piece(b"\n".join(lines[lo:hi]), schema)
     except pa.ArrowInvalid as err:
         if hi - lo == 1:
             yield lo, hi, err
             return
         mid = (lo + hi) // 2
-        yield from _pieces(lines, lo, mid)
-        yield from _pieces(lines, mid, hi)
+        yield from _pieces(lines, lo, mid, schema)
+        yield from _pieces(lines, mid, hi, schema)
 
 
 class _SliceReader:
@@ -333,12 +419,18 @@ class _SliceReader:
         return conformed
 
     def read(self, fs, piece: FileSlice) -> list[pa.Table]:
+        with reading(piece.file.path, offset=piece.start):
+            return self._read(fs, piece)
+
+    def _read(self, fs, piece: FileSlice) -> list[pa.Table]:
         path = piece.file.path
-        table = _fast_path(fs, piece)
+        table = _fast_path(fs, piece, self.conformer.schema)
         line_number = lambda: _first_line_number(fs, piece.file, piece.start)  # noqa: E731
         if table is not None:
             try:
-                return [self.conform(table, path)]
+                conformed = self.conform(table, path)
+                if self._settled(conformed):
+                    return [conformed]
             except ColumnConflict as conflict:
                 if conflict.kind == "missing":  # the whole slice: its first line says it
                     raise conflict.error(path, line_number()) from None
@@ -348,6 +440,16 @@ class _SliceReader:
             data = self._truncated(data, broken, path)
         return self.parse(data, path, line_number)
 
+    def _settled(self, table: pa.Table) -> bool:
+        """Whether a table parsed at once needs no look at its lines: its text column is
+        not all null (the typed parse fills a text column the lines lack with nulls), and
+        no integral double is so large that it may be a rounded integer."""
+        text = self.conformer.text_field
+        if text is not None and table.num_rows \
+                and table.column(text).null_count == table.num_rows:
+            return False
+        return not inexact_float_rows(table).any()
+
     def parse(self, data: bytes, path: str, line_number: Callable[[], int]) -> list[pa.Table]:
         """Parse JSONL bytes into conformed tables (none when there are no rows).
 
@@ -355,9 +457,11 @@ class _SliceReader:
         (counting lines is a read of the file up to the slice).
         """
         try:
-            table = _parse_fast(data)
+            table = _parse_piece(data, self.conformer.schema)
             _check_utf8(table)
-            return [self.conform(table, path)]
+            conformed = self.conform(table, path)
+            if self._settled(conformed):
+                return [conformed]
         except pa.ArrowInvalid:
             # Whitespace alone is an empty slice, not an error (checked only on this path:
             # stripping a large slice up front costs a copy of it).
@@ -369,18 +473,22 @@ class _SliceReader:
         return self._parse_slow(data, path, line_number())
 
     def _parse_slow(self, data: bytes, path: str, first_line: int) -> list[pa.Table]:
-        lines, numbers, malformed = _split_lines(data, path, first_line, self.on_bad_lines,
-                                                 self.encoding_errors)
+        lines, numbers, malformed, fields = _split_lines(data, path, first_line,
+                                                         self.on_bad_lines,
+                                                         self.encoding_errors)
         self.dropped[BAD_LINE_REASON] += malformed
         tables = []
         text = self.conformer.text_field
         present: dict[str, None] = {}
-        for lo, hi, table in _pieces(lines, 0, len(lines)):
+        for lo, hi, table in _pieces(lines, 0, len(lines), self.conformer.schema):
             if isinstance(table, pa.ArrowInvalid):
                 self._skip_unreadable(table, path, numbers[lo])
                 continue
             present.update(dict.fromkeys(table.column_names))
-            tables.append(self._conform_lines(table, path, numbers[lo:hi]))
+            tables.append(self._conform_lines(table, path, numbers[lo:hi], lines[lo:hi]))
+        # The parse is typed by the schema, whose columns it fills with nulls where the
+        # lines have none: which fields the lines really have, their parse says.
+        present = {name: None for name in fields} if present else present
         if text is not None and present and text not in present:
             raise ColumnConflict("missing", text, pa.null(), pa.string(), None,
                                  present=list(present)).error(path, numbers[0])
@@ -394,11 +502,14 @@ class _SliceReader:
             logger.warning("%s, line %d: skipping a line (%s)", path, number, reason)
         self.dropped[BAD_LINE_REASON] += 1
 
-    def _conform_lines(self, table: pa.Table, path: str, numbers: list[int]) -> pa.Table:
+    def _conform_lines(self, table: pa.Table, path: str, numbers: list[int],
+                       lines: list[bytes]) -> pa.Table:
         """Conform a table whose rows are the lines ``numbers``, skipping what does not fit."""
         while True:
             try:
-                return self.conform(table, path, require_text=False)
+                conformed = self.conform(table, path, require_text=False)
+                _check_exact_integers(conformed, lines)
+                return conformed
             except ColumnConflict as conflict:
                 bad = np.flatnonzero(conflict.rows)
                 if not conflict.skippable or self.on_bad_lines == "error" or not bad.size:
@@ -413,6 +524,7 @@ class _SliceReader:
                 keep = np.flatnonzero(~conflict.rows)
                 table = table.take(keep)
                 numbers = [numbers[i] for i in keep]
+                lines = [lines[i] for i in keep]
 
     def _truncated(self, data: bytes, reason: str, path: str) -> bytes:
         """The complete lines before a break in a compressed stream; the rest is counted."""
@@ -492,9 +604,11 @@ def _sample_tables(data: bytes, path: str) -> list[tuple[pa.Table, Callable[[int
             return numbers[row]
 
         return [(table, line_of)]
-    lines, numbers, _ = _split_lines(data, path, 1, "skip", "replace")
+    lines, numbers, _, _ = _split_lines(data, path, 1, "skip", "replace")
+    # A line no Arrow type holds says nothing of the schema: the reader reports it.
     return [(table, lambda row, lo=lo: numbers[lo + row])
-            for lo, _, table in _pieces(lines, 0, len(lines)) if table is not None]
+            for lo, _, table in _pieces(lines, 0, len(lines))
+            if not isinstance(table, pa.ArrowInvalid)]
 
 
 def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[str] = (),
@@ -520,13 +634,16 @@ def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[st
     rest = [f for f in files if f not in chosen]
     for group in (sampled, rest):
         for f in group:
-            for table, line_of in _sample_tables(_sample_bytes(fs, f), f.path):
-                union.add(table, f.path, line_of)
+            with reading(f.path):
+                for table, line_of in _sample_tables(_sample_bytes(fs, f), f.path):
+                    union.add(table, f.path, line_of)
             if group is rest and union.fields:
                 break
         if union.fields:
             break
-    return union.schema()
+    # JSON has no timestamps: pyarrow infers them from strings that look like dates,
+    # which are read as the strings they are.
+    return strings_for_timestamps(union.schema())
 
 
 def read_jsonl_table(

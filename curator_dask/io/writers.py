@@ -46,7 +46,9 @@ import pyarrow.parquet as pq
 from curator_dask.backends import to_host
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
+from curator_dask.io.json_lines import json_lines
 from curator_dask.io.overlap import InputPaths, check_output_path
+from curator_dask.io.tables import to_table
 
 __all__ = ["WriteSpec", "prepare_output", "write_partition", "part_name", "MODES", "FORMATS",
            "MANIFEST", "check_mode", "read_manifest", "claim_files", "own_files",
@@ -83,6 +85,9 @@ class WriteSpec:
     keep_filename_column: bool = False
     first_index: int = 0  # part numbering offset (append mode)
     storage_options: dict = field(default_factory=dict)
+    #: The Arrow schema the data was read with: string columns are written with the
+    #: type it records for them (see :func:`~curator_dask.io.tables.to_table`).
+    schema: pa.Schema | None = None
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
@@ -337,29 +342,19 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     tmp = posixpath.join(posixpath.dirname(target),
                          f".{posixpath.basename(target)}.tmp-{uuid.uuid4().hex}")
     try:
-        if isinstance(df, pa.Table) and spec.fmt == "parquet":
-            # Arrow all the way: no pandas frame is made for a table read as Arrow.
+        # Every format writes the same Arrow table: the partition's values and types as
+        # read (an Arrow table read as Arrow is written as it is).
+        table = to_table(df, spec.schema)
+        if spec.fmt == "parquet":
             with fs.open(tmp, "wb") as handle:
-                pq.write_table(df, handle, compression=spec.compression or "snappy")
-        elif spec.fmt == "parquet":
-            with fs.open(tmp, "wb") as handle:
-                df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
+                pq.write_table(table, handle, compression=spec.compression or "snappy")
         elif spec.fmt == "arrow":
-            table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(
-                df, preserve_index=False)
             with fs.open(tmp, "wb") as handle, pa.ipc.new_file(handle, table.schema) as out:
                 out.write_table(table)
         else:
-            # cuDF frames and Arrow tables are written through pandas: one JSON writer.
-            if isinstance(df, pa.Table):
-                df = df.to_pandas()
-            frame = to_host(df)
             with fs.open(tmp, "wb", compression=spec.compression) as handle:
-                if len(frame):
-                    text = frame.to_json(orient="records", lines=True, force_ascii=False)
-                    handle.write(text.encode("utf-8"))
-                    if not text.endswith("\n"):
-                        handle.write(b"\n")
+                for chunk in json_lines(table):
+                    handle.write(chunk)
     except BaseException:
         if fs.exists(tmp):
             fs.rm(tmp)
