@@ -209,22 +209,49 @@ def _first_line_number(fs, f: InputFile, start: int) -> int:
     return count + 2
 
 
-def _parse_options(schema: pa.Schema | None) -> pajson.ParseOptions | None:
-    """Parse the fields of ``schema`` with its types (the others are inferred)."""
-    if schema is None or not len(schema):
+def _parse_options(schema: pa.Schema | None, *, null_types: bool = False
+                   ) -> pajson.ParseOptions | None:
+    """Parse the fields of ``schema`` with its types (the others are inferred).
+
+    Unless ``null_types``, fields with a null type inside (``list<null>``: the sample
+    held only empty lists or nulls) are left to inference, which types what the lines
+    hold.
+    """
+    if schema is None:
         return None
-    return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+    fields = [f for f in schema if null_types or not _holds_null_type(f.type)]
+    if not fields:
+        return None
+    return pajson.ParseOptions(explicit_schema=pa.schema(fields),
+                               unexpected_field_behavior="infer")
+
+
+def _holds_null_type(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_null(arrow_type):
+        return True
+    return any(_holds_null_type(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
 
 
 def _parse_fast(data: bytes, schema: pa.Schema | None = None) -> pa.Table:
     # One thread per task: parallelism comes from partitions, and a worker's threads
     # are already busy with other partitions.
     block = max(1 << 20, min(len(data) + 1, (1 << 31) - 1))
-    return pajson.read_json(
-        io.BytesIO(data),
-        read_options=pajson.ReadOptions(use_threads=False, block_size=block),
-        parse_options=_parse_options(schema),
-    )
+
+    def parse(typed: pa.Schema | None, null_types: bool = False) -> pa.Table:
+        return pajson.read_json(
+            io.BytesIO(data),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=block),
+            parse_options=_parse_options(typed, null_types=null_types),
+        )
+
+    table = parse(schema)
+    try:
+        return _check_utf8(table)
+    except pa.ArrowInvalid:
+        # pyarrow's inference builds invalid lists whose first item is null
+        # ([null, 0]); typed by the schema it inferred, the same bytes parse right.
+        # Bad UTF-8 stays invalid and raises here.
+        return _check_utf8(parse(table.schema, null_types=True))
 
 
 def _parse_piece(data: bytes, schema: pa.Schema | None) -> pa.Table:
@@ -278,7 +305,7 @@ def _fast_path(fs, piece: FileSlice, schema: pa.Schema) -> pa.Table | None:
                 table = pajson.read_json(source, read_options=options, parse_options=parse)
         else:
             return None
-        _check_utf8(table)
+        table = _check_utf8(table)
     except _STREAM_ERRORS:
         return None
     return table
@@ -304,10 +331,33 @@ def _mapped_range(path: str, piece: FileSlice) -> pa.Buffer:
     return mapped.read_buffer(max(end - start, 0))  # zero-copy: a view of the map
 
 
-def _check_utf8(table: pa.Table) -> None:
-    # pyarrow's JSON parser does not validate UTF-8 inside strings; a full validation
-    # of the string columns does.
+def _check_utf8(table: pa.Table) -> pa.Table:
+    """``table`` (its null-typed lists repaired), fully validated: pyarrow's JSON parser
+    does not validate UTF-8 inside strings, a full validation does."""
+    if any(_holds_null_type(t) for t in table.schema.types):
+        table = pa.table([pa.chunked_array([_repaired(chunk) for chunk in c.chunks], c.type)
+                          if _holds_null_type(c.type) else c for c in table.columns],
+                         schema=table.schema)
     table.validate(full=True)
+    return table
+
+
+def _repaired(array: pa.Array) -> pa.Array:
+    """``array`` rebuilt where pyarrow's JSON parser leaves a list of nulls shorter than
+    its offsets say (``[null, null]`` parses to offsets 0..2 over one null)."""
+    arrow_type = array.type
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        offsets = array.offsets
+        values = array.values
+        values = (pa.nulls(offsets[-1].as_py()) if pa.types.is_null(arrow_type.value_type)
+                  else _repaired(values))
+        cls = pa.ListArray if pa.types.is_list(arrow_type) else pa.LargeListArray
+        return cls.from_arrays(offsets, values, type=arrow_type, mask=mask)
+    if pa.types.is_struct(arrow_type):
+        children = [_repaired(array.field(i)) for i in range(arrow_type.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
+    return array
 
 
 def _check_exact_integers(table: pa.Table, lines: list[bytes]) -> None:
@@ -457,8 +507,7 @@ class _SliceReader:
         (counting lines is a read of the file up to the slice).
         """
         try:
-            table = _parse_piece(data, self.conformer.schema)
-            _check_utf8(table)
+            table = _check_utf8(_parse_piece(data, self.conformer.schema))
             conformed = self.conform(table, path)
             if self._settled(conformed):
                 return [conformed]
