@@ -209,17 +209,11 @@ def _first_line_number(fs, f: InputFile, start: int) -> int:
     return count + 2
 
 
-def _parse_options(schema: pa.Schema | None, *, null_types: bool = False
-                   ) -> pajson.ParseOptions | None:
-    """Parse the fields of ``schema`` with its types (the others are inferred).
-
-    Unless ``null_types``, fields with a null type inside (``list<null>``: the sample
-    held only empty lists or nulls) are left to inference, which types what the lines
-    hold.
-    """
+def _parse_options(schema: pa.Schema | None) -> pajson.ParseOptions | None:
+    """Parse the fields of ``schema`` with its types (the others are inferred)."""
     if schema is None:
         return None
-    fields = [f for f in schema if null_types or not _holds_null_type(f.type)]
+    fields = list(schema)
     if not fields:
         return None
     return pajson.ParseOptions(explicit_schema=pa.schema(fields),
@@ -237,11 +231,11 @@ def _parse_fast(data: bytes, schema: pa.Schema | None = None) -> pa.Table:
     # are already busy with other partitions.
     block = max(1 << 20, min(len(data) + 1, (1 << 31) - 1))
 
-    def parse(typed: pa.Schema | None, null_types: bool = False) -> pa.Table:
+    def parse(typed: pa.Schema | None) -> pa.Table:
         return pajson.read_json(
             io.BytesIO(data),
             read_options=pajson.ReadOptions(use_threads=False, block_size=block),
-            parse_options=_parse_options(typed, null_types=null_types),
+            parse_options=_parse_options(typed),
         )
 
     table = parse(schema)
@@ -251,7 +245,7 @@ def _parse_fast(data: bytes, schema: pa.Schema | None = None) -> pa.Table:
         # pyarrow's inference builds invalid lists whose first item is null
         # ([null, 0]); typed by the schema it inferred, the same bytes parse right.
         # Bad UTF-8 stays invalid and raises here.
-        return _check_utf8(parse(table.schema, null_types=True))
+        return _check_utf8(parse(table.schema))
 
 
 def _parse_piece(data: bytes, schema: pa.Schema | None) -> pa.Table:
@@ -266,7 +260,11 @@ def _parse_piece(data: bytes, schema: pa.Schema | None) -> pa.Table:
         if schema is None:
             raise
         error = strict_error
-    fields = [f for f in schema if holds_only_text(f.type)]
+    # Without the field the error names; when it names none (a value that does not
+    # convert), with only the fields of text, which inference would take for dates.
+    failing = _failing_field(error)
+    fields = ([f for f in schema if f.name != failing] if failing in schema.names
+              else [f for f in schema if holds_only_text(f.type)])
     while True:
         try:
             return _parse_fast(data, pa.schema(fields))
@@ -367,23 +365,27 @@ def _check_exact_integers(table: pa.Table, lines: list[bytes]) -> None:
     suspects = inexact_float_rows(table, by_column=True)
     for name, rows in suspects.items():
         lost = np.zeros(table.num_rows, dtype=bool)
+        arrow_type = table.schema.field(name).type
         for row in np.flatnonzero(rows):
             value = json.loads(lines[row]).get(name)
-            lost[row] = _holds_inexact_integer(value)
+            lost[row] = _inexact_integer_in(value, arrow_type)
         if lost.any():
             raise ColumnConflict("type", name, "an integer that a double cannot hold "
                                  "exactly", table.schema.field(name).type, lost)
 
 
-def _holds_inexact_integer(value) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return float(value) != value
-    if isinstance(value, dict):
-        return any(_holds_inexact_integer(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_holds_inexact_integer(v) for v in value)
+def _inexact_integer_in(value, arrow_type: pa.DataType) -> bool:
+    """Whether a JSON value holds, where ``arrow_type`` has a double, an integer that
+    the double does not hold exactly."""
+    if pa.types.is_float64(arrow_type):
+        return isinstance(value, int) and not isinstance(value, bool) and float(value) != value
+    if isinstance(value, dict) and pa.types.is_struct(arrow_type):
+        return any(_inexact_integer_in(value.get(arrow_type.field(i).name),
+                                       arrow_type.field(i).type)
+                   for i in range(arrow_type.num_fields))
+    if isinstance(value, list) and (pa.types.is_list(arrow_type)
+                                    or pa.types.is_large_list(arrow_type)):
+        return any(_inexact_integer_in(v, arrow_type.value_type) for v in value)
     return False
 
 
