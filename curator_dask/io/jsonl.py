@@ -79,6 +79,7 @@ _ARROW_CODECS = {name: codec for name, codec in
                  {None: None, "gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}.items()
                  if codec is None or pa.Codec.is_available(codec)}
 _STREAM_ERRORS = (pa.ArrowInvalid, OSError, EOFError, zlib.error, lzma.LZMAError)
+_BOM = b"\xef\xbb\xbf"
 
 
 def _is_broken_stream(err: BaseException) -> bool:
@@ -400,6 +401,8 @@ def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
     fields: dict[str, None] = {}
     skipped = 0
     for number, raw in enumerate(data.split(b"\n"), start=first_line):
+        if number == 1 and raw.startswith(_BOM):  # a file's byte-order mark is not data
+            raw = raw[len(_BOM):]
         if not raw.strip():
             continue
         try:

@@ -56,6 +56,7 @@ def test_the_sweep_covers_every_section():
     assert {section for section, _, _ in SECTIONS} == {"reader", "cluster", "executor", "stage"}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(case=st.sampled_from(SECTIONS), value=st.sampled_from(NEVER_A_NUMBER + NOT_TEXT))
 def test_no_numeric_parameter_takes_a_non_number(case, value):

@@ -39,6 +39,7 @@ def read_ids(path, fmt="jsonl") -> list[int]:
     return reader(str(path)).df.compute()["id"].tolist()
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(NAME, min_size=1, max_size=5, unique=True),

@@ -182,6 +182,7 @@ def read(directory, fmt: str) -> DocumentDataset:
 CASES = [("parquet", "parquet"), ("jsonl", "jsonl"), ("jsonl", "parquet"), ("parquet", "jsonl")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, target", CASES)
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
