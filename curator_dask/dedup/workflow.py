@@ -46,6 +46,7 @@ from curator_dask.dedup.exact import (
 from curator_dask.dedup.exact_files import ExactFilesRun
 from curator_dask.dedup.ids import ROW_FIELD
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.faults import faults_explained
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.overlap import check_run_paths
@@ -218,7 +219,7 @@ class ExactDeduplicationWorkflow:
         (identify, remove): a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting():
+        with reporting(), faults_explained(self.blocksize):
             return self._run()
 
     def _run(self) -> ExactDedupResult:

@@ -57,6 +57,7 @@ from distributed.scheduler import NoWorkerError
 from curator_dask.errors import CuratorError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
+from curator_dask.faults import faults_explained
 from curator_dask.io.overlap import check_run_paths
 from curator_dask.io.writers import claim_files
 from curator_dask.observe.progress import Progress, phase
@@ -845,7 +846,7 @@ class ClusterExecutor(Executor):
         else:
             report_ctx = contextlib.nullcontext()
         try:
-            with report_ctx:
+            with report_ctx, faults_explained(lambda: _partition_bytes(state), client):
                 yield
         except BaseException:
             # Before the error reaches the caller: its traceback holds the run's futures,
@@ -860,6 +861,12 @@ class ClusterExecutor(Executor):
     def frames(self, state, results):
         return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")
                 for i, carried in sorted(results.items())]
+
+
+def _partition_bytes(state: RunState) -> int | None:
+    """The largest input partition of the run (named when workers die for memory)."""
+    plan = state.layout.reader.dataset().plan
+    return max((p.nbytes for p in plan), default=None) if plan else None
 
 
 def _offers(worker: dict, wanted: dict) -> bool:

@@ -58,6 +58,7 @@ from curator_dask.dedup.semantic.duplicates import (
     id_arrow_type,
     vector_series,
 )
+from curator_dask.faults import faults_explained
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import check_run_paths
 from curator_dask.stages.ids import AddId
@@ -219,6 +220,10 @@ class SemanticDeduplicationWorkflow:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
+        with faults_explained():
+            return self._run()
+
+    def _run(self) -> SemanticDedupResult:
         ds = self.read()
         check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
                         cache=self.cache_path, storage_options=self.storage_options)
