@@ -20,6 +20,7 @@ from curator_dask.executors import (
     ResourceUnavailableError,
     StreamingExecutor,
 )
+from curator_dask.faults import WorkerDiedError, WorkerMemoryError
 from curator_dask.io.errors import InputError
 from curator_dask.pipeline import Pipeline, RunResult
 from curator_dask.resources import Resources
@@ -65,6 +66,8 @@ __all__ = [
     "Sequential",
     "StreamingExecutor",
     "WarcReader",
+    "WorkerDiedError",
+    "WorkerMemoryError",
     "WriteResult",
     "get_client",
     "processing_stage",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curator_dask.cli.config import ConfigError, cluster_options, executor_types, load_config_text

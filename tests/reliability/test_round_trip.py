@@ -12,7 +12,6 @@ of these: the JSON cases generate what JSON can represent.
 from __future__ import annotations
 
 import datetime
-import decimal
 import json
 import math
 
