@@ -36,11 +36,11 @@ from curator_dask.io.parquet import (
     read_parquet_table,
 )
 from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.tables import (
     Backend,
     check_backend,
     schema_with_overrides,
-    to_frame,
     with_text_column,
 )
 from curator_dask.io.warc import (

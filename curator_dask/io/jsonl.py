@@ -11,24 +11,18 @@ skip and count bad lines when asked.
 
 from __future__ import annotations
 
-import bz2
 import io
 import json
 import logging
-import lzma
 import re
-import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Literal, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
-import zstandard
 from fsspec.implementations.local import LocalFileSystem
-from fsspec.utils import read_block
 
 from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import (
@@ -37,18 +31,26 @@ from curator_dask.io.errors import (
     TruncatedFileError,
     reading,
 )
-from curator_dask.io.files import InputFile, open_input, sample_files
+from curator_dask.io.files import InputFile, sample_files
+from curator_dask.io.jsonl_bytes import (
+    SAMPLE_BYTES,
+    STREAM_BLOCK,
+    STREAM_ERRORS,
+    first_line_number,
+    mapped_range,
+    open_stream,
+    read_slice,
+    read_slice_bytes,
+    sample_bytes,
+)
 from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import (
-    FILENAME_COLUMN,
-    ColumnConflict,
-    Conformer,
-    SchemaUnion,
+from curator_dask.io.arrow_types import (
     holds_only_text,
     inexact_float_rows,
     strings_for_timestamps,
     to_frame,
 )
+from curator_dask.io.tables import FILENAME_COLUMN, ColumnConflict, Conformer, SchemaUnion
 
 __all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes",
            "BAD_LINE_REASON",
@@ -65,149 +67,10 @@ OnBadLines = Literal["error", "skip", "warn"]
 EncodingErrors = Literal["strict", "replace"]
 ON_BAD_LINES = get_args(OnBadLines)
 ENCODING_ERRORS = get_args(EncodingErrors)
-# Schema inference reads the first complete line of each sampled file, however long, and
-# up to SAMPLE_BYTES after it, from up to SAMPLE_FILES files spread over the listing.
+# Schema inference samples up to SAMPLE_FILES files spread over the listing (see
+# curator_dask.io.jsonl_bytes.SAMPLE_BYTES for how much of each).
 SAMPLE_FILES = 16
-SAMPLE_BYTES = 256 << 10
-_STREAM_BLOCK = 16 << 20
-# Reads from a decompressing stream: Python's incremental decompressors return every
-# byte decoded before a break, whatever the read size.
-_CHUNK = 1 << 20
-# fsspec compression name -> Arrow codec, for the codecs Arrow decompresses itself. Arrow's
-# decompressors also notice a truncated stream (Python's zstandard reader does not).
-_ARROW_CODECS = {name: codec for name, codec in
-                 {None: None, "gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}.items()
-                 if codec is None or pa.Codec.is_available(codec)}
-_STREAM_ERRORS = (pa.ArrowInvalid, OSError, EOFError, zlib.error, lzma.LZMAError)
 _BOM = b"\xef\xbb\xbf"
-
-
-def _is_broken_stream(err: BaseException) -> bool:
-    """Whether an error while decompressing means the data is truncated or corrupt.
-
-    Arrow and Python's decompressors raise plain OSError or EOFError for a stream that
-    ends early or does not decode; subclasses of OSError (a missing file, a refused
-    permission, a network error) are not about the data.
-    """
-    return type(err) is OSError or isinstance(
-        err, (EOFError, zlib.error, lzma.LZMAError, pa.ArrowInvalid))
-
-
-@contextmanager
-def _open_stream(fs, f: InputFile):
-    """The decompressed bytes of a whole file, as a stream with ``read(n)``."""
-    if f.compression not in _ARROW_CODECS:
-        with open_input(fs, f.path, compression=f.compression) as handle:
-            yield handle
-    elif isinstance(fs, LocalFileSystem):
-        with pa.input_stream(f.path, compression=_ARROW_CODECS[f.compression]) as stream:
-            yield stream
-    else:
-        with open_input(fs, f.path) as raw:
-            if f.compression is None:
-                yield raw
-            else:
-                stream = pa.CompressedInputStream(raw, _ARROW_CODECS[f.compression])
-                try:
-                    yield stream
-                finally:
-                    stream.close()
-
-
-def _read_slice(fs, piece: FileSlice) -> tuple[bytes, str | None]:
-    """The decompressed bytes of a slice, and why the stream broke (None if it did not).
-
-    When a compressed stream is truncated or corrupt, the bytes decoded before the break
-    are returned with the reason.
-    """
-    f = piece.file
-    if not piece.whole:
-        with open_input(fs, f.path) as handle:
-            length = None if piece.end is None else piece.end - piece.start
-            return read_block(handle, piece.start, length, delimiter=b"\n"), None
-    if f.compression is None:
-        return fs.cat_file(f.path), None
-    with open_input(fs, f.path) as raw:
-        return _decompress(raw, f.compression)
-
-
-def _decompressor(compression: str):
-    if compression == "gzip":
-        return zlib.decompressobj(wbits=31)
-    if compression == "bz2":
-        return bz2.BZ2Decompressor()
-    if compression == "xz":
-        return lzma.LZMADecompressor()
-    if compression == "zstd":
-        return zstandard.ZstdDecompressor().decompressobj()
-    raise ValueError(f"no decompressor for {compression!r}")
-
-
-def _decompress(raw, compression: str) -> tuple[bytes, str | None]:
-    """Decompress a whole stream; on a break, what was decoded before it and the reason.
-
-    Python's incremental decompressors give every byte that can be decoded before a
-    break, and say whether the stream reached its end marker (``eof``); concatenated
-    members (gzip) or frames (zstd) each get a new decompressor.
-    """
-    out: list[bytes] = []
-    decompressor = _decompressor(compression)
-    seen = False
-    try:
-        while chunk := raw.read(_CHUNK):
-            seen = True
-            while chunk:
-                if decompressor.eof:
-                    decompressor = _decompressor(compression)
-                out.append(decompressor.decompress(chunk))
-                chunk = decompressor.unused_data if decompressor.eof else b""
-    except (*_STREAM_ERRORS, zstandard.ZstdError) as err:
-        if not (_is_broken_stream(err) or isinstance(err, zstandard.ZstdError)):
-            raise
-        return b"".join(out), f"{type(err).__name__}: {err}"
-    if seen and not decompressor.eof:
-        return b"".join(out), "the stream ends before its end-of-stream marker"
-    return b"".join(out), None
-
-
-def read_slice_bytes(fs, piece: FileSlice) -> bytes:
-    """The bytes of a slice, decompressed.
-
-    A byte range starts after the first newline at or after ``piece.start`` and runs to
-    the end of the line that spans ``piece.end`` (fsspec's ``read_block``), so adjacent
-    ranges read every line exactly once.
-
-    Raises
-    ------
-    TruncatedFileError
-        When a compressed file's stream ends early or does not decode.
-    """
-    data, broken = _read_slice(fs, piece)
-    if broken is not None:
-        raise TruncatedFileError(piece.file.path, broken, line=data.count(b"\n"),
-                                 offset=len(data))
-    return data
-
-
-def _first_line_number(fs, f: InputFile, start: int) -> int:
-    """1-based number of the first line of the byte range that begins at ``start``.
-
-    The range's first line follows the first newline at or after ``start``, so it is
-    line (newlines before ``start``) + 2. Counting reads the file up to ``start``; it is
-    done only to name a line in an error.
-    """
-    if start == 0:
-        return 1
-    count = 0
-    with open_input(fs, f.path) as handle:
-        remaining = start
-        while remaining:
-            chunk = handle.read(min(remaining, 1 << 24))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            remaining -= len(chunk)
-    return count + 2
 
 
 def _parse_options(schema: pa.Schema | None) -> pajson.ParseOptions | None:
@@ -293,41 +156,21 @@ def _fast_path(fs, piece: FileSlice, schema: pa.Schema) -> pa.Table | None:
     stream) and the caller takes the byte path, which reports or skips each case.
     """
     f = piece.file
-    options = pajson.ReadOptions(use_threads=False, block_size=_STREAM_BLOCK)
+    options = pajson.ReadOptions(use_threads=False, block_size=STREAM_BLOCK)
     parse = _parse_options(schema)
     try:
         if piece.whole:
-            with _open_stream(fs, f) as source:
+            with open_stream(fs, f) as source:
                 table = pajson.read_json(source, read_options=options, parse_options=parse)
         elif isinstance(fs, LocalFileSystem) and f.compression is None:
-            with pa.BufferReader(_mapped_range(f.path, piece)) as source:
+            with pa.BufferReader(mapped_range(f.path, piece)) as source:
                 table = pajson.read_json(source, read_options=options, parse_options=parse)
         else:
             return None
         table = _check_utf8(table)
-    except _STREAM_ERRORS:
+    except STREAM_ERRORS:
         return None
     return table
-
-
-def _mapped_range(path: str, piece: FileSlice) -> pa.Buffer:
-    """The bytes ``read_block`` would return for ``piece``, as a slice of a memory map."""
-    mapped = pa.memory_map(path)
-    size = mapped.size()
-
-    def after_newline(pos: int) -> int:
-        while pos < size:
-            chunk = mapped.read_at(min(1 << 16, size - pos), pos)
-            cut = chunk.find(b"\n")
-            if cut >= 0:
-                return pos + cut + 1
-            pos += len(chunk)
-        return size
-
-    start = 0 if piece.start == 0 else after_newline(piece.start)
-    end = size if piece.end is None or piece.end >= size else after_newline(piece.end)
-    mapped.seek(start)
-    return mapped.read_buffer(max(end - start, 0))  # zero-copy: a view of the map
 
 
 def _check_utf8(table: pa.Table) -> pa.Table:
@@ -480,7 +323,7 @@ class _SliceReader:
     def _read(self, fs, piece: FileSlice) -> list[pa.Table]:
         path = piece.file.path
         table = _fast_path(fs, piece, self.conformer.schema)
-        line_number = lambda: _first_line_number(fs, piece.file, piece.start)  # noqa: E731
+        line_number = lambda: first_line_number(fs, piece.file, piece.start)  # noqa: E731
         if table is not None:
             try:
                 conformed = self.conform(table, path)
@@ -490,7 +333,7 @@ class _SliceReader:
                 if conflict.kind == "missing":  # the whole slice: its first line says it
                     raise conflict.error(path, line_number()) from None
                 # Otherwise the slow path locates the lines.
-        data, broken = _read_slice(fs, piece)
+        data, broken = read_slice(fs, piece)
         if broken is not None:
             data = self._truncated(data, broken, path)
         return self.parse(data, path, line_number)
@@ -597,50 +440,6 @@ class _SliceReader:
 
 # -- schema inference -------------------------------------------------------------------
 
-def _sample_bytes(fs, f: InputFile, extra: int = SAMPLE_BYTES) -> bytes:
-    """The first complete line of a file, however long, and up to ``extra`` bytes after it.
-
-    The file is streamed until the first line that is not blank ends, so a huge first
-    document is read whole but nothing more than ``extra`` beyond it. The sample ends at
-    a line boundary. A broken compressed stream ends the sample where it breaks.
-    """
-    chunks: list[bytes] = []
-    read = 0
-    first_end = None
-    content = False
-    ended = False
-    try:
-        with _open_stream(fs, f) as stream:
-            while first_end is None or read < first_end + extra:
-                chunk = stream.read(_CHUNK)
-                if not chunk:
-                    ended = True
-                    break
-                if first_end is None:
-                    start = 0
-                    while True:
-                        newline = chunk.find(b"\n", start)
-                        stop = len(chunk) if newline < 0 else newline
-                        content = content or not chunk[start:stop].isspace() and stop > start
-                        if newline < 0:
-                            break
-                        if content:
-                            first_end = read + newline + 1
-                            break
-                        start = newline + 1
-                chunks.append(chunk)
-                read += len(chunk)
-    except _STREAM_ERRORS as err:
-        if not _is_broken_stream(err):
-            raise
-    data = b"".join(chunks)
-    if first_end is None:  # one line, or none: all of it, if the file ended
-        return data if ended else b""
-    if ended and len(data) <= first_end + extra:
-        return data
-    return data[: data.rfind(b"\n", 0, first_end + extra) + 1]
-
-
 def _sample_tables(data: bytes, path: str) -> list[tuple[pa.Table, Callable[[int], int]]]:
     """Tables of a sample, each with a function from a row to its line number."""
     try:
@@ -689,7 +488,7 @@ def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[st
     for group in (sampled, rest):
         for f in group:
             with reading(f.path):
-                for table, line_of in _sample_tables(_sample_bytes(fs, f), f.path):
+                for table, line_of in _sample_tables(sample_bytes(fs, f), f.path):
                     union.add(table, f.path, line_of)
             if group is rest and union.fields:
                 break

@@ -37,7 +37,7 @@ from curator_dask.dropped import record_dropped
 from curator_dask.io.errors import InputError, reading
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import to_frame
+from curator_dask.io.arrow_types import to_frame
 
 __all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA",
            "NOT_HTML_REASON", "MalformedWarcError", "read_warc_partition", "warc_splittable",

@@ -48,7 +48,7 @@ from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.json_lines import json_lines
 from curator_dask.io.overlap import InputPaths, check_output_path
-from curator_dask.io.tables import to_table
+from curator_dask.io.arrow_types import to_table
 
 __all__ = ["WriteSpec", "prepare_output", "write_partition", "part_name", "MODES", "FORMATS",
            "MANIFEST", "check_mode", "read_manifest", "claim_files", "own_files",
