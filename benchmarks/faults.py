@@ -641,6 +641,79 @@ def empty_parquet_file(ctx: Context) -> Outcome:
     return expect_error(run, names=["f03.parquet"], outcome="error-with-file-and-line")
 
 
+@case("bad input")
+def surrogate_escape_error(ctx: Context) -> Outcome:
+    """A "\\ud800" escape in the first lines: an error naming the file and line."""
+    corpus = ctx.corpus()
+    corpus.replace_line(0, 2, b'{"id": 1, "text": "\\ud800"}')
+    return expect_error(lambda: _read_and_write(corpus, ctx.root / "out"),
+                        names=["f00.jsonl"], where="line 2", outcome="error-with-file-and-line")
+
+
+@case("bad input")
+def list_type_change_skip(ctx: Context) -> Outcome:
+    """A list whose items change type ([1] then [1, {"k": 2}]) in the first lines, read
+    with on_bad_lines='skip': the line is skipped and counted."""
+    corpus = ctx.corpus()
+    corpus.replace_line(0, 1, b'{"id": 0, "text": "a", "l": [1]}')
+    corpus.replace_line(0, 2, b'{"id": 1, "text": "b", "l": [1, {"k": 2}]}')
+    result = _read_and_write(corpus, ctx.root / "out", on_bad_lines="skip")
+    return exactly_once(corpus.ids, ids_of(ctx.root / "out"), result.dropped,
+                        ok="counted-skip", detail=f"dropped {result.dropped}")
+
+
+@case("bad input")
+def blocksize_infinite_in_pipeline_file(ctx: Context) -> Outcome:
+    """blocksize: 1e400 in a pipeline file: exit 2 at --dry-run naming file, line and
+    parameter."""
+    corpus = ctx.corpus(n_docs=3, n_files=1)
+    config = ctx.root / "p.yaml"
+    config.write_text(f"reader:\n  type: jsonl\n  path: {corpus.path}\n  blocksize: 1e400\n"
+                      "stages: []\n")
+    started = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "curator-dask"), "run",
+                           str(config), "--dry-run"], capture_output=True, text=True)
+    seconds = round(time.perf_counter() - started, 2)
+    named = all(w in done.stderr for w in ("p.yaml, line 4", "blocksize"))
+    return Outcome("refused" if done.returncode == 2 and named else "FAIL",
+                   detail=done.stderr.strip()[-200:], seconds_to_error=seconds)
+
+
+@case("values")
+def integers_with_a_null_round_trip(ctx: Context) -> Outcome:
+    """Integers and a null (2**53 + 1, null, 5) through JSONL in and out: every digit,
+    and 5 stays 5."""
+    rows = [{"id": 0, "text": "a", "n": 2**53 + 1}, {"id": 1, "text": "b", "n": None},
+            {"id": 2, "text": "c", "n": 5}]
+    source = ctx.root / "in"
+    write_jsonl(source / "a.jsonl", rows)
+    corpus = Corpus(source, [0, 1, 2], [source / "a.jsonl"])
+    corpus.resnapshot()
+    ctx.inputs.append(corpus)
+    pipeline(JsonlReader(str(source)), writer=JsonlWriter(str(ctx.root / "out"))).run(
+        StreamingExecutor(progress=False))
+    written = [json.loads(line) for p in sorted((ctx.root / "out").glob("part-*"))
+               for line in p.read_text().splitlines()]
+    outcome = exactly_once(corpus.ids, [r["id"] for r in written])
+    if sorted(written, key=lambda r: r["id"]) != rows:
+        return Outcome("FAIL", detail=f"values changed: {written}")
+    return outcome
+
+
+@case("values")
+def literal_path_with_brackets(ctx: Context) -> Outcome:
+    """JsonlReader("in/part[1].jsonl") beside in/part1.jsonl: the bracketed file is read."""
+    corpus = ctx.corpus(n_docs=10, n_files=1)
+    bracketed = corpus.path / "part[1].jsonl"
+    corpus.files[0].rename(bracketed)
+    write_jsonl(corpus.path / "part1.jsonl", [document(99)])
+    corpus.resnapshot()
+    corpus.files[0] = bracketed
+    pipeline(JsonlReader(str(bracketed)), writer=ParquetWriter(str(ctx.root / "out"))).run(
+        StreamingExecutor(progress=False))
+    return exactly_once(corpus.ids, ids_of(ctx.root / "out"))
+
+
 # Refused before running ----------------------------------------------------------------
 
 @case("refused")

@@ -51,10 +51,18 @@ from curator_dask._distributed import (
     last_heartbeat,
     name_new_workers,
     own_adaptive_target,
+    scheduler_workers,
     set_adaptive_target,
 )
 from curator_dask.compat import nemo_keywords
 from curator_dask.errors import WorkerLifetimeError
+from curator_dask.bounds import (
+    Duration,
+    MemorySize,
+    NonNegativeInt,
+    PositiveInt,
+    PositiveNumber,
+)
 
 __all__ = [
     "ADAPTIVE_OPTIONS",
@@ -96,19 +104,19 @@ def get_client(
     cluster_type: Literal["cpu", "gpu", "mixed"] = "cpu",
     scheduler_address: str | None = None,
     scheduler_file: str | None = None,
-    n_workers: int | None = None,
-    threads_per_worker: int = 1,
-    memory_limit: str | float | None = "auto",
-    n_gpu_workers: int | None = None,
-    worker_lifetime: str | float | None = None,
-    worker_lifetime_stagger: str | float | None = None,
+    n_workers: NonNegativeInt | None = None,
+    threads_per_worker: PositiveInt = 1,
+    memory_limit: MemorySize | None = "auto",
+    n_gpu_workers: NonNegativeInt | None = None,
+    worker_lifetime: Duration | None = None,
+    worker_lifetime_stagger: Duration | None = None,
     worker_lifetime_restart: bool = True,
-    worker_lifetime_max_retiring: int | float = 1,
+    worker_lifetime_max_retiring: PositiveNumber = 1,
     dashboard_address: str | None = "127.0.0.1:8787",
     protocol: str | None = None,
     rmm_pool_size: str | int | None = None,
     enable_cudf_spill: bool = False,
-    no_workers_timeout: str | float | None = NO_WORKERS_TIMEOUT,
+    no_workers_timeout: Duration | None = NO_WORKERS_TIMEOUT,
     cluster=None,
     adaptive: Mapping | None = None,
     **cluster_kwargs,
@@ -871,5 +879,5 @@ def dashboard_link(client: Client) -> str | None:
 
 def worker_resources(client: Client) -> dict[str, Mapping[str, float]]:
     """``{worker address: advertised resources}`` of the workers connected now."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = scheduler_workers(client)
     return {addr: dict(info.get("resources") or {}) for addr, info in workers.items()}

@@ -38,11 +38,11 @@ from curator_dask.io.parquet import (
     read_parquet_table,
 )
 from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.tables import (
     Backend,
     check_backend,
     schema_with_overrides,
-    to_frame,
     with_text_column,
 )
 from curator_dask.io.warc import (
@@ -143,12 +143,17 @@ class DocumentDataset:
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
         self.blocksize: int | None = None
+        #: The Arrow schema the data was read with (None for data not read from files),
+        #: kept by every dataset derived from this one: writers give string columns the
+        #: type it records (``string`` or ``large_string``).
+        self.schema: pa.Schema | None = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
         derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
                                   sources=self.sources)
         derived.blocksize = self.blocksize if keep_plan else None
+        derived.schema = self.schema
         return derived
 
     @property
@@ -371,6 +376,7 @@ class DocumentDataset:
         ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
         ds.blocksize = blocksize
+        ds.schema = full
         return ds
 
     @classmethod
@@ -468,7 +474,8 @@ class DocumentDataset:
             first = prepare_output(out, mode, fingerprint=fingerprint)
             spec = WriteSpec(path=out.path, fmt=fmt, compression=compression,
                              filename_field=filename_field if write_to_filename else None,
-                             keep_filename_column=keep_filename_column, first_index=first)
+                             keep_filename_column=keep_filename_column, first_index=first,
+                             schema=self.schema)
             token = dask.base.tokenize(self.df, spec)
             tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
                                               dask_key_name=f"write-{token}-{i}")
@@ -512,7 +519,9 @@ class DocumentDataset:
             df = self.df.repartition(npartitions=npartitions)
         else:
             df = self.df.repartition(partition_size=partition_size)
-        return DocumentDataset(df, sources=self.sources)
+        repartitioned = DocumentDataset(df, sources=self.sources)
+        repartitioned.schema = self.schema
+        return repartitioned
 
     def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
         """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources

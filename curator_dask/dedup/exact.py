@@ -65,7 +65,7 @@ from curator_dask.dedup.removal import (
 )
 from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.errors import CuratorError
-from curator_dask.io.tables import to_frame
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",

@@ -33,7 +33,6 @@ the output directory, so a crash while writing still leaves a list to resume fro
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import uuid
@@ -47,6 +46,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import WriteResult
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
@@ -92,13 +92,6 @@ class _Settings:
     hash_method: str
     on_null: str
     assign_id: bool
-    #: The pandas schema metadata the dataset's frames would write: the output reads back
-    #: into pandas with the dtypes it had when written through pandas.
-    pandas_metadata: dict | None = None
-
-    def pandas_columns(self) -> list[str]:
-        columns = json.loads(self.pandas_metadata[b"pandas"])["columns"]
-        return [c["field_name"] for c in columns]
 
 
 # -- reading a partition --------------------------------------------------------------------
@@ -281,8 +274,6 @@ def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
             keep &= ~nulls
     if not keep.all():
         table = table.filter(pa.array(keep))
-    if settings.pandas_metadata and table.column_names == settings.pandas_columns():
-        table = table.replace_schema_metadata(settings.pandas_metadata)
     return write_part(table, output, source.fs, (i,), dropped=counts, write=write)
 
 
@@ -310,15 +301,7 @@ class ExactFilesRun:
         if ds.plan is None or ds.partition_reader is None:
             raise ValueError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
-        meta = ds.df._meta
-        if id_field not in meta.columns:
-            meta = meta.assign(**{id_field: np.array([], dtype=np.int64)})
-        try:
-            metadata = pa.Schema.from_pandas(meta, preserve_index=False).metadata
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-            metadata = None
-        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id,
-                                  metadata)
+        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
         self.storage_options = storage_options or {}
         self.fs, root = url_to_fs(cache_path, **self.storage_options)
         self.staging = posixpath.join(root.rstrip("/"), STAGING_DIR)
@@ -376,7 +359,7 @@ class ExactFilesRun:
         try:
             from distributed import default_client
 
-            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            workers = scheduler_workers(default_client()).values()
             memory = sum(int(w.get("memory_limit") or 0) for w in workers)
         except (ImportError, ValueError, TypeError):
             memory = 0

@@ -53,6 +53,7 @@ from curator_dask.dedup.duplicate_ids import (
 from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDuplicates
 from curator_dask.dedup.exact_files import ExactFilesRun, rows_to_remove
 from curator_dask.dedup.ids import ROW_FIELD
+from curator_dask.faults import faults_explained
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
@@ -247,7 +248,7 @@ class ExactDeduplicationWorkflow:
         (identify, remove): a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting():
+        with reporting(), faults_explained(self.blocksize):
             return self._run()
 
     def _run(self) -> ExactDedupResult:

@@ -58,6 +58,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError, NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
+from curator_dask.faults import faults_explained
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
 from curator_dask.io.output_state import mark_complete, reusable
@@ -587,8 +588,10 @@ class Executor:
                                                first=k == 0)
             elif output is not None:
                 known = state.input_identity if source.dataset is ds else None
-                output = replace(output, source=plan_token(source.dataset, known))
-                self._segment(state, source, stages, Sink(output, layout.writer), first=k == 0)
+                sink = Sink(replace(output, source=plan_token(source.dataset, known),
+                                    spec=replace(output.spec, schema=source.dataset.schema)),
+                            layout.writer)
+                self._segment(state, source, stages, sink, first=k == 0)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
                                                           first=k == 0))
@@ -647,8 +650,9 @@ class Executor:
         output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
             identity, resume=self.resume, inputs=state.inputs,
             pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-        sink = Sink(replace(output, source=plan_token(source.dataset, identity)), spill,
-                    final=False)
+        sink = Sink(replace(output, source=plan_token(source.dataset, identity),
+                            spec=replace(output.spec, schema=source.dataset.schema)),
+                    spill, final=False)
         self._segment(state, source, stages, sink, first)
         state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
 
@@ -795,7 +799,7 @@ class ClusterExecutor(Executor):
         else:
             report_ctx = contextlib.nullcontext()
         try:
-            with report_ctx:
+            with report_ctx, faults_explained(lambda: _partition_bytes(state), client):
                 yield
         except BaseException:
             # Before the error reaches the caller: its traceback holds the run's futures,
@@ -810,6 +814,12 @@ class ClusterExecutor(Executor):
     def frames(self, state, results):
         return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")
                 for i, carried in sorted(results.items())]
+
+
+def _partition_bytes(state: RunState) -> int | None:
+    """The largest input partition of the run (named when workers die for memory)."""
+    plan = state.layout.reader.dataset().plan
+    return max((p.nbytes for p in plan), default=None) if plan else None
 
 
 def _offers(worker: dict, wanted: dict) -> bool:

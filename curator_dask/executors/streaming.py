@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_timedelta
 
+from curator_dask._distributed import scheduler_workers
+from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
 from curator_dask.errors import ResourceUnavailableError
 from curator_dask.executors.balancing import (
@@ -128,7 +130,7 @@ class StreamingExecutor(ClusterExecutor):
 
     name = "streaming"
 
-    def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
+    def __init__(self, max_in_flight: PositiveInt | None = None, resume: bool = False, *,
                  balance: bool = True, balance_interval: float | str = 10.0,
                  lend: bool = True, client=None, cache_path: str | None = None,
                  progress: bool = True, force: bool = False):
@@ -189,7 +191,7 @@ class StreamingExecutor(ClusterExecutor):
 
         def look_at_workers(now: float) -> bool:
             try:
-                info = client.scheduler_info(n_workers=-1)["workers"]
+                info = scheduler_workers(client)
             except Exception:  # the scheduler is busy: keep the last view
                 logger.debug("could not refresh the workers", exc_info=True)
                 return False

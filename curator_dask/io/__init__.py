@@ -3,6 +3,7 @@
 from curator_dask.io.errors import (
     CorruptFileError,
     InputError,
+    InputNotFoundError,
     InvalidEncodingError,
     MalformedLineError,
     MissingColumnError,
@@ -20,7 +21,7 @@ __all__ = [
     "InputError", "InvalidEncodingError", "MalformedLineError", "MissingColumnError",
     "SchemaMismatchError", "SchemaConflictError", "TextTypeError", "UnexpectedColumnError",
     "CorruptFileError", "TruncatedFileError", "InputFile", "list_files", "FileSlice",
-    "PartitionSpec", "plan_partitions",
+    "PartitionSpec", "plan_partitions", "InputNotFoundError",
 ]
 
 # What a write must not destroy or mix (the output contract, see curator_dask.io.writers).

@@ -31,6 +31,7 @@ from fsspec.core import url_to_fs
 
 from curator_dask._fsspec import strip_protocol
 from curator_dask.io.errors import OutputOverlapsInputError
+from curator_dask.io.files import is_pattern, pattern_root
 
 __all__ = ["InputPaths", "input_paths", "check_output_path", "relation"]
 
@@ -39,8 +40,8 @@ __all__ = ["InputPaths", "input_paths", "check_output_path", "relation"]
 class InputPaths:
     """Paths on one filesystem that an output must keep clear of.
 
-    ``paths`` are as the user gave them (a glob counts as the directory before its first
-    wildcard); ``files`` are the files found under them, checked too because a file
+    ``paths`` are as the user gave them (a glob, a path that does not exist, counts as the
+    directory before its first wildcard); ``files`` are the files found under them, checked too because a file
     inside an input directory may be a symbolic link to somewhere else.
     """
 
@@ -60,18 +61,8 @@ def input_paths(paths: str | Sequence[str], storage_options: dict | None = None,
     roots = []
     for raw in paths:
         path = strip_protocol(fs, raw)
-        if any(ch in path for ch in "*?["):
-            path = _before_wildcard(path)
-        roots.append(path)
+        roots.append(pattern_root(path) if is_pattern(fs, path) else path)
     return InputPaths(fs, tuple(roots), tuple(files), label)
-
-
-def _before_wildcard(pattern: str) -> str:
-    parts = pattern.split("/")
-    for i, part in enumerate(parts):
-        if any(ch in part for ch in "*?["):
-            return "/".join(parts[:i]) or "/"
-    return pattern
 
 
 def check_output_path(path: str, others: Iterable[InputPaths], *,

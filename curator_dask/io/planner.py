@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 from dask.utils import parse_bytes
 
+from curator_dask._distributed import scheduler_workers
+from curator_dask.bounds import MAX_BYTE_SIZE
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.parquet import open_parquet
 from curator_dask.io.partitions import FileSlice, PartitionSpec
@@ -70,9 +72,22 @@ def check_partitioning(files_per_partition: int | None, blocksize) -> int | None
         return None
     if blocksize is None or blocksize == AUTO:
         return None
-    size = parse_bytes(blocksize)
-    if size < 1:
-        raise ValueError(f"blocksize must be positive, got {blocksize!r}")
+    return _byte_count(blocksize)
+
+
+def _byte_count(blocksize) -> int:
+    """``blocksize`` in bytes: a whole positive number of at most :data:`MAX_BYTE_SIZE`
+    (1 TiB), given as a number or a size string; anything else is a ``ValueError``."""
+    if isinstance(blocksize, bool):
+        raise ValueError(f"blocksize must be a number of bytes, got {blocksize!r}")
+    try:
+        size = parse_bytes(blocksize)
+    except (ValueError, TypeError, OverflowError):  # "1e400" parses to infinity
+        size = None
+    if not isinstance(size, int) or not 1 <= size <= MAX_BYTE_SIZE:
+        raise ValueError(
+            f"blocksize must be a number of bytes between 1 and {MAX_BYTE_SIZE} (1 TiB), or "
+            f"a size such as '256MiB', got {blocksize!r}")
     return size
 
 
@@ -87,10 +102,7 @@ def cluster_threads() -> int:
     except (ImportError, ValueError):
         client = None
     if client is not None:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        except TypeError:  # distributed before n_workers=
-            workers = client.scheduler_info()["workers"].values()
+        workers = scheduler_workers(client).values()
         threads = sum(int(w.get("nthreads", 0)) for w in workers)
         if threads > 0:
             return threads

@@ -51,6 +51,8 @@ from curator_dask.io.output_state import (
     remove_own_files,
     write_manifest,
 )
+from curator_dask.io.arrow_types import to_table
+from curator_dask.io.json_lines import json_lines
 
 __all__ = ["WriteSpec", "prepare_output", "write_partition", "write_part", "part_name", "MODES",
            "FORMATS", "MANIFEST", "check_mode", "read_manifest", "own_files", "remove_leftovers"]
@@ -79,6 +81,9 @@ class WriteSpec:
     keep_filename_column: bool = False
     first_index: int = 0  # part numbering offset (append mode)
     storage_options: dict = field(default_factory=dict)
+    #: The Arrow schema the data was read with: string columns are written with the
+    #: type it records for them (see :func:`~curator_dask.io.tables.to_table`).
+    schema: pa.Schema | None = None
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
@@ -172,20 +177,19 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     exclusive = spec.filename_field is not None
     compression = spec.compression if spec.fmt == "jsonl" else None
     try:
+        # Every format writes the same Arrow table: the partition's values and types as
+        # read (an Arrow table read as Arrow is written as it is).
+        table = to_table(df, spec.schema)
         with atomic.atomic_open(fs, target, exclusive=exclusive,
                                 compression=compression) as handle:
-            if isinstance(df, pa.Table) and spec.fmt == "parquet":
-                # Arrow all the way: no pandas frame is made for a table read as Arrow.
-                pq.write_table(df, handle, compression=spec.compression or "snappy")
-            elif spec.fmt == "parquet":
-                df.to_parquet(handle, index=False, compression=spec.compression or "snappy")
+            if spec.fmt == "parquet":
+                pq.write_table(table, handle, compression=spec.compression or "snappy")
             elif spec.fmt == "arrow":
-                table = (df if isinstance(df, pa.Table)
-                         else pa.Table.from_pandas(df, preserve_index=False))
                 with pa.ipc.new_file(handle, table.schema) as out:
                     out.write_table(table)
             else:
-                handle.write(_jsonl(df))
+                for chunk in json_lines(table):
+                    handle.write(chunk)
     except FileExistsError:
         if not exclusive:
             raise
@@ -195,15 +199,6 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
             "a repartition). Read with files_per_partition=1 to keep each file whole."
         ) from None
     return fs.info(target).get("size") or 0
-
-
-def _jsonl(df) -> bytes:
-    """A frame (pandas, cuDF or Arrow) as JSON lines, through pandas: one JSON writer."""
-    frame = to_host(df.to_pandas() if isinstance(df, pa.Table) else df)
-    if not len(frame):
-        return b""
-    text = frame.to_json(orient="records", lines=True, force_ascii=False)
-    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
 def write_partition(df, spec: WriteSpec, index: int, fs, *,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
+from curator_dask.bounds import PositiveInt
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import add_dropped, strip_dropped
 from curator_dask.io import atomic
@@ -223,7 +224,7 @@ class ProcessingStage(Stage):
         return out
 
     def with_(self, *, name: str | None = None, resources: Resources | None = None,
-              batch_size: int | None = None) -> ProcessingStage:
+              batch_size: PositiveInt | None = None) -> ProcessingStage:
         """A copy with a new name, resources or batch size; the original is unchanged.
 
         Examples

@@ -23,6 +23,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from curator_dask.bounds import ByteSize, PositiveInt
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
 from curator_dask.io import guard
@@ -74,14 +75,7 @@ class ReaderStage(Stage):
         self.path = path
         self.options = options
         self._dataset: DocumentDataset | None = None
-        blocksize = options.get("blocksize")
-        try:
-            check_partitioning(options.get("files_per_partition"), blocksize)
-        except ValueError as err:
-            if "byte unit" in str(err):  # dask's parse_bytes
-                raise ValueError(f"blocksize must be a number of bytes or a size such as "
-                                 f"'256MiB', got {blocksize!r}") from None
-            raise
+        check_partitioning(options.get("files_per_partition"), options.get("blocksize"))
 
     def check_inputs(self) -> None:
         """Raise ``FileNotFoundError`` naming the path if the input does not exist or
@@ -128,8 +122,9 @@ class JsonlReader(ReaderStage):
     extensions = JSONL_EXTENSIONS
 
     @nemo_keywords()
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None, columns: Sequence[str] | None = None,
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
+                 columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  on_bad_lines: OnBadLines = "error", encoding_errors: EncodingErrors = "strict",
@@ -151,8 +146,9 @@ class ParquetReader(ReaderStage):
     extensions = PARQUET_EXTENSIONS
 
     @nemo_keywords()
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None, columns: Sequence[str] | None = None,
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
+                 columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  text_cast: bool = False, storage_options: dict | None = None):
@@ -181,8 +177,8 @@ class WarcReader(ReaderStage):
 
     extensions = WARC_EXTENSIONS
 
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None,
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
                  content_types: Sequence[str] = ("text/html", "application/xhtml+xml"),
                  add_filename: bool | str = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,

@@ -58,6 +58,7 @@ from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
 from curator_dask.io.identity import files_identity
+from curator_dask.faults import faults_explained
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
@@ -270,7 +271,7 @@ class FuzzyDeduplicationWorkflow:
         Progress is reported phase by phase: a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting():
+        with reporting(), faults_explained(self.blocksize):
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:

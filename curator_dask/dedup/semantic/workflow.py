@@ -60,6 +60,7 @@ from curator_dask.dedup.semantic.duplicates import (
 )
 from curator_dask.dedup.workflow import input_files
 from curator_dask.io.identity import files_identity
+from curator_dask.faults import faults_explained
 from curator_dask.stages.ids import AddId
 
 __all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
@@ -210,6 +211,10 @@ class SemanticDeduplicationWorkflow:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
+        with faults_explained():
+            return self._run()
+
+    def _run(self) -> SemanticDedupResult:
         ds = self.read()
         with workflow_run(self, ds):
             return self._dedup(ds, self.fingerprints())
