@@ -24,7 +24,8 @@ import logging
 from collections.abc import Sequence
 
 from curator_dask.compat import nemo_keywords
-from curator_dask.executors.base import Executor, Layout
+from curator_dask.executors.base import Executor
+from curator_dask.executors.layout import Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
 from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage, unique_name
 from curator_dask.stages.io_stages import ReaderStage, WriterStage

@@ -282,7 +282,7 @@ def test_a_gpu_stage_on_workers_without_resources_still_fails_at_once(corpus, pl
 
 
 def test_cpu_work_on_a_cluster_whose_workers_offer_other_resources_names_the_fix():
-    from curator_dask.executors.base import check_placement
+    from curator_dask.executors.placement import check_placement
 
     # Some resources are advertised (a GPU worker), but no worker offers CPU: running CPU
     # stages anywhere would put them on the GPU worker, so this stays an error.

@@ -79,7 +79,7 @@ def test_executor_internals_are_not_exported():
         "BatchExecutor", "Executor", "LocalExecutor", "NoWorkersError",
         "ResourceUnavailableError", "StreamingExecutor", "WorkerLifetimeError"}
     # Still importable by module path, for the executors' own tests.
-    from curator_dask.executors.base import RunState  # noqa: F401
+    from curator_dask.executors.state import RunState  # noqa: F401
 
 
 @pytest.mark.slow

@@ -18,7 +18,9 @@ import logging
 
 import dask
 
-from curator_dask.executors.base import ClusterExecutor, RunState, Segment, raise_task_error
+from curator_dask.executors.on_cluster import ClusterExecutor, raise_task_error
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment
 
 __all__ = ["BatchExecutor"]
 

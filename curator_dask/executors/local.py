@@ -13,7 +13,9 @@ import logging
 
 import dask
 
-from curator_dask.executors.base import Executor, RunState, Segment
+from curator_dask.executors.base import Executor
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment
 from curator_dask.stages.base import teardown_stage
 
 __all__ = ["LocalExecutor"]

@@ -58,13 +58,9 @@ from curator_dask.executors.balancing import (
     plan_caps,
     slots_for,
 )
-from curator_dask.executors.base import (
-    ClusterExecutor,
-    RunState,
-    Segment,
-    Step,
-    raise_task_error,
-)
+from curator_dask.executors.on_cluster import ClusterExecutor, raise_task_error
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment, Step
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.observe.run_result import TaskRecord
 

@@ -187,7 +187,7 @@ def digest(value) -> str:
 
 def pipeline_changes(old: Sequence[Mapping], new: Sequence[Mapping]) -> list[str]:
     """What differs between two pipelines, each a list of ``{"name", "fingerprint"}``
-    entries in order (as :meth:`~curator_dask.executors.base.Layout.fingerprint` makes).
+    entries in order (as :meth:`~curator_dask.executors.layout.Layout.fingerprint` makes).
 
     Stages are matched by fingerprint first, so a removed or added stage is named as
     such; a stage whose class stayed but whose parameters changed is listed with them.

@@ -276,7 +276,7 @@ class WriterStage(Stage):
         which checks the path against ``inputs`` and the run's other outputs and holds
         its lease. ``identity`` is the input's (:func:`input_identity`) and ``pipeline``
         the stages (a list of ``{"name", "kind", "fingerprint"}``, see
-        :meth:`~curator_dask.executors.base.Layout.fingerprint`); both are recorded in
+        :meth:`~curator_dask.executors.layout.Layout.fingerprint`); both are recorded in
         the manifest. With ``resume=True`` and a manifest in the directory, an output
         written from other input (an input file changed in size, modification time,
         checksum or content) or by another pipeline is refused
