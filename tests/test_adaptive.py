@@ -21,7 +21,7 @@ from distributed import LocalCluster
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from curator_dask import Resources, processing_stage
-from curator_dask import cluster as cluster_module
+from curator_dask.cluster import client as cluster_module
 from curator_dask.cluster import add_cpu_workers, get_client, worker_resources
 from curator_dask.executors import StreamingExecutor
 from curator_dask.pipeline import Pipeline

@@ -11,7 +11,8 @@ import pytest
 from dask.utils import parse_timedelta
 from distributed import LocalCluster
 
-from curator_dask.cluster import _recycler, dashboard_link, get_client, worker_resources
+from curator_dask.cluster import dashboard_link, get_client, worker_resources
+from curator_dask.cluster.recycling import _recycler
 
 
 def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):

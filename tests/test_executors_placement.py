@@ -20,7 +20,7 @@ from conftest import docs, write_jsonl
 from distributed import LocalCluster
 
 from curator_dask import ProcessingStage, Resources, processing_stage
-from curator_dask import cluster as cluster_module
+from curator_dask.cluster import client as cluster_module
 from curator_dask.executors import (
     BatchExecutor,
     ResourceUnavailableError,

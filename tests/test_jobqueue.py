@@ -85,7 +85,7 @@ def test_adapt_knows_which_resources_jobqueue_workers_will_offer():
     # script says): a GPU stage's backlog must not make adapt submit CPU jobs.
     import dask
 
-    from curator_dask.cluster import _grows
+    from curator_dask.cluster.adaptive import _grows
 
     with jobqueue_cluster("--resources", "CPU=1") as cluster:
         assert _grows(cluster) == {"CPU"}

@@ -25,7 +25,7 @@ from curator_dask.migrate.mapping import KEYWORDS, Ignored, Refused, Renamed
 PROBE = object()
 #: Keywords that make a callable fail right after its NeMo keywords are handled, where it
 #: would otherwise do something (get_client would start a cluster).
-STOP_EARLY = {"curator_dask.cluster.get_client": {"cluster_type": "not-a-cluster-type"}}
+STOP_EARLY = {"curator_dask.cluster.client.get_client": {"cluster_type": "not-a-cluster-type"}}
 
 
 def resolve(dotted: str):

@@ -454,7 +454,7 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
             "ray_metrics_port", "ray_dashboard_host", "enable_object_spilling",
             "ray_stdouterr_capture_file", "metrics_dir")},
     },
-    "curator_dask.cluster.get_client": {
+    "curator_dask.cluster.client.get_client": {
         "enable_spilling": Renamed("enable_cudf_spill"),
         "nvlink_only": Ignored("pass dask-cuda's options as keywords of get_client, which "
                                "hands them to LocalCUDACluster"),

@@ -21,7 +21,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.scheduler import NoWorkerError
 
 from curator_dask import processing_stage
-from curator_dask.cluster import MIN_WORKER_LIFETIME, _recycler, get_client
+from curator_dask.cluster import MIN_WORKER_LIFETIME, get_client
+from curator_dask.cluster.recycling import _recycler
 from curator_dask.executors import (
     BatchExecutor,
     NoWorkersError,
