@@ -39,7 +39,7 @@ ADAPTIVE_KEY = "curator-dask-adaptive"
 DEMAND_STALE_SECONDS = 60.0
 
 
-def _adaptive_options(adaptive: Mapping | None, connect: bool) -> dict | None:
+def adaptive_options(adaptive: Mapping | None, connect: bool) -> dict | None:
     if adaptive is None:
         return None
     if connect:
@@ -62,7 +62,7 @@ def _adaptive_options(adaptive: Mapping | None, connect: bool) -> dict | None:
     return options
 
 
-def _adapt(client: Client, cluster, options: dict, *, grows, keep) -> None:
+def adapt_cluster(client: Client, cluster, options: dict, *, grows, keep) -> None:
     """Install :class:`AdaptiveDemand` on the scheduler, then call ``cluster.adapt``."""
     try:
         client.register_plugin(AdaptiveDemand(grows=grows, keep=keep))
@@ -85,7 +85,7 @@ def _adapt(client: Client, cluster, options: dict, *, grows, keep) -> None:
     logger.info("adaptive cluster: %s", ", ".join(f"{k}={v}" for k, v in options.items()))
 
 
-def _grows(cluster) -> frozenset | None:
+def resources_adapt_starts(cluster) -> frozenset | None:
     """Resources of the workers that adapt starts on ``cluster``, when its spec says.
 
     A ``distributed`` spec gives them as ``resources``; a dask-jobqueue cluster as the
@@ -96,9 +96,9 @@ def _grows(cluster) -> frozenset | None:
     --------
     >>> class Jobs:  # what a dask-jobqueue cluster's spec looks like
     ...     new_spec = {"options": {"worker_extra_args": ["--resources", "CPU=4,GPU=1"]}}
-    >>> sorted(_grows(Jobs()))
+    >>> sorted(resources_adapt_starts(Jobs()))
     ['CPU', 'GPU']
-    >>> _grows(object()) is None
+    >>> resources_adapt_starts(object()) is None
     True
     """
     spec = getattr(cluster, "new_spec", None)

@@ -26,8 +26,8 @@ from curator_dask.bounds import (
     PositiveInt,
     PositiveNumber,
 )
-from curator_dask.cluster.adaptive import _adapt, _adaptive_options, _grows
-from curator_dask.cluster.recycling import _recycler
+from curator_dask.cluster.adaptive import adapt_cluster, adaptive_options, resources_adapt_starts
+from curator_dask.cluster.recycling import recycler_for
 from curator_dask.compat import nemo_keywords
 
 __all__ = ["CLUSTER_TYPES", "NO_WORKERS_TIMEOUT", "add_cpu_workers",
@@ -161,7 +161,7 @@ def get_client(
     connect = scheduler_address is not None or scheduler_file is not None
     if cluster is not None and connect:
         raise ValueError("give cluster, or scheduler_address/scheduler_file, not both")
-    adaptive = _adaptive_options(adaptive, connect)
+    adaptive = adaptive_options(adaptive, connect)
     if connect:
         client = Client(scheduler_address, scheduler_file=scheduler_file)
         _log_dashboard(client)
@@ -169,11 +169,11 @@ def get_client(
     if cluster is not None:
         client = Client(cluster)
         if adaptive is not None:
-            _adapt(client, cluster, adaptive, grows=_grows(cluster), keep=())
+            adapt_cluster(client, cluster, adaptive, grows=resources_adapt_starts(cluster), keep=())
         _log_dashboard(client)
         return client
 
-    recycler = _recycler(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
+    recycler = recycler_for(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
                          worker_lifetime_max_retiring)
     worker_kwargs = dict(cluster_kwargs)
     for option in ("lifetime", "lifetime_stagger", "lifetime_restart"):
@@ -209,7 +209,7 @@ def get_client(
         else:  # cpu, and mixed: adapt starts CPU workers; the GPU ones could not come back
             grows = frozenset({"CPU"})
             keep = ("GPU", "GPU_MEMORY_GB") if cluster_type == "mixed" else ()
-        _adapt(client, cluster, adaptive, grows=grows, keep=keep)
+        adapt_cluster(client, cluster, adaptive, grows=grows, keep=keep)
     _log_dashboard(client)
     return client
 

@@ -32,15 +32,15 @@ logger = logging.getLogger(__name__)
 MIN_WORKER_LIFETIME = 2.0
 
 
-def _recycler(lifetime, stagger, restart, max_retiring) -> WorkerRecycler | None:
+def recycler_for(lifetime, stagger, restart, max_retiring) -> WorkerRecycler | None:
     """The recycler for ``get_client``'s lifetime options, checked; None without one.
 
     Examples
     --------
-    >>> r = _recycler("10s", None, True, 1)
+    >>> r = recycler_for("10s", None, True, 1)
     >>> (r.lifetime, r.stagger, r.restart, r.max_retiring)
     (10.0, 1.0, True, 1)
-    >>> _recycler(None, None, True, 1) is None
+    >>> recycler_for(None, None, True, 1) is None
     True
     """
     if lifetime is None:

@@ -21,7 +21,7 @@ stages separated by whole-dataset stages, a writer) and runs it (:meth:`Executor
    the stage runs on them, its output is kept in ``output`` with a completion record of
    the input and the pipeline up to the stage, and the next segment reads from there. A
    resumed run skips input parts already written and reuses an output whose record
-   matches (:func:`~curator_dask.io.output_state.reusable`).
+   matches (:mod:`~curator_dask.executors.barriers`).
 4. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
    ride with the data to the writer; the run's :class:`~curator_dask.observe.run_result.RunResult`
    sums them per stage. Whatever happens, every stage is torn down where it was set up,
@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+import dask
+import dask.dataframe as dd
+
 from curator_dask.dataset import DocumentDataset
-from curator_dask.executors.layout import InternalStage, Layout
+from curator_dask.executors.barriers import barrier_input, run_barrier
+from curator_dask.executors.layout import Layout
 from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import (
     CollectStep,
@@ -55,12 +58,10 @@ from curator_dask.executors.steps import (
 )
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
-from curator_dask.io.output_state import mark_complete, reusable
-from curator_dask.observe.progress import Progress, phase
-from curator_dask.observe.run_result import RunResult, TaskRecord
-from curator_dask.stages.base import ProcessingStage, WholeDatasetStage, key_prefix
-from curator_dask.stages.fingerprint import pipeline_changes
-from curator_dask.stages.io_stages import ParquetWriter, input_identity, plan_token
+from curator_dask.observe.progress import Progress
+from curator_dask.observe.run_result import RunResult
+from curator_dask.stages.base import ProcessingStage, key_prefix
+from curator_dask.stages.io_stages import input_identity, plan_token
 
 __all__ = ["Executor"]
 
@@ -165,8 +166,11 @@ class Executor:
             if k < len(layout.barriers):
                 barrier = layout.barriers[k]
                 directory = posixpath.join(cache, f"{k}-{key_prefix(layout.name_of(barrier))}")
-                source = self._through_barrier(state, source, stages, barrier, directory,
-                                               first=k == 0)
+                # The segment streams into the barrier's input, the barrier runs (or its
+                # finished output is reused), and its output is the next segment's source.
+                sink = barrier_input(state, source, barrier, directory, resume=self.resume)
+                self._segment(state, source, stages, sink, first=k == 0)
+                source = run_barrier(state, sink, barrier, directory, resume=self.resume)
             elif output is not None:
                 known = state.input_identity if source.dataset is ds else None
                 sink = Sink(replace(output, source=plan_token(source.dataset, known),
@@ -206,11 +210,6 @@ class Executor:
 
     def _collect(self, state: RunState, segment: Segment):
         """Without a writer: the final partitions as a dataset (held where they are)."""
-        import dask
-        import dask.dataframe as dd
-
-        from curator_dask.dataset import DocumentDataset
-
         frames = self.frames(state, segment.steps[-1].results)
         # The partitions are typed already: convert-string would turn object columns
         # (embedding vectors) into their repr strings.
@@ -218,55 +217,6 @@ class Executor:
             df = (dd.from_delayed(frames, meta=segment.meta, verify_meta=False) if frames
                   else dd.from_pandas(segment.meta, npartitions=1))
         return DocumentDataset(df, sources=state.layout.reader.dataset().sources)
-
-    def _through_barrier(self, state: RunState, source: Source, stages, barrier: WholeDatasetStage,
-                         cache: str, first: bool) -> Source:
-        """Stream the segment into the barrier's input, run the barrier (or reuse its
-        finished output), and return its output as the next segment's source."""
-        layout = state.layout
-        name = layout.name_of(barrier)
-        spill = state.register(InternalStage(f"{name}_input", "write"))
-        # The spill is the executor's own: written by another pipeline, it starts over.
-        identity = input_identity(source.dataset)
-        output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
-            identity, resume=self.resume, inputs=state.inputs,
-            pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-        sink = Sink(replace(output, source=plan_token(source.dataset, identity),
-                            spec=replace(output.spec, schema=source.dataset.schema)),
-                    spill, final=False)
-        self._segment(state, source, stages, sink, first)
-        state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
-
-        start = time.time()
-        out_dir = posixpath.join(cache, "output")
-        fs = output.fs
-        # The barrier's output may be reused only by the pipeline (up to and including
-        # the barrier) that computed it, from the same input.
-        fingerprint = {"input": state.input_identity,
-                       "pipeline": [*layout.fingerprint(upto=barrier), layout.entry(barrier)]}
-        saved = (reusable(fs, out_dir, fingerprint, explain={"pipeline": pipeline_changes})
-                 if self.resume else None)
-        if saved is not None:
-            out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
-            removed = saved["stats"].get("dropped", {})
-        else:
-            ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
-            with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
-                out = barrier.run(ds_in, posixpath.join(cache, "work"))
-                with phase("write"):
-                    out, removed = _materialize(out, out_dir)
-                if fs.exists(out_dir):  # written here: its record keeps the drop counts
-                    state.guard.check()
-                    mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
-                                  files=len(out.plan or ()), stats={"dropped": removed})
-        state.barrier_dropped.append(removed)
-        stop = time.time()
-        reread = state.register(InternalStage(f"{name}_output", "read"))
-        state.records.append(TaskRecord(
-            stage=name, partitions=len(out.plan), rows_in=sum(s["rows"] for s in sink.stats),
-            rows_out=0, bytes=0, seconds=stop - start, start=start, stop=stop, worker="client"))
-        state.barrier_rows[name] = reread.name
-        return Source(out, reread)
 
     # -- shared helpers ----------------------------------------------------------------------
     def progress_bar(self, state: RunState, total: int, description: str | None = None):
@@ -295,19 +245,3 @@ class Executor:
         return writer.prepare(state.input_identity, resume=self.resume,
                               pipeline=layout.fingerprint(), inputs=state.inputs)
 
-
-def _materialize(out: DocumentDataset, directory: str) -> tuple:
-    """A barrier's output as a dataset the next segment can read, and its drop counts.
-
-    A barrier that returns a planned dataset (files with a reader) is read from as it
-    is. Any other output is written to ``directory`` and read back one file a partition;
-    its partitions carry the documents the barrier removed in their drop counts, which
-    files do not keep: the counts come back here, so the run can report them.
-    """
-    from curator_dask.dropped import join_counts
-
-    if out.partition_reader is not None and out.plan is not None:
-        return out, {}
-    written = out.to_parquet(directory, mode="overwrite")
-    return (DocumentDataset.read_parquet(directory, files_per_partition=1),
-            join_counts(written.dropped, written.counters))
