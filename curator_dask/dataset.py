@@ -19,39 +19,13 @@ import pyarrow as pa
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.guard import guarded
-from curator_dask.io.jsonl import (
-    ENCODING_ERRORS,
-    ON_BAD_LINES,
-    EncodingErrors,
-    OnBadLines,
-    filename_column,
-    infer_jsonl_schema,
-    read_jsonl_partition,
-    read_jsonl_table,
-)
-from curator_dask.io.overlap import InputPaths, input_paths
-from curator_dask.io.parquet import (
-    infer_parquet_schema,
-    read_parquet_partition,
-    read_parquet_table,
-)
-from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
-from curator_dask.io.arrow_types import to_frame
-from curator_dask.io.tables import (
-    Backend,
-    check_backend,
-    schema_with_overrides,
-    with_text_column,
-)
-from curator_dask.io.warc import (
-    HTML_CONTENT_TYPES,
-    WARC_BLOCKSIZE,
-    WARC_EXTENSIONS,
-    WARC_SCHEMA,
-    read_warc_partition,
-)
+from curator_dask.io.jsonl import EncodingErrors, OnBadLines
+from curator_dask.io.overlap import InputPaths
+from curator_dask.io.planner import PartitionSpec
+from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
+from curator_dask.io.tables import Backend, check_backend
+from curator_dask.io.warc import HTML_CONTENT_TYPES
 from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
 
 __all__ = ["DocumentDataset", "WriteResult"]
@@ -71,37 +45,6 @@ class WriteResult:
     #: Events counted upstream that dropped no document (entities redacted, ...), by name.
     counters: dict[str, int] = field(default_factory=dict)
     partitions: list[dict] = field(default_factory=list, repr=False)
-
-
-def _check_text_cast(text_cast) -> None:
-    if not isinstance(text_cast, bool):
-        raise TypeError(f"text_cast must be True or False, got {text_cast!r}")
-
-
-class _ReadPartition:
-    """The task that reads one planned partition (pickled to workers with its options)."""
-
-    def __init__(self, fmt: str, fs, schema: pa.Schema, options: dict):
-        self.fmt, self.fs, self.schema, self.options = fmt, fs, schema, options
-
-    def __call__(self, spec: PartitionSpec):
-        if self.fmt == "jsonl":
-            return read_jsonl_partition(spec, self.fs, self.schema, **self.options)
-        if self.fmt == "warc":
-            return read_warc_partition(spec, self.fs, **self.options)
-        return read_parquet_partition(spec, self.fs, self.schema, **self.options)
-
-    def table(self, spec: PartitionSpec) -> tuple[pa.Table, dict[str, int]]:
-        """The partition as an Arrow table, and the rows the reader skipped by reason:
-        for work that stays in Arrow from the reader to the writer."""
-        options = {k: v for k, v in self.options.items() if k != "backend"}
-        if self.fmt == "jsonl":
-            return read_jsonl_table(spec, self.fs, self.schema, **options)
-        return read_parquet_table(spec, self.fs, self.schema, **options)
-
-    @property
-    def backend(self) -> str:
-        return self.options.get("backend", "pandas")
 
 
 class DocumentDataset:
@@ -136,9 +79,9 @@ class DocumentDataset:
         # The partition plan the data was read with, kept while partitions map 1:1 to it.
         self.plan = list(plan) if plan is not None else None
         self.sources = sources
-        # For a dataset read from files: the callable that reads one PartitionSpec of
-        # ``plan`` (executors stream partitions through stages with it). Not carried on.
-        self.partition_reader = None
+        #: For a dataset read as planned: the input it was read from (its plan, and the
+        #: reader of one planned partition; :mod:`curator_dask.io.source`).
+        self.source: PartitionSource | None = None
         #: Bytes per partition the plan was made with (given or chosen automatically;
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
@@ -229,31 +172,12 @@ class DocumentDataset:
         storage_options : dict, optional
             Passed to fsspec.
         """
-        if on_bad_lines not in ON_BAD_LINES:
-            raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
-        if encoding_errors not in ENCODING_ERRORS:
-            raise ValueError(
-                f"encoding_errors must be one of {ENCODING_ERRORS}, got {encoding_errors!r}"
-            )
-        _check_text_cast(text_cast)
-        check_backend(backend)
-        fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
-        block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                                  blocksize=blocksize)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=block, fmt="jsonl", fs=fs)
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        inferred = infer_jsonl_schema(
-            fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
-            on_conflict="error" if on_bad_lines == "error" else "keep",
-        )
-        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
-                                  text_field, columns is not None)
-        options = dict(text_field=text_field, add_filename=filename_column(add_filename),
-                       on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
-                       text_cast=text_cast, typed=tuple(input_meta or ()),
-                       columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("jsonl", fs, plan, schema, options, sources, block)
+        return cls.from_source(plan_jsonl(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            columns=columns, text_field=text_field, add_filename=add_filename,
+            input_meta=input_meta, backend=backend, on_bad_lines=on_bad_lines,
+            encoding_errors=encoding_errors, text_cast=text_cast,
+            storage_options=storage_options))
 
     @classmethod
     def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
@@ -283,22 +207,11 @@ class DocumentDataset:
         schema is the union of the footers of up to 16 files spread over the listing;
         errors name the file and the row (counted over the whole file).
         """
-        _check_text_cast(text_cast)
-        check_backend(backend)
-        fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
-        block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                                  blocksize=blocksize)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=block, fmt="parquet", fs=fs)
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
-                                        columns=columns)
-        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
-                                  text_field, True)
-        options = dict(text_field=text_field, add_filename=filename_column(add_filename),
-                       text_cast=text_cast, typed=tuple(input_meta or ()),
-                       columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("parquet", fs, plan, schema, options, sources, block)
+        return cls.from_source(plan_parquet(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            columns=columns, text_field=text_field, add_filename=add_filename,
+            input_meta=input_meta, backend=backend, text_cast=text_cast,
+            storage_options=storage_options))
 
     @classmethod
     def read_warc(
@@ -348,35 +261,33 @@ class DocumentDataset:
         >>> list(ds.df.columns)  # doctest: +SKIP
         ['url', 'warc_date', 'warc_record_id', 'content_type', 'charset', 'html']
         """
-        if files_per_partition is None and blocksize is None:
-            blocksize = WARC_BLOCKSIZE
-        fs, files = list_files(path, WARC_EXTENSIONS, storage_options)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="warc", fs=fs)
-        options = dict(content_types=tuple(content_types),
-                       add_filename=filename_column(add_filename), backend="pandas")
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        return cls._from_plan("warc", fs, plan, WARC_SCHEMA, options, sources)
+        return cls.from_source(plan_warc(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            content_types=content_types, add_filename=add_filename,
+            storage_options=storage_options))
 
     @classmethod
-    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None,
-                   blocksize=None) -> DocumentDataset:
-        full = schema
-        if options["add_filename"]:
-            full = schema.append(pa.field(options["add_filename"], pa.string()))
-        meta = to_frame(full.empty_table(), options["backend"])
-        reader = _ReadPartition(fmt, fs, schema, options)
+    def from_source(cls, source: PartitionSource) -> DocumentDataset:
+        """The dataset of a planned input (:mod:`curator_dask.io.source`): one Dask
+        partition per planned partition, each read by the source's reader.
+
+        The ``read_*`` methods are this over ``plan_jsonl``, ``plan_parquet`` and
+        ``plan_warc``; a pipeline's reader stage hands the same source to the executors.
+        """
         # The reader gives text columns Arrow strings itself; dask's convert-string would
         # also turn every other object column (vectors, lists, dicts) into their repr.
         with dask.config.set({"dataframe.convert-string": False}):
-            df = dd.from_map(reader, plan, meta=meta, label=f"read_{fmt}",
-                             enforce_metadata=False, divisions=[None] * (len(plan) + 1))
-        logger.info("planned %d partitions over %d bytes", len(plan),
-                    sum(p.nbytes for p in plan))
-        ds = cls(df, plan=plan, sources=sources)
-        ds.partition_reader = reader
-        ds.blocksize = blocksize
-        ds.schema = full
+            if source.plan:
+                df = dd.from_map(source.reader, source.plan, meta=source.meta,
+                                 label=source.label,
+                                 enforce_metadata=False,
+                                 divisions=[None] * (len(source.plan) + 1))
+            else:
+                df = dd.from_pandas(source.meta, npartitions=1)
+        ds = cls(df, plan=source.plan, sources=source.sources)
+        ds.source = source
+        ds.blocksize = source.blocksize
+        ds.schema = source.schema
         return ds
 
     @classmethod

@@ -207,7 +207,7 @@ def test_warc_reader_stage_plans_the_same_dataset(tmp_path):
     reader = WarcReader(str(tmp_path), blocksize=20_000)
     ds = reader.dataset()
     assert ds.plan is not None and len(ds.plan) == ds.npartitions > 1
-    parts = [ds.partition_reader(spec) for spec in ds.plan]
+    parts = [reader.source().reader(spec) for spec in ds.plan]
     assert sum(len(p) for p in parts) == N_HTML
 
 

@@ -298,7 +298,7 @@ class ExactFilesRun:
     def __init__(self, ds, *, id_field: str, text_field: str, hash_method: str,
                  on_null: str, assign_id: bool, cache_path: str,
                  hash_partitions: int | None = None, storage_options: dict | None = None):
-        if ds.plan is None or ds.partition_reader is None:
+        if ds.source is None:
             raise ValueError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
         self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
@@ -311,7 +311,7 @@ class ExactFilesRun:
         self.token = uuid.uuid4().hex[:12]  # new keys each run (see the executors' notes)
 
     def _input(self, staging: str | None) -> _Input:
-        return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
+        return _Input(self.ds.source.reader, self.settings, staging, self.fs)
 
     def _claim_staging(self) -> GuardedPath:
         return claim(self.staging, "cache directory", fs=self.fs)

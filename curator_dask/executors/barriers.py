@@ -20,11 +20,12 @@ from curator_dask.executors.layout import InternalStage
 from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import Sink, Source
 from curator_dask.io.output_state import mark_complete, reusable
+from curator_dask.io.source import PartitionSource, plan_parquet
 from curator_dask.observe.progress import phase
 from curator_dask.observe.run_result import TaskRecord
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.fingerprint import pipeline_changes
-from curator_dask.stages.io_stages import ParquetWriter, input_identity, plan_token
+from curator_dask.stages.io_stages import ParquetWriter
 
 __all__ = ["barrier_input", "run_barrier"]
 
@@ -35,12 +36,11 @@ def barrier_input(state: RunState, source: Source, barrier: WholeDatasetStage, c
     (resumed when its manifest matches, else started over: it is the executor's own)."""
     layout = state.layout
     spill = state.register(InternalStage(f"{layout.name_of(barrier)}_input", "write"))
-    identity = input_identity(source.dataset)
     output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
-        identity, resume=resume, inputs=state.inputs,
+        source.input.identity(), resume=resume, inputs=state.inputs,
         pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-    return Sink(replace(output, source=plan_token(source.dataset, identity),
-                        spec=replace(output.spec, schema=source.dataset.schema)),
+    return Sink(replace(output, source=source.input.token(),
+                        spec=replace(output.spec, schema=source.input.schema)),
                 spill, final=False)
 
 
@@ -61,7 +61,7 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
     saved = (reusable(fs, out_dir, fingerprint, explain={"pipeline": pipeline_changes})
              if resume else None)
     if saved is not None:
-        out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
+        out = plan_parquet(out_dir, files_per_partition=1)
         removed = saved["stats"].get("dropped", {})
     else:
         ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
@@ -72,7 +72,7 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
             if fs.exists(out_dir):  # written here: its record keeps the drop counts
                 state.guard.check()
                 mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
-                              files=len(out.plan or ()), stats={"dropped": removed})
+                              files=len(out.plan), stats={"dropped": removed})
     state.barrier_dropped.append(removed)
     stop = time.time()
     reread = state.register(InternalStage(f"{name}_output", "read"))
@@ -83,16 +83,16 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
     return Source(out, reread)
 
 
-def _materialize(out: DocumentDataset, directory: str) -> tuple:
-    """A barrier's output as a dataset the next segment can read, and its drop counts.
+def _materialize(out: DocumentDataset, directory: str) -> tuple[PartitionSource, dict]:
+    """A barrier's output as a source the next segment can read, and its drop counts.
 
-    A barrier that returns a planned dataset (files with a reader) is read from as it
-    is. Any other output is written to ``directory`` and read back one file a partition;
+    A barrier that returns a dataset read as planned is read from its source as it is.
+    Any other output is written to ``directory`` and read back one file a partition;
     its partitions carry the documents the barrier removed in their drop counts, which
     files do not keep: the counts come back here, so the run can report them.
     """
-    if out.partition_reader is not None and out.plan is not None:
-        return out, {}
+    if out.source is not None:
+        return out.source, {}
     written = out.to_parquet(directory, mode="overwrite")
-    return (DocumentDataset.read_parquet(directory, files_per_partition=1),
+    return (plan_parquet(directory, files_per_partition=1),
             join_counts(written.dropped, written.counters))

@@ -58,10 +58,10 @@ from curator_dask.executors.steps import (
 )
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
+from curator_dask.io.source import PartitionSource
 from curator_dask.observe.progress import Progress
 from curator_dask.observe.run_result import RunResult
 from curator_dask.stages.base import ProcessingStage, key_prefix
-from curator_dask.stages.io_stages import input_identity, plan_token
 
 __all__ = ["Executor"]
 
@@ -156,12 +156,12 @@ class Executor:
 
     def _run(self, state: RunState):
         layout = state.layout
-        ds = layout.reader.dataset()
+        read = layout.reader.source()
         if state.cache is None and layout.barriers:  # no writer, no cache_path: a private one
             state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
         cache = state.cache
-        output = self._open_output(state, ds)
-        source = Source(ds, layout.reader)
+        output = self._open_output(state, read)
+        source = Source(read, layout.reader)
         for k, stages in enumerate(layout.segments):
             if k < len(layout.barriers):
                 barrier = layout.barriers[k]
@@ -172,9 +172,8 @@ class Executor:
                 self._segment(state, source, stages, sink, first=k == 0)
                 source = run_barrier(state, sink, barrier, directory, resume=self.resume)
             elif output is not None:
-                known = state.input_identity if source.dataset is ds else None
-                sink = Sink(replace(output, source=plan_token(source.dataset, known),
-                                    spec=replace(output.spec, schema=source.dataset.schema)),
+                sink = Sink(replace(output, source=source.input.token(),
+                                    spec=replace(output.spec, schema=source.input.schema)),
                             layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
             else:
@@ -198,7 +197,7 @@ class Executor:
                             len(plan) - len(indices), len(plan))
         if first:
             state.partitions += len(plan)
-        meta = source.dataset.df._meta
+        meta = source.input.meta
         for stage in stages:  # declared columns are checked here, before anything runs
             meta = stage.meta(meta)
         last = WriteStep(state, sink) if sink is not None else CollectStep(state)
@@ -216,7 +215,7 @@ class Executor:
         with dask.config.set({"dataframe.convert-string": False}):
             df = (dd.from_delayed(frames, meta=segment.meta, verify_meta=False) if frames
                   else dd.from_pandas(segment.meta, npartitions=1))
-        return DocumentDataset(df, sources=state.layout.reader.dataset().sources)
+        return DocumentDataset(df, sources=state.layout.reader.source().sources)
 
     # -- shared helpers ----------------------------------------------------------------------
     def progress_bar(self, state: RunState, total: int, description: str | None = None):
@@ -232,13 +231,13 @@ class Executor:
             return layout.writer.path.rstrip("/") + ".curator-cache"
         return None
 
-    def _open_output(self, state: RunState, ds):
+    def _open_output(self, state: RunState, read: PartitionSource):
         """Record what the run reads (checked against every output again) and prepare the
         writer's output (:meth:`WriterStage.prepare`; None without a writer)."""
         layout = state.layout
-        state.inputs = [ds.sources] if ds.sources is not None else []
+        state.inputs = [read.sources] if read.sources is not None else []
         state.guard.add_inputs(state.inputs)
-        state.input_identity = input_identity(ds)
+        state.input_identity = read.identity()
         writer = layout.writer
         if writer is None:
             return None

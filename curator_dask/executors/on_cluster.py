@@ -101,8 +101,7 @@ class ClusterExecutor(Executor):
 
 def _partition_bytes(state: RunState) -> int | None:
     """The largest input partition of the run (named when workers die for memory)."""
-    plan = state.layout.reader.dataset().plan
-    return max((p.nbytes for p in plan), default=None) if plan else None
+    return state.layout.reader.source().max_partition_bytes
 
 
 def release_run(client, token: str) -> int:

@@ -70,7 +70,8 @@ def _note(err: BaseException, stage: str, indices: Sequence[int]) -> None:
 
 
 def read_task(reader, spec, stage: str):
-    """Read one planned partition (``reader`` is a dataset's ``partition_reader``)."""
+    """Read one planned partition (``reader`` is a source's reader,
+    :class:`~curator_dask.io.source.PartitionSource`)."""
     start = time.time()
     try:
         df = reader(spec)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from curator_dask.executors import runtime
 from curator_dask.executors.state import RunState
+from curator_dask.io.source import PartitionSource
 from curator_dask.observe.run_result import TaskRecord
 from curator_dask.stages.base import Stage
 from curator_dask.stages.io_stages import PreparedOutput
@@ -24,15 +25,15 @@ __all__ = ["CollectStep", "ProcessStep", "ReadStep", "Segment", "Sink", "Source"
 
 @dataclass
 class Source:
-    """Input partitions of a segment: a planned dataset and the stage that reads them
-    (the pipeline's reader, or the :class:`InternalStage` reading a barrier's output)."""
+    """Input partitions of a segment: a planned input and the stage that reads it (the
+    pipeline's reader, or the :class:`InternalStage` reading a barrier's output)."""
 
-    dataset: object  # DocumentDataset with a plan and a partition_reader
+    input: PartitionSource
     stage: Stage
 
     @property
-    def plan(self):
-        return self.dataset.plan
+    def plan(self) -> list:
+        return self.input.plan
 
 
 @dataclass
@@ -101,7 +102,7 @@ class ReadStep(Step):
         self.source = source
 
     def tasks(self, items):
-        reader, plan = self.source.dataset.partition_reader, self.source.plan
+        reader, plan = self.source.input.reader, self.source.plan
         return [Task(runtime.read_task, (reader, plan[i], self.name), f"{self.prefix}-{i}", (i,))
                 for _, (i,) in items]
 

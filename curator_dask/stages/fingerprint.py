@@ -37,6 +37,7 @@ import types
 from collections.abc import Mapping, Sequence
 
 # Parameters are compared where fingerprints are kept: the io layer's output state.
+from curator_dask.io.identity import digest
 from curator_dask.io.output_state import param_changes
 
 __all__ = ["jsonable", "function_fingerprint", "object_fingerprint", "digest",
@@ -175,12 +176,6 @@ def _code_digest(code: types.CodeType, doc: str | None = None) -> str:
         else:
             h.update(json.dumps(jsonable(const), sort_keys=True).encode())
     return h.hexdigest()
-
-
-def digest(value) -> str:
-    """A short stable hash of JSON-able ``value``."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 # -- saying what changed ---------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Readers and writers as pipeline stages, built on the io layer.
 
-A reader stage plans partitions on the client (the io planner) and reads one planned
-partition per task (``read_jsonl_partition``/``read_parquet_partition``); a writer
+A reader stage is a source: it plans its partitions once, on the client, and hands the
+executors the plan and the reader of one planned partition
+(:class:`~curator_dask.io.source.PartitionSource`), which they submit one task per
+partition; ``DocumentDataset.read_*`` build their dataframe from the same source. A writer
 stage writes one partition per task through ``write_partition``: atomically, under a
 deterministic name (``part-00042.parquet`` for input partition 42).
 
@@ -29,7 +31,6 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.identity import plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.output_state import (
     completed_parts,
@@ -41,17 +42,17 @@ from curator_dask.io.output_state import (
 )
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.planner import check_partitioning
+from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
 from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
 from curator_dask.io.writers import write_part as write_part_to
 from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
-from curator_dask.stages.fingerprint import digest, pipeline_changes
+from curator_dask.stages.fingerprint import pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
-           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
-           "plan_token", "input_identity"]
+           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ logger = logging.getLogger(__name__)
 # -- readers ---------------------------------------------------------------------------
 
 class ReaderStage(Stage):
-    """Base of reader stages: the first stage of a pipeline.
+    """Base of reader stages: the first stage of a pipeline, and its source.
 
     The plan is made once, on the client, when an executor first asks for
-    :meth:`dataset`; each task then reads one planned partition.
+    :meth:`source`; each task then reads one planned partition with the source's reader.
+    Subclasses implement :meth:`plan`.
     """
 
     kind = "read"
@@ -74,7 +76,7 @@ class ReaderStage(Stage):
     def __init__(self, path: str | Sequence[str], **options):
         self.path = path
         self.options = options
-        self._dataset: DocumentDataset | None = None
+        self._source: PartitionSource | None = None
         check_partitioning(options.get("files_per_partition"), options.get("blocksize"))
 
     def check_inputs(self) -> None:
@@ -84,17 +86,22 @@ class ReaderStage(Stage):
 
     def input_paths(self) -> InputPaths:
         """The paths this reader reads, as outputs must keep clear of them (no listing:
-        :meth:`dataset` adds the files it finds)."""
+        :meth:`source` adds the files it finds)."""
         return input_paths(self.path, self.options.get("storage_options"))
 
-    def _read(self) -> DocumentDataset:
-        raise NotImplementedError
+    def plan(self) -> PartitionSource:
+        """Plan the partitions (list the files, choose the blocksize, settle the schema)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement plan()")
+
+    def source(self) -> PartitionSource:
+        """The planned input: made by :meth:`plan` on first use, then kept."""
+        if self._source is None:
+            self._source = self.plan()
+        return self._source
 
     def dataset(self) -> DocumentDataset:
-        """The lazy dataset (with its partition plan and per-partition reader)."""
-        if self._dataset is None:
-            self._dataset = self._read()
-        return self._dataset
+        """The input as a lazy dataset, read from :meth:`source`."""
+        return DocumentDataset.from_source(self.source())
 
     def fingerprint(self) -> dict:
         """How the input is read (the files themselves are in the input plan's token;
@@ -135,8 +142,8 @@ class JsonlReader(ReaderStage):
                          encoding_errors=encoding_errors, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_jsonl(self.path, **self.options)
+    def plan(self) -> PartitionSource:
+        return plan_jsonl(self.path, **self.options)
 
 
 class ParquetReader(ReaderStage):
@@ -157,8 +164,8 @@ class ParquetReader(ReaderStage):
                          input_meta=input_meta, backend=backend, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_parquet(self.path, **self.options)
+    def plan(self) -> PartitionSource:
+        return plan_parquet(self.path, **self.options)
 
 
 class WarcReader(ReaderStage):
@@ -185,8 +192,8 @@ class WarcReader(ReaderStage):
                          content_types=tuple(content_types), add_filename=add_filename,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_warc(self.path, **self.options)
+    def plan(self) -> PartitionSource:
+        return plan_warc(self.path, **self.options)
 
 
 # -- writers ---------------------------------------------------------------------------
@@ -274,7 +281,8 @@ class WriterStage(Stage):
 
         Runs inside a run's :class:`~curator_dask.io.guard.OutputGuard` (an executor's),
         which checks the path against ``inputs`` and the run's other outputs and holds
-        its lease. ``identity`` is the input's (:func:`input_identity`) and ``pipeline``
+        its lease. ``identity`` is the input's
+        (:meth:`~curator_dask.io.source.PartitionSource.identity`) and ``pipeline``
         the stages (a list of ``{"name", "kind", "fingerprint"}``, see
         :meth:`~curator_dask.executors.layout.Layout.fingerprint`); both are recorded in
         the manifest. With ``resume=True`` and a manifest in the directory, an output
@@ -336,21 +344,6 @@ def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> d
     """Task body: write one part and its completion marker
     (:func:`curator_dask.io.writers.write_part`); returns the part's stats."""
     return write_part_to(df, output.spec, output.fs, input_partitions, source=output.source)
-
-
-def input_identity(ds: DocumentDataset) -> dict:
-    """What a dataset read from files is read from: its partition plan and the identity
-    of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
-    if ds.plan is None:
-        return {}
-    fs = ds.partition_reader.fs if ds.partition_reader is not None else ds.sources.fs
-    return plan_identity(fs, ds.plan)
-
-
-def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
-    """A short hash of :func:`input_identity` (computed unless given)."""
-    identity = input_identity(ds) if identity is None else identity
-    return digest(identity) if identity else ""
 
 
 def resume_changes(saved, wanted: dict) -> list[str]:
