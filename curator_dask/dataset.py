@@ -3,13 +3,26 @@
 ``ds.df`` is the Dask dataframe; everything Dask offers works on it. The wrapper adds
 curator-dask's readers (planned partitions, clear errors on bad input), atomic writers
 and the drop counts that stages record.
+
+The counts cannot ride on the dataframe's partitions (a partition is a frame, and a
+frame carries nothing that survives every operation on every backend), so a dataset
+keeps its partitions twice over the same tasks: as envelopes
+(:class:`~curator_dask.envelopes.Envelopes`, one
+:class:`~curator_dask.partition.Partition` each, frame and counts) and as the
+dataframe of their frames (``ds.df``). A stage, :meth:`DocumentDataset.map_partitions`
+and the dedup removals add a step to the envelopes; a write and
+:meth:`DocumentDataset.dropped_counts` compute the envelopes, so each partition is
+computed once and its counts exactly. Operations on ``ds.df`` itself (a column set in
+place, a filter written with Dask) are seen: the dataset then takes the new dataframe
+as its partitions and carries the counts of the old ones beside it, computed from the
+same tasks.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import dask
 import dask.dataframe as dd
@@ -18,7 +31,8 @@ import pyarrow as pa
 
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
-from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
+from curator_dask.dropped import counting, join_counts, split_counts, sum_dropped
+from curator_dask.envelopes import Envelopes, FunctionStep
 from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths
@@ -27,6 +41,7 @@ from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, pl
 from curator_dask.io.tables import Backend, check_backend
 from curator_dask.io.warc import HTML_CONTENT_TYPES
 from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+from curator_dask.partition import Partition, Step
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -75,33 +90,123 @@ class DocumentDataset:
                 f"DocumentDataset wraps a dask.dataframe.DataFrame, got {type(df).__name__}; "
                 "use DocumentDataset.from_pandas for a pandas frame"
             )
-        self.df = df
+        self._set(Envelopes.of(df), df._meta, plan=plan, sources=sources)
+        self._df, self._df_name = df, df._name
+
+    def _set(self, parts: Envelopes, meta, *, plan=None, sources=None, blocksize=None,
+             schema=None) -> None:
+        self._parts, self._meta = parts, meta
+        # The dataframe of the frames, made on first use (and its name then, which tells
+        # an operation done on it in place).
+        self._df: dd.DataFrame | None = None
+        self._df_name: str | None = None
         # The partition plan the data was read with, kept while partitions map 1:1 to it.
         self.plan = list(plan) if plan is not None else None
         self.sources = sources
-        #: For a dataset read as planned: the input it was read from (its plan, and the
-        #: reader of one planned partition; :mod:`curator_dask.io.source`).
-        self.source: PartitionSource | None = None
         #: Bytes per partition the plan was made with (given or chosen automatically;
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
-        self.blocksize: int | None = None
+        self.blocksize: int | None = blocksize
         #: The Arrow schema the data was read with (None for data not read from files),
         #: kept by every dataset derived from this one: writers give string columns the
         #: type it records (``string`` or ``large_string``).
-        self.schema: pa.Schema | None = None
+        self.schema: pa.Schema | None = schema
 
-    def _derive(self, df: dd.DataFrame) -> DocumentDataset:
-        keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
-        derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
-                                  sources=self.sources)
-        derived.blocksize = self.blocksize if keep_plan else None
-        derived.schema = self.schema
+    # -- the partitions: envelopes, and the dataframe of their frames -------------------
+    @property
+    def df(self) -> dd.DataFrame:
+        """The Dask dataframe of the documents."""
+        if self._df is None:
+            self._df = self._parts.frames(self._meta)
+            self._df_name = self._df._name
+        return self._df
+
+    @df.setter
+    def df(self, df: dd.DataFrame) -> None:
+        parts = self._envelopes()
+        self._parts = Envelopes.of(df, carried=parts.counts())
+        self._df, self._df_name, self._meta = df, df._name, df._meta
+
+    def _envelopes(self) -> Envelopes:
+        """The partitions as envelopes, after whatever was done to :attr:`df` in place
+        (a column set): then the dataframe is the partitions, the counts of the old
+        ones carried."""
+        if self._df is not None and self._df._name != self._df_name:
+            self._parts = Envelopes.of(self._df, carried=self._parts.counts())
+            self._df_name, self._meta = self._df._name, self._df._meta
+        return self._parts
+
+    def _derived(self, parts: Envelopes, meta, *, keep_plan: bool = True) -> DocumentDataset:
+        """A dataset of ``parts`` that keeps this one's sources, schema and (with
+        ``keep_plan``: the partitions still map 1:1 to it) plan."""
+        derived = DocumentDataset.__new__(DocumentDataset)
+        derived._set(parts, meta, plan=self.plan if keep_plan else None, sources=self.sources,
+                     blocksize=self.blocksize if keep_plan else None, schema=self.schema)
         return derived
+
+    def with_step(self, step: Step, meta) -> DocumentDataset:
+        """A dataset of these partitions after ``step`` (a callable ``step(partition,
+        index) -> Partition``, see :mod:`curator_dask.partition`), whose frames have
+        ``meta``'s columns: how a stage applies itself (``stage(ds)``)."""
+        return self._derived(self._envelopes().with_step(step), meta)
+
+    def with_frames(self, df: dd.DataFrame) -> DocumentDataset:
+        """A dataset of ``df``, made from this one's dataframe by Dask operations (a
+        column selection, a repartition): it keeps this one's sources and schema, and
+        the counts of this one's partitions, computed from the same tasks."""
+        parts = self._envelopes()
+        derived = self._derived(Envelopes.of(df, carried=parts.counts()), df._meta,
+                                keep_plan=self.plan is not None
+                                and df.npartitions == parts.npartitions)
+        derived._df, derived._df_name = df, df._name
+        return derived
+
+    def with_counts(self, dropped: Mapping[str, int],
+                    counters: Mapping[str, int] | None = None) -> DocumentDataset:
+        """This dataset with ``dropped`` (documents by reason) and ``counters`` added to
+        its counts: what a whole-dataset operation that ran on the client recorded."""
+        if not dropped and not counters:
+            return self
+        return self._carrying([join_counts(dropped, counters or {})])
+
+    def _carrying(self, counts: Sequence) -> DocumentDataset:
+        """This dataset with ``counts`` (joined mappings, or Delayed ones) carried."""
+        parts = self._envelopes()
+        derived = self._derived(replace(parts, carried=(*parts.carried, *counts)), self._meta)
+        derived._df, derived._df_name = self._df, self._df_name
+        return derived
+
+    def through(self, operation: Callable[[DocumentDataset], DocumentDataset]
+                ) -> DocumentDataset:
+        """``operation(ds)`` on these documents as a whole (a whole-dataset stage, a
+        dedup), counted once: ``operation`` sees the documents without the counts of
+        what came before (its output may be built from them, or not), and its output
+        carries those counts, with what ``operation`` recorded on the client."""
+        parts = self._envelopes()
+        bare = self._derived(Envelopes.of(self.df), self._meta)
+        bare._df, bare._df_name = self.df, self.df._name
+        with counting() as tally:
+            out = operation(bare)
+        return out._carrying([*parts.counts(), join_counts(tally.dropped, tally.counters)])
+
+    @property
+    def source(self) -> PartitionSource | None:
+        """The planned input this dataset is, as read (None once a step or an operation
+        changed it, or for data not read as planned); :mod:`curator_dask.io.source`."""
+        parts = self._envelopes()
+        if isinstance(parts.origin, PartitionSource) and not parts.steps:
+            return parts.origin
+        return None
+
+    def stream_source(self) -> tuple[PartitionSource | None, str]:
+        """The planned input the partitions can be streamed from, one task a partition
+        reading it and running the steps applied since (an executor streams on from a
+        whole-dataset stage's output this way), or None and why not."""
+        return self._envelopes().stream_source(self._meta)
 
     @property
     def npartitions(self) -> int:
-        return self.df.npartitions
+        return self._envelopes().npartitions
 
     def __repr__(self) -> str:
         return f"DocumentDataset(npartitions={self.npartitions}, columns={list(self.df.columns)})"
@@ -268,26 +373,26 @@ class DocumentDataset:
 
     @classmethod
     def from_source(cls, source: PartitionSource) -> DocumentDataset:
-        """The dataset of a planned input (:mod:`curator_dask.io.source`): one Dask
-        partition per planned partition, each read by the source's reader.
+        """The dataset of a planned input (:mod:`curator_dask.io.source`): one partition
+        per planned partition, each read by the source's reader in a task of its own.
 
         The ``read_*`` methods are this over ``plan_jsonl``, ``plan_parquet`` and
         ``plan_warc``; a pipeline's reader stage hands the same source to the executors.
         """
-        # The reader gives text columns Arrow strings itself; dask's convert-string would
-        # also turn every other object column (vectors, lists, dicts) into their repr.
-        with dask.config.set({"dataframe.convert-string": False}):
-            if source.plan:
-                df = dd.from_map(source.reader, source.plan, meta=source.meta,
-                                 label=source.label,
-                                 enforce_metadata=False,
-                                 divisions=[None] * (len(source.plan) + 1))
-            else:
-                df = dd.from_pandas(source.meta, npartitions=1)
-        ds = cls(df, plan=source.plan, sources=source.sources)
-        ds.source = source
-        ds.blocksize = source.blocksize
-        ds.schema = source.schema
+        ds = cls.__new__(cls)
+        ds._set(Envelopes.of(source), source.meta, plan=source.plan, sources=source.sources,
+                blocksize=source.blocksize, schema=source.schema)
+        return ds
+
+    @classmethod
+    def from_partitions(cls, parts: Sequence, meta, *,
+                        sources: InputPaths | None = None) -> DocumentDataset:
+        """The dataset of partitions already made: ``Delayed`` values or futures of
+        :class:`~curator_dask.partition.Partition` (what an executor keeps without a
+        writer), with frames like ``meta``; their counts come with them."""
+        ds = cls.__new__(cls)
+        ds._set(Envelopes.of(list(parts) or [dask.delayed(Partition(meta))]), meta,
+                sources=sources)
         return ds
 
     @classmethod
@@ -387,14 +492,16 @@ class DocumentDataset:
                              filename_field=filename_field if write_to_filename else None,
                              keep_filename_column=keep_filename_column, first_index=first,
                              schema=self.schema)
-            token = dask.base.tokenize(self.df, spec)
-            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
-                                              dask_key_name=f"write-{token}-{i}")
-                     for i, part in enumerate(self.df.to_delayed())]
+            parts = self._envelopes()
+            token = dask.base.tokenize(parts.token, spec)
+            tasks = [dask.delayed(_write_part)(part, spec, out.fs, (i,),
+                                               dask_key_name=f"write-{token}-{i}")
+                     for i, part in enumerate(parts.delayed())]
             # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-            stats = list(compute(*tasks))
+            stats, carried = compute(tasks, list(parts.carried))
         files = sorted(f for s in stats for f in s["files"])
-        dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
+        dropped, counters = split_counts(sum_dropped([*(s["dropped"] for s in stats),
+                                                      *carried]))
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),
             bytes=sum(s["bytes"] for s in stats),
@@ -414,8 +521,11 @@ class DocumentDataset:
 
     # -- in memory ----------------------------------------------------------------------
     def persist(self) -> DocumentDataset:
-        """Compute the partitions and keep them in (cluster) memory."""
-        return self._derive(self.df.persist())
+        """Compute the partitions and keep them in (cluster) memory, counts included."""
+        parts = self._envelopes()
+        kept = dask.persist(*parts.delayed(), *parts.carried)
+        n = parts.npartitions
+        return self._derived(Envelopes.of(list(kept[:n]), carried=kept[n:]), self._meta)
 
     def head(self, n: int = 5):
         """The first ``n`` documents (from the first partition)."""
@@ -430,13 +540,21 @@ class DocumentDataset:
             df = self.df.repartition(npartitions=npartitions)
         else:
             df = self.df.repartition(partition_size=partition_size)
-        repartitioned = DocumentDataset(df, sources=self.sources)
-        repartitioned.schema = self.schema
+        repartitioned = self.with_frames(df)
+        repartitioned.plan = repartitioned.blocksize = None
         return repartitioned
 
-    def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
-        """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources
-        (and plan), so writing it still refuses an output on top of the input.
+    def map_partitions(self, func, *args, meta=None, **kwargs) -> DocumentDataset:
+        """``func(partition, *args, **kwargs)`` on every partition, as a dataset that keeps
+        this one's sources (and plan), so writing it still refuses an output on top of
+        the input, and counts what ``func`` records
+        (:func:`~curator_dask.dropped.record_dropped`).
+
+        ``args`` may hold Dask collections, as for Dask's ``map_partitions``: a
+        dataframe of one partition goes whole to every partition, one with as many
+        partitions as this dataset goes partition by partition. ``meta``: the output's
+        empty frame (inferred by Dask when not given); a ``func`` that takes
+        ``partition_info`` gets ``{"number": i}``.
 
         Examples
         --------
@@ -446,20 +564,55 @@ class DocumentDataset:
         >>> upper.df.compute()["text"].tolist()
         ['A', 'B']
         """
-        return self._derive(self.df.map_partitions(func, *args, **kwargs))
+        for option in ("align_dataframes", "enforce_metadata", "token"):
+            kwargs.pop(option, None)  # Dask's own options: the step needs none of them
+        if meta is None:  # as Dask infers it: the function on the empty frame
+            meta = self.df.map_partitions(func, *args, align_dataframes=False,
+                                          **kwargs)._meta
+        parts = self._envelopes()
+        if not any(dask.is_dask_collection(arg) for arg in args):
+            return self._derived(parts.with_step(FunctionStep(func, args,
+                                                              tuple(kwargs.items()))), meta)
+        return self._derived(parts.with_layer(func, args, kwargs), meta)
 
     def to_backend(self, backend: str) -> DocumentDataset:
         """Move partitions to ``"pandas"`` (host) or ``"cudf"`` (GPU) frames."""
         check_backend(backend)
-        return self._derive(self.df.to_backend(backend))
+        return self.with_frames(self.df.to_backend(backend))
+
+    def to_partitions(self) -> list:
+        """The partitions as ``dask.delayed`` :class:`~curator_dask.partition.Partition`
+        values: each frame with its drop counts and counters, from the same tasks as
+        :attr:`df`'s partitions.
+
+        Examples
+        --------
+        >>> import dask, pandas as pd
+        >>> from curator_dask.dropped import record_dropped
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "", "b"]}))
+        >>> def drop_empty(df):
+        ...     keep = df["text"] != ""
+        ...     return record_dropped(df[keep], "empty", int((~keep).sum()))
+        >>> [part.dropped for part in dask.compute(*ds.map_partitions(drop_empty).to_partitions())]
+        [{'empty': 1}]
+        """
+        return self._envelopes().delayed()
 
     def dropped_counts(self) -> dict[str, int]:
         """Documents dropped upstream, by reason, summed over partitions (computes)."""
-        tasks = [dask.delayed(get_dropped)(part) for part in self.df.to_delayed()]
-        return sum_dropped(dask.compute(*tasks))
+        return self._counts()[0]
 
     def counters(self) -> dict[str, int]:
         """Events counted upstream that dropped no document (for example entities
         redacted, by type), by name, summed over partitions (computes)."""
-        tasks = [dask.delayed(get_counters)(part) for part in self.df.to_delayed()]
-        return sum_dropped(dask.compute(*tasks))
+        return self._counts()[1]
+
+    def _counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        dropped, counters = split_counts(sum_dropped(compute(*self._envelopes().counts())))
+        return dict(sorted(dropped.items())), dict(sorted(counters.items()))
+
+
+def _write_part(part: Partition, spec: WriteSpec, fs, indices) -> dict:
+    """Task body: write one partition (:func:`~curator_dask.io.writers.write_part`) with
+    its counts."""
+    return write_part(part.frame, spec, fs, indices, dropped=part.counts)

@@ -121,7 +121,7 @@ def separate_by_metadata(input_data, output_dir: str, metadata_field: str,
     targeted = df.map_partitions(_with_target, metadata_field, suffix, meta=meta)
     if remove_metadata:
         targeted = targeted.drop(columns=[metadata_field])
-    out = ds._derive(targeted)
+    out = ds.with_frames(targeted)
     write = out.to_jsonl if output_type == "jsonl" else out.to_parquet
     written: WriteResult = write(output_dir, write_to_filename=True, filename_field=_TARGET,
                                  **options)

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from curator_dask import DocumentDataset, Pipeline, WarcReader
-from curator_dask.dropped import get_dropped, sum_dropped
+from curator_dask.dropped import sum_dropped
+from curator_dask.partition import Partition
 from curator_dask.stages.extract import ALGORITHMS, HtmlExtractor
 from curator_dask.stages.extract.charset import decode_html
 from curator_dask.stages.filters import DomainBlocklistFilter, ScoreFilter
@@ -44,8 +45,8 @@ def pages_dataset(payloads: list, charsets: list | None = None, npartitions: int
 
 def run(stage, ds):
     """The stage's output and drop counts, from one computation of its partitions."""
-    parts = dask.compute(*stage(ds).df.to_delayed(), scheduler="sync")
-    return pd.concat(parts), sum_dropped(get_dropped(p) for p in parts)
+    parts = dask.compute(*stage(ds).to_partitions(), scheduler="sync")
+    return pd.concat([p.frame for p in parts]), sum_dropped(p.dropped for p in parts)
 
 
 @pytest.mark.slow
@@ -197,10 +198,10 @@ def test_a_page_the_extractor_raises_on_is_dropped_and_counted(timeout):
                                             dtype=object)})
     stage = HtmlExtractor("resiliparse", timeout=timeout)
     stage.setup()
-    out = stage.process(frame)
+    out = Partition(frame).apply(stage.process)
     stage.teardown()
-    assert out["url"].tolist() == ["a", "c"]
-    assert get_dropped(out) == {"html_extract.error": 1}
+    assert out.frame["url"].tolist() == ["a", "c"]
+    assert out.dropped == {"html_extract.error": 1}
 
 
 @pytest.mark.slow

@@ -151,13 +151,13 @@ def test_filter_by_drops_other_labels_counts_them_and_the_label_distribution(dom
 
 
 def test_the_label_distribution_is_counted_per_label(quality_dir, backbone):
-    from curator_dask.dropped import get_counters
+    from curator_dask.partition import Partition
 
-    out = QualityClassifier(quality_dir, base_model_path=backbone,
-                            device="cpu").process(frame(documents(30)))
-    counts = out["quality_pred"].value_counts()
-    assert get_counters(out) == {f"quality_classifier.quality_pred={label}": int(n)
-                                 for label, n in counts.items()}
+    stage = QualityClassifier(quality_dir, base_model_path=backbone, device="cpu")
+    out = Partition(frame(documents(30))).apply(stage.process)
+    counts = out.frame["quality_pred"].value_counts()
+    assert out.counters == {f"quality_classifier.quality_pred={label}": int(n)
+                            for label, n in counts.items()}
 
 
 # -- where the model comes from ----------------------------------------------------------

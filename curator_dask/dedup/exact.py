@@ -63,7 +63,7 @@ from curator_dask.dedup.removal import (
     default_shuffle_method,
     remove_ids,
 )
-from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.dropped import record_dropped
 from curator_dask.errors import CuratorError
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
@@ -223,8 +223,8 @@ def _hash_partition(df, id_field: str, text_field: str, method: str, on_null: st
             )
         df = df[~nulls]
         rows = rows[~np.asarray(nulls.to_numpy(), dtype=bool)]
-    out, _ = strip_dropped(df[[id_field]])
-    out = out.assign(**{HASH_FIELD: hash_texts(df[text_field], method), ROW_FIELD: rows})
+    out = df[[id_field]].assign(**{HASH_FIELD: hash_texts(df[text_field], method),
+                                   ROW_FIELD: rows})
     return out.reset_index(drop=True)
 
 
@@ -390,9 +390,8 @@ class ExactDuplicates(Configured):
                            reason=DUPLICATE_REASON)
         if self.on_null == "skip":
             # After the removal, which finds rows by their position in the whole partition.
-            clean = clean._derive(clean.df.map_partitions(
-                _drop_null_text, self.text_field, meta=clean.df._meta,
-                align_dataframes=False, enforce_metadata=False))
+            clean = clean.map_partitions(_drop_null_text, self.text_field,
+                                         meta=clean.df._meta)
         return clean
 
     def ids_to_remove(self, duplicates: DocumentDataset) -> dd.DataFrame:

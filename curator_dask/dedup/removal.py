@@ -53,7 +53,7 @@ from curator_dask.dedup.ids import (
     first_row,
     partition_of_rows,
 )
-from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.dropped import record_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
@@ -170,7 +170,7 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
         join = _broadcast_row_anti_join if by_row else _broadcast_anti_join
     else:
         join = _shuffle_row_anti_join if by_row else _shuffle_anti_join
-    return ds._derive(join(ds.df, ids, id_field, reason))
+    return join(ds, ids, id_field, reason)
 
 
 def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
@@ -210,16 +210,15 @@ def _sorted_unique(df, id_field: str):
     return df[[id_field]].drop_duplicates().sort_values(id_field, ignore_index=True)
 
 
-def _broadcast_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
-                         reason: str) -> dd.DataFrame:
+def _broadcast_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
+                         reason: str) -> DocumentDataset:
     # One partition holding every id; map_partitions hands a one-partition frame to each
     # task whole, and distributed sends it once to each worker.
     meta = ids._meta[[id_field]]
     drop_set = (ids.map_partitions(_sorted_unique, id_field, meta=meta)
                 .repartition(npartitions=1)
                 .map_partitions(_sorted_unique, id_field, meta=meta))
-    return df.map_partitions(_anti_join_sorted, drop_set, id_field, reason,
-                             meta=df._meta, align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, meta=ds.df._meta)
 
 
 def _anti_join_sorted(df, drop_set, id_field: str, reason: str):
@@ -250,14 +249,14 @@ def _isin_sorted(ids, sorted_ids):
 def _with_partition(df, id_field: str, partition_info=None):
     """The ``(id, partition number)`` pairs of one partition of the dataset."""
     out = df[[id_field]]
-    out, _ = strip_dropped(out)
     number = partition_info["number"] if partition_info is not None else 0
     return out.assign(**{_PARTITION_FIELD: np.full(len(out), number, dtype=np.int64)})
 
 
-def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
-                       reason: str) -> dd.DataFrame:
+def _shuffle_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
+                       reason: str) -> DocumentDataset:
     method = default_shuffle_method()
+    df = ds.df
     npartitions = df.npartitions
     meta = df._meta[[id_field]].assign(**{_PARTITION_FIELD: np.array([], dtype=np.int64)})
     locations = df.map_partitions(_with_partition, id_field, meta=meta,
@@ -271,8 +270,7 @@ def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
     else:
         routed = hits.set_index(_PARTITION_FIELD, divisions=[*range(npartitions), npartitions - 1],
                                 shuffle_method=method)
-    return df.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta,
-                             align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta)
 
 
 def _anti_join_routed(df, routed, id_field: str, reason: str):
@@ -289,15 +287,14 @@ def _sorted_unique_rows(df, id_field: str):
             .sort_values(ROW_FIELD, ignore_index=True))
 
 
-def _broadcast_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
-                             reason: str) -> dd.DataFrame:
+def _broadcast_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
+                             reason: str) -> DocumentDataset:
     meta = rows._meta[[ROW_FIELD, id_field]]
     drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, meta=meta)
                 .repartition(npartitions=1)
                 .map_partitions(_sorted_unique_rows, id_field, meta=meta))
-    return df.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
-                             df.npartitions, meta=df._meta, align_dataframes=False,
-                             enforce_metadata=False)
+    return ds.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
+                             ds.npartitions, meta=ds.df._meta)
 
 
 def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions: int,
@@ -313,9 +310,9 @@ def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions
     return _drop_listed_rows(df, drop_set.iloc[start:stop], number, id_field, reason)
 
 
-def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
-                           reason: str) -> dd.DataFrame:
-    npartitions = df.npartitions
+def _shuffle_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
+                           reason: str) -> DocumentDataset:
+    npartitions = ds.npartitions
     meta = rows._meta[[id_field, ROW_FIELD]].assign(
         **{_PARTITION_FIELD: np.array([], dtype=np.int64)})
     tagged = rows.map_partitions(_with_row_partition, meta=meta, align_dataframes=False,
@@ -328,8 +325,8 @@ def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
         routed = tagged.set_index(_PARTITION_FIELD, divisions=[*range(npartitions),
                                                                npartitions - 1],
                                   shuffle_method=default_shuffle_method())
-    return df.map_partitions(_anti_join_rows_routed, routed, id_field, reason, meta=df._meta,
-                             align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_rows_routed, routed, id_field, reason,
+                             meta=ds.df._meta)
 
 
 def _with_row_partition(df):

@@ -190,7 +190,7 @@ class TextDuplicatesRemovalWorkflow:
             df = df[list(self.output_fields)]
         if self.drop_id_field:
             df = df.drop(columns=[self.id_field])
-        out = ds._derive(df)
+        out = ds.with_frames(df)
         write = out.to_jsonl if self.output_filetype == "jsonl" else out.to_parquet
         written = write(self.output_path, mode=self.output_mode,
                         storage_options=self.storage_options)

@@ -10,12 +10,13 @@ and reuses an output whose record matches (:func:`~curator_dask.io.output_state.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import time
 from dataclasses import replace
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dropped import join_counts
+from curator_dask.dropped import counting, join_counts
 from curator_dask.executors.layout import InternalStage
 from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import Sink, Source
@@ -28,6 +29,8 @@ from curator_dask.stages.fingerprint import pipeline_changes
 from curator_dask.stages.io_stages import ParquetWriter
 
 __all__ = ["barrier_input", "run_barrier"]
+
+logger = logging.getLogger(__name__)
 
 
 def barrier_input(state: RunState, source: Source, barrier: WholeDatasetStage, cache: str, *,
@@ -66,9 +69,11 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
     else:
         ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
         with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
-            out = barrier.run(ds_in, posixpath.join(cache, "work"))
+            with counting() as tally:  # what the stage records on the client
+                out = barrier.run(ds_in, posixpath.join(cache, "work"))
             with phase("write"):
-                out, removed = _materialize(out, out_dir)
+                out, removed = _materialize(out.with_counts(tally.dropped, tally.counters),
+                                            out_dir)
             if fs.exists(out_dir):  # written here: its record keeps the drop counts
                 state.guard.check()
                 mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
@@ -86,13 +91,17 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
 def _materialize(out: DocumentDataset, directory: str) -> tuple[PartitionSource, dict]:
     """A barrier's output as a source the next segment can read, and its drop counts.
 
-    A barrier that returns a dataset read as planned is read from its source as it is.
-    Any other output is written to ``directory`` and read back one file a partition;
+    An output read from a planned input, with steps since that need nothing but the
+    partition (a stage, a function), is streamed from that input: each partition read
+    and run through the steps in one task (:meth:`DocumentDataset.stream_source`). Any
+    other output is written to ``directory`` and read back one file a partition;
     its partitions carry the documents the barrier removed in their drop counts, which
     files do not keep: the counts come back here, so the run can report them.
     """
-    if out.source is not None:
-        return out.source, {}
+    stream, why_not = out.stream_source()
+    if stream is not None:
+        return stream, {}
+    logger.debug("the output is written to %s and read back: %s", directory, why_not)
     written = out.to_parquet(directory, mode="overwrite")
     return (plan_parquet(directory, files_per_partition=1),
             join_counts(written.dropped, written.counters))

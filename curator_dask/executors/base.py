@@ -40,8 +40,6 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import replace
 
-import dask
-import dask.dataframe as dd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.executors.barriers import barrier_input, run_barrier
@@ -115,9 +113,9 @@ class Executor:
         each last step's result to its :meth:`Step.finish`."""
         raise NotImplementedError
 
-    def frames(self, state: RunState, results: dict[int, object]) -> list:
-        """Kept ``(frame, records)`` results (by first partition) as ``dd.from_delayed``
-        input, in partition order."""
+    def kept(self, state: RunState, results: dict[int, object]) -> list:
+        """Kept partitions (results by first partition) as ``Delayed`` values or futures
+        of :class:`~curator_dask.partition.Partition`, in partition order."""
         raise NotImplementedError
 
     # -- the skeleton ------------------------------------------------------------------------
@@ -207,15 +205,11 @@ class Executor:
         self.run_segment(state, segment)
         return segment
 
-    def _collect(self, state: RunState, segment: Segment):
+    def _collect(self, state: RunState, segment: Segment) -> DocumentDataset:
         """Without a writer: the final partitions as a dataset (held where they are)."""
-        frames = self.frames(state, segment.steps[-1].results)
-        # The partitions are typed already: convert-string would turn object columns
-        # (embedding vectors) into their repr strings.
-        with dask.config.set({"dataframe.convert-string": False}):
-            df = (dd.from_delayed(frames, meta=segment.meta, verify_meta=False) if frames
-                  else dd.from_pandas(segment.meta, npartitions=1))
-        return DocumentDataset(df, sources=state.layout.reader.source().sources)
+        return DocumentDataset.from_partitions(self.kept(state, segment.steps[-1].results),
+                                               segment.meta,
+                                               sources=state.layout.reader.source().sources)
 
     # -- shared helpers ----------------------------------------------------------------------
     def progress_bar(self, state: RunState, total: int, description: str | None = None):

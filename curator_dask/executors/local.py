@@ -58,5 +58,6 @@ class LocalExecutor(Executor):
                 records = last.finish(state, value)
                 progress.update(len(covered), docs=records[-1].rows_out if records else 0)
 
-    def frames(self, state, results):
-        return [dask.delayed(carried[0], pure=True) for _, carried in sorted(results.items())]
+    def kept(self, state, results):
+        return [dask.delayed(part, name=f"partition-{state.token}-{i}")
+                for i, part in sorted(results.items())]

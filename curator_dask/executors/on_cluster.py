@@ -94,9 +94,8 @@ class ClusterExecutor(Executor):
             self.cleanup(state)
             teardown_everywhere(client, state.layout.processing_stages, state.token)
 
-    def frames(self, state, results):
-        return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")
-                for i, carried in sorted(results.items())]
+    def kept(self, state, results):
+        return [part for _, part in sorted(results.items())]
 
 
 def _partition_bytes(state: RunState) -> int | None:

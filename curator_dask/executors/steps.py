@@ -102,8 +102,8 @@ class ReadStep(Step):
         self.source = source
 
     def tasks(self, items):
-        reader, plan = self.source.input.reader, self.source.plan
-        return [Task(runtime.read_task, (reader, plan[i], self.name), f"{self.prefix}-{i}", (i,))
+        read, plan = self.source.input.read, self.source.plan
+        return [Task(runtime.read_task, (read, plan[i], self.name), f"{self.prefix}-{i}", (i,))
                 for _, (i,) in items]
 
 

@@ -68,6 +68,7 @@ from curator_dask.io.warc import (
     WARC_SCHEMA,
     read_warc_partition,
 )
+from curator_dask.partition import PlannedRead
 
 __all__ = ["PartitionReader", "PartitionSource", "plan_jsonl", "plan_parquet", "plan_warc"]
 
@@ -137,6 +138,10 @@ class PartitionSource:
         (None for a plan of something other than files).
     label : str
         The prefix of the read tasks' keys (``read_jsonl``, ...).
+    steps : tuple
+        Steps run on each partition after reading it, in the same task (see
+        :class:`~curator_dask.partition.PlannedRead`): a dataset derived from a planned
+        input streams from it this way.
     """
 
     reader: object
@@ -147,6 +152,7 @@ class PartitionSource:
     blocksize: int | None = None
     fs: object = None
     label: str = "read"
+    steps: tuple = ()
     _identity: dict | None = field(default=None, repr=False)
 
     @property
@@ -158,6 +164,12 @@ class PartitionSource:
         """The largest planned partition's bytes (None when the plan does not say)."""
         sizes = [p.nbytes for p in self.plan if hasattr(p, "nbytes")]
         return max(sizes) if sizes else None
+
+    @property
+    def read(self) -> PlannedRead:
+        """The task that reads one planned partition into a
+        :class:`~curator_dask.partition.Partition` and runs :attr:`steps` on it."""
+        return PlannedRead(self.reader, self.steps)
 
     def identity(self) -> dict:
         """What the partitions are read from: for files, a token of the plan and every

@@ -35,7 +35,6 @@ import pyarrow.parquet as pq
 
 from curator_dask._fsspec import strip_protocol
 from curator_dask.backends import to_host
-from curator_dask.dropped import get_counts
 from curator_dask.io import atomic
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.guard import GuardedPath
@@ -203,15 +202,14 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
 
 def write_partition(df, spec: WriteSpec, index: int, fs, *,
                     dropped: dict[str, int] | None = None) -> dict:
-    """Write one partition; returns its stats (rows, bytes, files, drop counts and
-    counters, see :mod:`curator_dask.dropped`).
+    """Write one partition; returns its stats (rows, bytes, files, and ``dropped``:
+    the partition's drop counts and counters, as :func:`curator_dask.dropped.join_counts`
+    joins them).
 
     ``df`` is a pandas or cuDF frame, or a ``pyarrow.Table`` (written without a pandas
-    round trip); ``dropped`` gives the counts of a table, which carries none itself.
+    round trip).
     """
-    counts = get_counts(df)
-    for reason, count in (dropped or {}).items():
-        counts[reason] = counts.get(reason, 0) + int(count)
+    counts = {reason: int(count) for reason, count in (dropped or {}).items()}
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
              "dropped": counts}
     if spec.filename_field is None:

@@ -10,35 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+from curator_dask.partition import TaskRecord
 
 __all__ = ["StageMetrics", "RunResult", "OutputTask", "TaskRecord", "stage_metrics",
            "format_stages"]
-
-
-@dataclass
-class TaskRecord:
-    """One task's work: the stage, the input partitions it covered, rows, bytes, time.
-
-    ``index`` is the first input partition (None for a whole-dataset stage, which works
-    on all of them); ``start``/``stop`` are epoch seconds; ``worker`` is the worker's
-    address (``local:<host>:<pid>`` in-process, ``client`` for a whole-dataset stage).
-    :attr:`RunResult.records` holds them as dicts (:meth:`as_dict`).
-    """
-
-    stage: str
-    partitions: int
-    rows_in: int
-    rows_out: int
-    bytes: int
-    seconds: float
-    start: float
-    stop: float
-    worker: str
-    index: int | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

@@ -186,9 +186,6 @@ def _where(partition_info) -> str:
 # -- per-partition steps ----------------------------------------------------------------------
 
 def _embedding_rows(df, id_field: str, column: str, partition_info=None):
-    from curator_dask.dropped import strip_dropped
-
-    df, _ = strip_dropped(df)
     df = to_host(df)
     matrix = normalized(embedding_matrix(df[column], where=_where(partition_info)))
     return pd.DataFrame({id_field: df[id_field].to_numpy(),

@@ -182,10 +182,8 @@ class TaskDecontamination(WholeDatasetStage):
         options = {"text_field": self.text_field, "margin": self.remove_char_each_side,
                    "min_length": self.min_document_length, "max_splits": self.max_splits,
                    "stage_name": self.name}
-        df = ds.df.map_partitions(decontaminate_partition, dask.delayed(index, pure=True),
-                                  meta=ds.df._meta, align_dataframes=False,
-                                  enforce_metadata=False, **options)
-        return DocumentDataset(df)
+        return ds.map_partitions(decontaminate_partition, dask.delayed(index, pure=True),
+                                 meta=ds.df._meta, **options)
 
 
 def _pandas_text(df, text_field: str, stage: str):
