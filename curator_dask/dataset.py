@@ -33,6 +33,7 @@ from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dropped import counting, join_counts, split_counts, sum_dropped
 from curator_dask.envelopes import Envelopes, FunctionStep
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNotFoundError
 from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths
@@ -86,7 +87,7 @@ class DocumentDataset:
     def __init__(self, df: dd.DataFrame, *, plan: Sequence[PartitionSpec] | None = None,
                  sources: InputPaths | None = None):
         if not isinstance(df, dd.DataFrame):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"DocumentDataset wraps a dask.dataframe.DataFrame, got {type(df).__name__}; "
                 "use DocumentDataset.from_pandas for a pandas frame"
             )
@@ -465,7 +466,7 @@ class DocumentDataset:
                 **options) -> WriteResult:
         """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
         if partition_on is not None:
-            raise TypeError(
+            raise ArgumentTypeError(
                 "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "
                 "counterpart in curator-dask; write one file per input file with "
                 "write_to_filename=True (read with add_filename=True)")
@@ -476,7 +477,7 @@ class DocumentDataset:
                keep_filename_column, mode, storage_options, fingerprint, force) -> WriteResult:
         if write_to_filename:
             if filename_field not in self.df.columns:
-                raise KeyError(
+                raise NameNotFoundError(
                     f"write_to_filename needs the column {filename_field!r}; read with "
                     f"add_filename=True (columns: {list(self.df.columns)})"
                 )
@@ -513,7 +514,7 @@ class DocumentDataset:
             return
         split = sorted({s.file.name for p in self.plan for s in p.slices if not s.whole})
         if split:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"write_to_filename: {len(split)} source file(s) were split across partitions "
                 f"by blocksize (first: {split[0]!r}), so each would be written twice. Read with "
                 "files_per_partition=1, or a blocksize larger than the largest file."
@@ -535,7 +536,7 @@ class DocumentDataset:
                     partition_size: int | str | None = None) -> DocumentDataset:
         """Change the number of partitions (``npartitions``) or their size in memory."""
         if (npartitions is None) == (partition_size is None):
-            raise ValueError("give exactly one of npartitions or partition_size")
+            raise InvalidArgumentError("give exactly one of npartitions or partition_size")
         if npartitions is not None:
             df = self.df.repartition(npartitions=npartitions)
         else:

@@ -40,6 +40,7 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.source import PartitionSource
 from curator_dask.partition import Partition, PlannedRead, Step, run_steps
 
@@ -155,7 +156,7 @@ class Envelopes:
             if isinstance(arg, (dd.DataFrame, dd.Series)):
                 pieces = arg.to_delayed()
                 if len(pieces) not in (1, n):
-                    raise ValueError(f"map_partitions: an argument has {len(pieces)} "
+                    raise InvalidArgumentError(f"map_partitions: an argument has {len(pieces)} "
                                      f"partitions; give one, or as many as the dataset ({n})")
                 values.append(pieces * n if len(pieces) == 1 else pieces)
             elif dask.is_dask_collection(arg):

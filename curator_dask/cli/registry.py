@@ -52,7 +52,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import ArgumentTypeError, CuratorError, NameNotFoundError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
 from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
@@ -334,7 +334,7 @@ class StageSpec:
         for p in (*self.parameters, *self.options):
             if p.name == name:
                 return p
-        raise KeyError(name)
+        raise NameNotFoundError(name)
 
     @property
     def description(self) -> str:
@@ -354,11 +354,11 @@ class StageSpec:
         params = dict(params)
         unknown = [k for k in params if k not in self.accepted()]
         if unknown:
-            raise TypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
+            raise ArgumentTypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
                             f"are: {', '.join(self.accepted())}")
         missing = [p.name for p in self.parameters if p.required and p.name not in params]
         if missing:
-            raise TypeError(f"{self.name} needs {', '.join(missing)}")
+            raise ArgumentTypeError(f"{self.name} needs {', '.join(missing)}")
         own = {p.name: p.check(convert_option(p.name, params.pop(p.name)))
                for p in self.parameters if p.name in params}
         obj = self.cls(**own)
@@ -383,7 +383,8 @@ def convert_option(name: str, value):
         try:
             return Resources(**value)
         except TypeError as err:
-            raise TypeError(f"resources: {err}; give cpus, gpus and/or gpu_memory_gb") from None
+            raise ArgumentTypeError(
+                f"resources: {err}; give cpus, gpus and/or gpu_memory_gb") from None
     return value
 
 

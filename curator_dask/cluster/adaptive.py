@@ -23,6 +23,7 @@ from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from curator_dask._distributed import own_adaptive_target, set_adaptive_target
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["ADAPTIVE_KEY", "ADAPTIVE_OPTIONS", "DEMAND_KEY", "AdaptiveDemand", "RunDemand",
            "StageDemand", "publish_demand"]
@@ -43,21 +44,21 @@ def adaptive_options(adaptive: Mapping | None, connect: bool) -> dict | None:
     if adaptive is None:
         return None
     if connect:
-        raise ValueError(
+        raise InvalidArgumentError(
             "adaptive needs a cluster object that can start workers: pass cluster=... "
             "(a dask-jobqueue or Kubernetes cluster) or let get_client start a local one; "
             "connected by scheduler_address or scheduler_file, call adapt on the cluster "
             "where it was made")
     if not isinstance(adaptive, Mapping):
-        raise TypeError(f"adaptive must be a dict like {{'minimum': 1, 'maximum': 8}}, "
+        raise ArgumentTypeError(f"adaptive must be a dict like {{'minimum': 1, 'maximum': 8}}, "
                         f"got {adaptive!r}")
     unknown = sorted(set(adaptive) - set(ADAPTIVE_OPTIONS))
     if unknown:
-        raise ValueError(f"adaptive got unknown option(s) {unknown}; it takes "
+        raise InvalidArgumentError(f"adaptive got unknown option(s) {unknown}; it takes "
                          f"{', '.join(ADAPTIVE_OPTIONS)}")
     options = {"minimum": 1, **adaptive}
     if options.get("maximum") is not None and options["maximum"] < options["minimum"]:
-        raise ValueError(f"adaptive maximum ({options['maximum']}) is below its minimum "
+        raise InvalidArgumentError(f"adaptive maximum ({options['maximum']}) is below its minimum "
                          f"({options['minimum']})")
     return options
 

@@ -29,6 +29,7 @@ from curator_dask.bounds import (
 from curator_dask.cluster.adaptive import adapt_cluster, adaptive_options, resources_adapt_starts
 from curator_dask.cluster.recycling import recycler_for
 from curator_dask.compat import nemo_keywords
+from curator_dask.errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = ["CLUSTER_TYPES", "NO_WORKERS_TIMEOUT", "add_cpu_workers",
            "dashboard_link", "get_client", "worker_resources"]
@@ -155,12 +156,13 @@ def get_client(
         is logged at INFO.
     """
     if cluster_type not in CLUSTER_TYPES:
-        raise ValueError(f"cluster_type must be one of {CLUSTER_TYPES}, got {cluster_type!r}")
+        raise InvalidArgumentError(
+            f"cluster_type must be one of {CLUSTER_TYPES}, got {cluster_type!r}")
     if scheduler_address is not None and scheduler_file is not None:
-        raise ValueError("give scheduler_address or scheduler_file, not both")
+        raise InvalidArgumentError("give scheduler_address or scheduler_file, not both")
     connect = scheduler_address is not None or scheduler_file is not None
     if cluster is not None and connect:
-        raise ValueError("give cluster, or scheduler_address/scheduler_file, not both")
+        raise InvalidArgumentError("give cluster, or scheduler_address/scheduler_file, not both")
     adaptive = adaptive_options(adaptive, connect)
     if connect:
         client = Client(scheduler_address, scheduler_file=scheduler_file)
@@ -178,7 +180,7 @@ def get_client(
     worker_kwargs = dict(cluster_kwargs)
     for option in ("lifetime", "lifetime_stagger", "lifetime_restart"):
         if option in worker_kwargs:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{option}= would recycle each worker on its own clock, and workers that "
                 f"reach it together empty the cluster; use worker_{option}= instead")
     config = {"distributed.scheduler.no-workers-timeout": no_workers_timeout}
@@ -247,7 +249,7 @@ def _import_dask_cuda():
     try:
         import dask_cuda
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             "cluster_type='gpu' and 'mixed' need dask-cuda on a machine with NVIDIA GPUs: "
             "pip install 'curator-dask[gpu]' (or use cluster_type='cpu')"
         ) from err

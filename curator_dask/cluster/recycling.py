@@ -19,7 +19,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from curator_dask._distributed import executing_seconds, fail_running_task, last_heartbeat
-from curator_dask.errors import WorkerLifetimeError
+from curator_dask.errors import InvalidArgumentError, WorkerLifetimeError
 
 __all__ = ["MIN_WORKER_LIFETIME", "WorkerRecycler"]
 
@@ -48,19 +48,19 @@ def recycler_for(lifetime, stagger, restart, max_retiring) -> WorkerRecycler | N
     seconds = (float(lifetime) if isinstance(lifetime, (int, float))
                else parse_timedelta(lifetime, default="seconds"))
     if not seconds >= MIN_WORKER_LIFETIME:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"worker_lifetime={lifetime!r} is too short: a worker needs seconds to start, "
             f"so lifetimes under {MIN_WORKER_LIFETIME:g} s recycle workers faster than they "
             "can work. Give a duration like '1 hour' (a plain number counts seconds), "
             "several times as long as your longest task, or None to turn recycling off")
     stagger = seconds / 10 if stagger is None else parse_timedelta(stagger, default="seconds")
     if not 0 <= stagger < seconds:
-        raise ValueError(f"worker_lifetime_stagger={stagger!r} must be at least 0 and "
+        raise InvalidArgumentError(f"worker_lifetime_stagger={stagger!r} must be at least 0 and "
                          f"shorter than worker_lifetime ({seconds:g} s)")
     bad_count = isinstance(max_retiring, bool) or not isinstance(max_retiring, (int, float))
     if bad_count or not (max_retiring >= 1 and float(max_retiring).is_integer()
                          or 0 < max_retiring < 1):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"worker_lifetime_max_retiring={max_retiring!r} must be a whole number of "
             "workers (1, 2, ...) or a fraction of them between 0 and 1 (0.25)")
     return WorkerRecycler(seconds, stagger=stagger, restart=bool(restart),

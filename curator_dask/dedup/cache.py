@@ -42,8 +42,9 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import HASH_FIELD, mark_hash_partitioned
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import output_state
-from curator_dask.io.errors import ResumeMismatchError
+from curator_dask.io.errors import OutputExistsError, ResumeMismatchError
 from curator_dask.io.guard import OutputGuard, guarded, run_guard
 from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
 
@@ -174,7 +175,8 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
     else with ``FileExistsError``.
     """
     if output_mode not in OUTPUT_MODES:
-        raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+        raise InvalidArgumentError(
+            f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
     if output_mode != "error":
         return output_mode
     fs, root = url_to_fs(output_path, **(storage_options or {}))
@@ -194,7 +196,7 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
             # (overwrite refuses anything it did not write), are replaced.
             logger.info("replacing the parts of an interrupted run in %s", output_path)
             return "overwrite"
-    raise FileExistsError(
+    raise OutputExistsError(
         f"output directory {output_path!r} is not empty ({len(entries)} entries); pass "
         "output_mode='overwrite' to replace what an earlier run wrote there, or choose "
         "another path"

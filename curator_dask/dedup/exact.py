@@ -64,7 +64,12 @@ from curator_dask.dedup.removal import (
     remove_ids,
 )
 from curator_dask.dropped import record_dropped
-from curator_dask.errors import CuratorError
+from curator_dask.errors import (
+    ArgumentTypeError,
+    CuratorError,
+    InvalidArgumentError,
+    MissingDependencyError,
+)
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
@@ -102,7 +107,7 @@ def hash_texts(texts, method: str = "md5"):
     ['d41d8cd98f00b204e9800998ecf8427e', 'c61a4185135eda043f35e92c3505e180']
     """
     if method not in HASH_METHODS:
-        raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
+        raise InvalidArgumentError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
     return _hash_texts(texts, method)
 
 
@@ -159,7 +164,7 @@ def _hash_constructor(method: str):
     try:
         import xxhash
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             "hash_method='xxh3_128' needs the xxhash package: pip install 'curator-dask[dedup]' "
             "(or pip install xxhash), or use hash_method='md5'"
         ) from err
@@ -360,7 +365,8 @@ class ExactDuplicates(Configured):
 
     def _check_columns(self, ds: DocumentDataset) -> None:
         if not isinstance(ds, DocumentDataset):
-            raise TypeError(f"ExactDuplicates takes a DocumentDataset, got {type(ds).__name__}")
+            raise ArgumentTypeError(
+                f"ExactDuplicates takes a DocumentDataset, got {type(ds).__name__}")
         wanted = [self.id_field, self.text_field]
         missing = [c for c in wanted if c not in ds.df.columns]
         require_columns("ExactDuplicates", ds.df.columns, wanted,

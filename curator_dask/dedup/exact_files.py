@@ -60,6 +60,7 @@ from curator_dask.dedup.exact import (
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import listed_rows_mask
 from curator_dask.dropped import split_counts, sum_dropped
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.io.guard import GuardedPath, claim, guarded
 from curator_dask.io.output_state import (
@@ -299,7 +300,7 @@ class ExactFilesRun:
                  on_null: str, assign_id: bool, cache_path: str,
                  hash_partitions: int | None = None, storage_options: dict | None = None):
         if ds.source is None:
-            raise ValueError("ExactFilesRun needs a dataset read from files")
+            raise InvalidArgumentError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
         self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
         self.storage_options = storage_options or {}

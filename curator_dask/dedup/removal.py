@@ -54,6 +54,7 @@ from curator_dask.dedup.ids import (
     partition_of_rows,
 )
 from curator_dask.dropped import record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
@@ -144,12 +145,12 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     ['a', 'b']
     """
     if not isinstance(ds, DocumentDataset):
-        raise TypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
+        raise ArgumentTypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        raise InvalidArgumentError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if (not isinstance(broadcast_threshold, int) or isinstance(broadcast_threshold, bool)
             or broadcast_threshold < 0):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"broadcast_threshold must be a non-negative number of ids, got {broadcast_threshold!r}"
         )
     require_columns("remove_ids", ds.df.columns, [id_field],
@@ -179,7 +180,7 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
     if isinstance(ids_to_remove, dd.Series):
         return ids_to_remove.rename(id_field).to_frame()
     if not isinstance(ids_to_remove, dd.DataFrame):
-        raise TypeError(
+        raise ArgumentTypeError(
             "ids_to_remove must be a DocumentDataset, a dask DataFrame or a dask Series, got "
             f"{type(ids_to_remove).__name__}; wrap a pandas frame with dd.from_pandas"
         )
@@ -187,8 +188,9 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
                     fix="Pass id_field= naming the id column.")
     if ROW_FIELD in ids_to_remove.columns and id_field != ROW_FIELD:
         if not pd.api.types.is_integer_dtype(ids_to_remove._meta[ROW_FIELD].dtype):
-            raise TypeError(f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
-                            f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
+            raise ArgumentTypeError(
+                f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
+                f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
         return ids_to_remove[[id_field, ROW_FIELD]]
     return ids_to_remove[[id_field]]
 
@@ -197,7 +199,7 @@ def _check_id_types(doc_ids, drop_ids, id_field: str) -> None:
     numeric = (pd.api.types.is_numeric_dtype(doc_ids.dtype),
                pd.api.types.is_numeric_dtype(drop_ids.dtype))
     if numeric[0] != numeric[1]:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"id column {id_field!r} is {doc_ids.dtype} in the dataset but {drop_ids.dtype} "
             "in ids_to_remove; both must be integers or both strings"
         )

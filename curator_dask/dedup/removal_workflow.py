@@ -26,6 +26,7 @@ from curator_dask.dedup.duplicate_ids import (
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.workflow import FILETYPES, FileType, read_input
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.columns import require_columns
@@ -105,16 +106,17 @@ class TextDuplicatesRemovalWorkflow:
         for name, value in (("input_filetype", input_filetype),
                             ("output_filetype", output_filetype)):
             if value not in FILETYPES:
-                raise ValueError(f"{name} must be one of {FILETYPES}, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be one of {FILETYPES}, got {value!r}")
         if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+            raise InvalidArgumentError(
+                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if drop_id_field and output_fields and id_field in output_fields:
-            raise ValueError(f"drop_id_field=True but output_fields lists {id_field!r}")
+            raise InvalidArgumentError(f"drop_id_field=True but output_fields lists {id_field!r}")
         readable = JSONL_EXTENSIONS if input_filetype == "jsonl" else PARQUET_EXTENSIONS
         other = [e for e in input_file_extensions or ()
                  if "." + e.lstrip(".").lower() not in readable]
         if other:
-            raise ValueError(f"input_file_extensions {other} are not {input_filetype} "
+            raise InvalidArgumentError(f"input_file_extensions {other} are not {input_filetype} "
                              f"extensions curator-dask reads ({', '.join(readable)}); pass "
                              "input_path as the list of files to read")
         self.input_path = input_path
@@ -154,9 +156,10 @@ class TextDuplicatesRemovalWorkflow:
                         columns=columns, storage_options=self.storage_options)
         if numbering is not None and numbering.assigned:
             if self.id_field in ds.df.columns:
-                raise ValueError(f"the input already has a column {self.id_field!r}; the ids "
-                                 f"in {self.id_generator_path} were given by the dedup "
-                                 "workflow: pass another id_field=")
+                raise InvalidArgumentError(
+                    f"the input already has a column {self.id_field!r}; the ids "
+                    f"in {self.id_generator_path} were given by the dedup "
+                    "workflow: pass another id_field=")
             return AddId(id_field=self.id_field)(ds)
         if numbering is not None and numbering.id_field != self.id_field:
             raise IdNumberingMismatchError(

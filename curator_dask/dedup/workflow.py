@@ -53,6 +53,7 @@ from curator_dask.dedup.duplicate_ids import (
 from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDuplicates
 from curator_dask.dedup.exact_files import ExactFilesRun, rows_to_remove
 from curator_dask.dedup.ids import ROW_FIELD
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity
@@ -167,13 +168,16 @@ class ExactDeduplicationWorkflow:
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
                  config: ExactDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+            raise InvalidArgumentError(
+                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+            raise InvalidArgumentError(
+                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if cache_path is None and perform_removal:
-            raise ValueError("ExactDeduplicationWorkflow needs cache_path= (a directory for "
-                             "the duplicate list, kept for reruns) to remove duplicates; "
-                             "with perform_removal=False it only writes their ids")
+            raise InvalidArgumentError(
+                "ExactDeduplicationWorkflow needs cache_path= (a directory for "
+                "the duplicate list, kept for reruns) to remove duplicates; "
+                "with perform_removal=False it only writes their ids")
         self.input_path = input_path
         self.output_path = output_path
         self.cache_path = cache_path if cache_path is not None else output_path
@@ -417,9 +421,10 @@ def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
     from curator_dask.io.jsonl import ON_BAD_LINES
 
     if on_bad_lines not in ON_BAD_LINES:
-        raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
+        raise InvalidArgumentError(
+            f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
     if on_bad_lines != "error" and input_filetype != "jsonl":
-        raise ValueError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
+        raise InvalidArgumentError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
                          "files have no lines to skip")
     return on_bad_lines
 

@@ -62,7 +62,7 @@ from curator_dask.io.source import PartitionSource
 from curator_dask.stages.io_stages import ReaderStage
 
 __all__ = ["URLGenerator", "DocumentDownloader", "DocumentIterator", "DocumentExtractor",
-           "DocumentDownloadExtractStage", "DownloadError"]
+           "DocumentDownloadExtractStage", "DownloadError", "DownloadFailedError"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,10 @@ _TEXT_DTYPE = pd.StringDtype("pyarrow")
 
 class DownloadError(CuratorError, RuntimeError):
     """A URL could not be downloaded; the message names it and the downloader's reason."""
+
+
+class DownloadFailedError(DownloadError, OSError):
+    """A transfer that failed, or ended short, after its retries."""
 
 
 class URLGenerator:

@@ -40,8 +40,8 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import replace
 
-
 from curator_dask.dataset import DocumentDataset
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.executors.barriers import barrier_input, run_barrier
 from curator_dask.executors.layout import Layout
 from curator_dask.executors.state import RunState
@@ -121,8 +121,9 @@ class Executor:
     # -- the skeleton ------------------------------------------------------------------------
     def run(self, layout: Layout, report: str | None = None) -> RunResult:
         if self.resume and layout.writer is None:
-            raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
-                             "whose completed parts are what a resume skips")
+            raise InvalidArgumentError(
+                f"pipeline {layout.name!r}: resume=True needs a writer stage, "
+                "whose completed parts are what a resume skips")
         state = RunState(layout, progress=Progress(enabled=self.progress))
         with run_guard(force=self.force) as state.guard:  # paths checked before any cluster
             state.cache = self.register_outputs(state.guard, layout, report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.base import (
     ProcessingStage,
     Stage,
@@ -37,7 +38,7 @@ class Layout:
     @classmethod
     def of(cls, name: str, stages: Sequence[Stage]) -> Layout:
         if not stages or not isinstance(stages[0], ReaderStage):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"pipeline {name!r} must start with a reader stage (JsonlReader or "
                 "ParquetReader); add one with add_stage() first"
             )

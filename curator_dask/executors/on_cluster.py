@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from distributed.scheduler import NoWorkerError
 
 from curator_dask.cluster import worker_resources
-from curator_dask.errors import NoWorkersError
+from curator_dask.errors import InvalidArgumentError, NoWorkersError
 from curator_dask.executors import runtime
 from curator_dask.executors.base import Executor
 from curator_dask.executors.state import RunState
@@ -55,7 +55,7 @@ class ClusterExecutor(Executor):
         try:
             return default_client()
         except ValueError:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{type(self).__name__} needs a Dask client: create one with "
                 "curator_dask.get_client(), pass client=..., or debug in-process with "
                 "LocalExecutor()"

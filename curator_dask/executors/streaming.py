@@ -49,7 +49,7 @@ from dask.utils import parse_timedelta
 from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
-from curator_dask.errors import ResourceUnavailableError
+from curator_dask.errors import InvalidArgumentError, ResourceUnavailableError
 from curator_dask.executors.balancing import (
     StageLoad,
     StageMeter,
@@ -133,11 +133,13 @@ class StreamingExecutor(ClusterExecutor):
         super().__init__(resume=resume, client=client, cache_path=cache_path,
                          progress=progress, force=force)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
-            raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
+            raise InvalidArgumentError(
+                f"max_in_flight must be a positive integer, got {max_in_flight!r}")
         interval = parse_timedelta(balance_interval, default="seconds")
         if interval is None or interval <= 0:
-            raise ValueError(f"balance_interval must be a positive number of seconds (or a "
-                             f"time string like '10s'), got {balance_interval!r}")
+            raise InvalidArgumentError(
+                f"balance_interval must be a positive number of seconds (or a "
+                f"time string like '10s'), got {balance_interval!r}")
         self.max_in_flight = max_in_flight
         self.balance = bool(balance)
         self.lend = bool(lend)

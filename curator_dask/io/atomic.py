@@ -42,6 +42,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from curator_dask.errors import ArgumentTypeError
+from curator_dask.io.errors import OutputExistsError
+
 __all__ = ["TMP_SUFFIX", "temporary_name", "is_temporary", "atomic_open", "write_bytes",
            "write_json", "json_default", "create_exclusive", "remove", "remove_entry",
            "remove_empty_directory", "make_dirs", "move", "make_temp_dir", "make_local_dirs",
@@ -109,7 +112,7 @@ def atomic_open(fs, path: str, *, compression: str | None = None, exclusive: boo
         with fs.open(tmp, "wb", **options) as handle:
             yield handle
         if exclusive and fs.exists(path):
-            raise FileExistsError(path)
+            raise OutputExistsError(path)
         if keep_mode and is_local(fs) and os.path.exists(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
     except BaseException:
@@ -129,7 +132,7 @@ def json_default(value):
         return value.item()
     if isinstance(value, (set, frozenset)):
         return sorted(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    raise ArgumentTypeError(f"cannot write {type(value).__name__} as JSON")
 
 
 def write_json(fs, path: str, value) -> None:

@@ -270,7 +270,13 @@ def _sibling(path: str) -> str:
     return f"{base}-curated"
 
 
-class ForeignFilesError(CuratorError, FileExistsError):
+class OutputExistsError(CuratorError, FileExistsError):
+    """An output that is already there and may not be replaced: a directory that is not
+    empty under ``mode="error"``, a file where a directory is wanted, a file that two
+    partitions would both write."""
+
+
+class ForeignFilesError(OutputExistsError):
     """``mode="overwrite"`` over a directory that holds files curator-dask did not write."""
 
     def __init__(self, path: str, foreign: list[str]):
@@ -303,4 +309,5 @@ class ResumeMismatchError(CuratorError, ValueError):
         )
 
 
-__all__ += ["OutputOverlapsInputError", "ForeignFilesError", "ResumeMismatchError"]
+__all__ += ["OutputOverlapsInputError", "OutputExistsError", "ForeignFilesError",
+            "ResumeMismatchError"]

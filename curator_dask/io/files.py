@@ -17,6 +17,7 @@ from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
 from curator_dask._fsspec import strip_protocol
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.errors import InputNotFoundError
 
 __all__ = ["InputFile", "list_files", "sample_files", "is_pattern", "pattern_root",
@@ -115,7 +116,7 @@ def list_files(
         paths = [str(paths)]
     paths = [str(p) for p in paths]
     if not paths:
-        raise ValueError("no input paths given")
+        raise InvalidArgumentError("no input paths given")
     fs, _ = url_to_fs(paths[0], **(storage_options or {}))
 
     found: dict[str, int] = {}

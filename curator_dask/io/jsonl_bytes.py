@@ -18,6 +18,7 @@ import zstandard
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import read_block
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.errors import TruncatedFileError
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.partitions import FileSlice
@@ -99,7 +100,7 @@ def new_decompressor(compression: str):
         return lzma.LZMADecompressor()
     if compression == "zstd":
         return zstandard.ZstdDecompressor().decompressobj()
-    raise ValueError(f"no decompressor for {compression!r}")
+    raise InvalidArgumentError(f"no decompressor for {compression!r}")
 
 
 def decompress(raw, compression: str) -> tuple[bytes, str | None]:

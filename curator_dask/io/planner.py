@@ -24,6 +24,7 @@ from dask.utils import parse_bytes
 
 from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import MAX_BYTE_SIZE
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.parquet import open_parquet
 from curator_dask.io.partitions import FileSlice, PartitionSpec
@@ -59,14 +60,14 @@ def check_partitioning(files_per_partition: int | None, blocksize) -> int | None
     True
     """
     if files_per_partition is not None and blocksize not in (None, AUTO):
-        raise ValueError(
+        raise InvalidArgumentError(
             "give either files_per_partition or blocksize, not both "
             f"(got files_per_partition={files_per_partition!r}, blocksize={blocksize!r})"
         )
     if files_per_partition is not None:
         if (not isinstance(files_per_partition, int) or isinstance(files_per_partition, bool)
                 or files_per_partition < 1):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"files_per_partition must be a positive integer, got {files_per_partition!r}"
             )
         return None
@@ -79,13 +80,13 @@ def _byte_count(blocksize) -> int:
     """``blocksize`` in bytes: a whole positive number of at most :data:`MAX_BYTE_SIZE`
     (1 TiB), given as a number or a size string; anything else is a ``ValueError``."""
     if isinstance(blocksize, bool):
-        raise ValueError(f"blocksize must be a number of bytes, got {blocksize!r}")
+        raise InvalidArgumentError(f"blocksize must be a number of bytes, got {blocksize!r}")
     try:
         size = parse_bytes(blocksize)
     except (ValueError, TypeError, OverflowError):  # "1e400" parses to infinity
         size = None
     if not isinstance(size, int) or not 1 <= size <= MAX_BYTE_SIZE:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"blocksize must be a number of bytes between 1 and {MAX_BYTE_SIZE} (1 TiB), or "
             f"a size such as '256MiB', got {blocksize!r}")
     return size

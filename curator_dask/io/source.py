@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import dask
 import pyarrow as pa
 
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import digest, plan_identity
@@ -190,7 +191,7 @@ class PartitionSource:
 
 def check_text_cast(text_cast) -> None:
     if not isinstance(text_cast, bool):
-        raise TypeError(f"text_cast must be True or False, got {text_cast!r}")
+        raise ArgumentTypeError(f"text_cast must be True or False, got {text_cast!r}")
 
 
 def plan_jsonl(path: str | Sequence[str], *, blocksize: int | str | None = None,
@@ -203,9 +204,10 @@ def plan_jsonl(path: str | Sequence[str], *, blocksize: int | str | None = None,
     """Plan reading JSONL files; the options are those of
     :meth:`curator_dask.DocumentDataset.read_jsonl`."""
     if on_bad_lines not in ON_BAD_LINES:
-        raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
+        raise InvalidArgumentError(
+            f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
     if encoding_errors not in ENCODING_ERRORS:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"encoding_errors must be one of {ENCODING_ERRORS}, got {encoding_errors!r}"
         )
     check_text_cast(text_cast)

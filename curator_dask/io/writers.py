@@ -35,9 +35,12 @@ import pyarrow.parquet as pq
 
 from curator_dask._fsspec import strip_protocol
 from curator_dask.backends import to_host
+from curator_dask.errors import InvalidArgumentError, NameNotFoundError
 from curator_dask.io import atomic
-from curator_dask.io.errors import ForeignFilesError
+from curator_dask.io.arrow_types import to_table
+from curator_dask.io.errors import ForeignFilesError, OutputExistsError
 from curator_dask.io.guard import GuardedPath
+from curator_dask.io.json_lines import json_lines
 from curator_dask.io.output_state import (
     MANIFEST,
     clear_directory,
@@ -50,8 +53,6 @@ from curator_dask.io.output_state import (
     remove_own_files,
     write_manifest,
 )
-from curator_dask.io.arrow_types import to_table
-from curator_dask.io.json_lines import json_lines
 
 __all__ = ["WriteSpec", "prepare_output", "write_partition", "write_part", "part_name", "MODES",
            "FORMATS", "MANIFEST", "check_mode", "read_manifest", "own_files", "remove_leftovers"]
@@ -86,11 +87,11 @@ class WriteSpec:
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {self.fmt!r}")
+            raise InvalidArgumentError(f"format must be one of {FORMATS}, got {self.fmt!r}")
         allowed = {"jsonl": COMPRESSIONS, "parquet": (None, "snappy", "zstd", "gzip"),
                    "arrow": (None,)}[self.fmt]
         if self.compression not in allowed:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"compression for {self.fmt} must be one of {list(allowed)}, "
                 f"got {self.compression!r}"
             )
@@ -105,7 +106,7 @@ class WriteSpec:
 def check_mode(mode: str) -> str:
     """``mode`` if it is one of :data:`MODES`, else a ``ValueError`` listing them."""
     if mode not in MODES:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"mode must be one of {MODES}, got {mode!r}: 'overwrite' replaces only the "
             "project's own files, 'overwrite_all' everything in the directory"
         )
@@ -123,7 +124,7 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
     check_mode(mode)
     fs, path = out.fs, out.path
     if fs.exists(path) and not fs.isdir(path):
-        raise FileExistsError(f"output path {path!r} is a file, not a directory")
+        raise OutputExistsError(f"output path {path!r} is a file, not a directory")
     manifest = read_manifest(fs, path) if fs.exists(path) else None
     own, foreign = own_files(fs, path, manifest)
     kept_files: list[str] = []
@@ -135,7 +136,7 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
         kept_files = list((manifest or {}).get("files", []))
     elif own or foreign:
         if mode == "error" and (foreign or any(not is_leftover(name) for name in own)):
-            raise FileExistsError(
+            raise OutputExistsError(
                 f"output directory {path!r} is not empty ({len(own) + len(foreign)} "
                 "files); pass mode='overwrite' to replace the parts of an earlier write "
                 "or mode='append' to add parts"
@@ -156,10 +157,10 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
 
 def _safe_relative_name(name: str, source_field: str) -> str:
     if not isinstance(name, str) or not name:
-        raise ValueError(f"write_to_filename: empty file name in column {source_field!r}")
+        raise InvalidArgumentError(f"write_to_filename: empty file name in column {source_field!r}")
     normal = posixpath.normpath(name.replace("\\", "/"))
     if posixpath.isabs(normal) or normal == ".." or normal.startswith("../") or ":" in normal:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"write_to_filename: file name {name!r} in column {source_field!r} would be "
             "written outside the output directory; names must be relative paths inside it"
         )
@@ -192,7 +193,7 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     except FileExistsError:
         if not exclusive:
             raise
-        raise FileExistsError(
+        raise OutputExistsError(
             f"write_to_filename: {target!r} already exists: the documents of one source "
             "file came from more than one partition (a blocksize smaller than the file, or "
             "a repartition). Read with files_per_partition=1 to keep each file whole."
@@ -218,7 +219,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
         stats["files"].append(target)
         return stats
     if spec.filename_field not in df.columns:
-        raise KeyError(
+        raise NameNotFoundError(
             f"write_to_filename needs the column {spec.filename_field!r}; read with "
             f"add_filename=True (columns present: {list(df.columns)})"
         )

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from curator_dask.errors import NameNotFoundError
 from curator_dask.partition import TaskRecord
 
 __all__ = ["StageMetrics", "RunResult", "OutputTask", "TaskRecord", "stage_metrics",
@@ -154,7 +155,8 @@ class RunResult:
         for s in self.stages:
             if s.name == name:
                 return s
-        raise KeyError(f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
+        raise NameNotFoundError(
+            f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
 
     def summary(self) -> str:
         """A table of the stages, for logs and terminals."""

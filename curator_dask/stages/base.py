@@ -30,6 +30,7 @@ import pandas as pd
 
 from curator_dask.bounds import PositiveInt
 from curator_dask.compat import nemo_keywords
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.partition import Partition
 from curator_dask.resources import Resources
@@ -243,7 +244,8 @@ class ProcessingStage(Stage):
             new.name = name
         if resources is not None:
             if not isinstance(resources, Resources):
-                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+                raise ArgumentTypeError(
+                    f"resources must be a Resources, got {type(resources).__name__}")
             new.resources = resources
         if batch_size is not None:
             new.batch_size = _check_batch_size(batch_size)
@@ -255,7 +257,7 @@ class ProcessingStage(Stage):
         from curator_dask.dataset import DocumentDataset
 
         if not isinstance(ds, DocumentDataset):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"stage {self.name!r} takes a DocumentDataset, got {type(ds).__name__}; "
                 "wrap a Dask dataframe with DocumentDataset(df)"
             )
@@ -267,7 +269,7 @@ class ProcessingStage(Stage):
 
 def _check_batch_size(batch_size: int) -> int:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
     return batch_size
 
 
@@ -431,7 +433,8 @@ class FunctionStage(ProcessingStage):
                  removed_columns: Sequence[str] = ()):
         params = inspect.signature(func).parameters
         if not params:
-            raise TypeError(f"{func.__name__} must take the partition as its first argument")
+            raise ArgumentTypeError(
+                f"{func.__name__} must take the partition as its first argument")
         self.func = func
         self.name = name or func.__name__
         self.resources = resources if resources is not None else Resources()
@@ -503,7 +506,7 @@ class Sequential:
         stages = list(stages)
         for stage in stages:
             if not callable(stage):
-                raise TypeError(f"Sequential takes stages, got {type(stage).__name__}")
+                raise ArgumentTypeError(f"Sequential takes stages, got {type(stage).__name__}")
         self.stages = stages
 
     def flatten(self) -> list[ProcessingStage]:

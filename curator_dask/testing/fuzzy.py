@@ -18,6 +18,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from curator_dask.errors import InvalidArgumentError
+
 __all__ = ["planted_near_duplicates", "similar_pairs", "shingles", "jaccard"]
 
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
@@ -141,7 +143,7 @@ def similar_pairs(texts, ids=None, *, char_ngrams: int = 24,
     0     0     1      0.6
     """
     if not 0.0 < min_jaccard <= 1.0:
-        raise ValueError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
+        raise InvalidArgumentError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
     texts = list(texts)
     ids = list(range(len(texts))) if ids is None else [int(i) for i in ids]
     sets = [shingles(t, char_ngrams) for t in texts]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.pii.patterns import IBAN_LENGTHS, PATTERN_ENTITIES
 
 __all__ = ["make_entity", "planted_pii", "UNICODE_NEIGHBOURS"]
@@ -136,7 +137,7 @@ def make_entity(kind: str, rng: np.random.Generator) -> str:
         if form == 1:
             return f"http://{_word(rng)}.{host}" + (f"/{path}" if path else "")
         return f"www.{host}" + (f"/{path}" if path else "")
-    raise ValueError(f"no generator for {kind!r}")
+    raise InvalidArgumentError(f"no generator for {kind!r}")
 
 
 def _decoy(rng: np.random.Generator) -> str:

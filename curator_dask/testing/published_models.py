@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.io.atomic import staged_files
 
@@ -201,7 +202,7 @@ def publisher_module(kind: str, base_config_dir: str | None = None):
                 return torch.sigmoid(self.hidden_layer_2(self.dropout(x)))
 
         return Guard
-    raise ValueError(f"unknown kind {kind!r}")
+    raise InvalidArgumentError(f"unknown kind {kind!r}")
 
 
 def _randomize(module, seed: int, scale: float) -> None:

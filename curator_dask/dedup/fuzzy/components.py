@@ -36,6 +36,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.config import DEFAULT_MAX_LOCAL_EDGES
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.errors import ComputationError, InvalidArgumentError
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 
@@ -138,10 +139,11 @@ def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     x = np.ascontiguousarray(id_x, dtype=np.int64)
     y = np.ascontiguousarray(id_y, dtype=np.int64)
     if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"id_x and id_y must be 1-d and of one length, got {x.shape} and "
-                         f"{y.shape}")
+        raise InvalidArgumentError(
+            f"id_x and id_y must be 1-d and of one length, got {x.shape} and "
+            f"{y.shape}")
     if len(x) >= 2**30:
-        raise ValueError(f"{len(x)} edges are too many for one worker's union-find; use "
+        raise InvalidArgumentError(f"{len(x)} edges are too many for one worker's union-find; use "
                          "distributed_components")
     ids, number = _index_ids(x, y)
     return ids, _union_find(number, ids, len(x))
@@ -260,7 +262,7 @@ def distributed_components(edges, *, id_field: str = "id", max_rounds: int = 64,
         current = small.map_partitions(_small_star, meta=current._meta,
                                        align_dataframes=False, enforce_metadata=False).persist()
     else:
-        raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")
+        raise ComputationError(f"connected components did not converge in {max_rounds} rounds")
     # A star forest now: every edge is (member, lowest id of its component).
     members = current.rename(columns={_U: id_field, _V: GROUP_FIELD})
     centres = current[[_V]].assign(**{GROUP_FIELD: current[_V]}).rename(columns={_V: id_field})

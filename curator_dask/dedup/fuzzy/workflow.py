@@ -44,8 +44,8 @@ from curator_dask.dedup.cache import (
     read_phase,
     recorded_blocksize,
     removal_output_intact,
-    write_phase,
     workflow_run,
+    write_phase,
     write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
@@ -57,8 +57,9 @@ from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
-from curator_dask.io.identity import files_identity
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
+from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
@@ -186,11 +187,14 @@ class FuzzyDeduplicationWorkflow:
                  storage_options: dict | None = None, config: FuzzyDedupConfig | None = None,
                  force: bool = False):
         if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+            raise InvalidArgumentError(
+                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+            raise InvalidArgumentError(
+                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if perform_removal and not output_path:
-            raise ValueError("perform_removal=True needs an output_path for the kept documents")
+            raise InvalidArgumentError(
+                "perform_removal=True needs an output_path for the kept documents")
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path

@@ -55,8 +55,10 @@ from curator_dask.dedup.semantic.kernels import (
     nearest_centroids,
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
+from curator_dask.stages.columns import ColumnNotFoundError
 
 __all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
            "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
@@ -418,8 +420,9 @@ class SemanticDuplicates(Configured):
         """``(id, embeddings)`` of every document, normalised to unit length."""
         df = ds.df
         if self.id_field not in df.columns:
-            raise KeyError(f"semantic dedup needs an id column {self.id_field!r} (columns: "
-                           f"{list(df.columns)}); add ids with AddId first")
+            raise ColumnNotFoundError(
+                f"semantic dedup needs an id column {self.id_field!r} (columns: "
+                f"{list(df.columns)}); add ids with AddId first")
         if self.embedding_column not in df.columns:
             if self.embedding_model_name_or_path is None:
                 raise EmbeddingColumnError(
@@ -559,5 +562,5 @@ def id_arrow_type(dtype) -> pa.DataType:
         return pa.int64()
     if pd.api.types.is_string_dtype(dtype) or dtype == object:
         return pa.large_string()
-    raise TypeError(f"semantic dedup needs integer or string ids, not {dtype}")
+    raise ArgumentTypeError(f"semantic dedup needs integer or string ids, not {dtype}")
 

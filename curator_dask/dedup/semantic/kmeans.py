@@ -60,6 +60,7 @@ from curator_dask.dedup.semantic.kernels import (
     check_device,
     lloyd_partial,
 )
+from curator_dask.errors import InvalidArgumentError
 
 __all__ = ["KMeansFit", "KMeansBlock", "fit_kmeans", "kmeans_plusplus",
            "DEFAULT_BLOCK_BYTES", "INIT_SAMPLE_PER_CLUSTER"]
@@ -136,7 +137,7 @@ def _column_moments(x):
 def _stats(x) -> tuple[int, int, np.ndarray, np.ndarray]:
     x = np.asarray(x)
     if x.ndim != 2:
-        raise ValueError(f"k-means needs 2-d arrays of embeddings, got shape {x.shape}")
+        raise InvalidArgumentError(f"k-means needs 2-d arrays of embeddings, got shape {x.shape}")
     if len(x) == 0:
         return 0, 0, np.zeros(0), np.zeros(0)
     return (len(x), x.shape[1]) + _column_moments(np.ascontiguousarray(x, dtype=np.float32))
@@ -287,18 +288,18 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
                         ("init_size", 1 if init_size is None else init_size),
                         ("block_bytes", block_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
     stats = dask.compute(*[dask.delayed(_stats)(a) for a in arrays])
     sizes = np.array([s[0] for s in stats], dtype=np.int64)
     documents = int(sizes.sum())
     if documents < n_clusters:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"n_clusters={n_clusters} is more than the {documents} documents to cluster; "
             "pass a smaller n_clusters (a cluster should hold tens to thousands of documents)")
     dims = {s[1]: i for i, s in enumerate(stats) if s[0]}
     if len(dims) > 1:
         (a, i), (b, j) = list(dims.items())[:2]
-        raise ValueError(f"k-means: partition {i} has {a}-dimensional embeddings and "
+        raise InvalidArgumentError(f"k-means: partition {i} has {a}-dimensional embeddings and "
                          f"partition {j} {b}-dimensional ones; embed them with one model")
     dim = next(iter(dims))
     mean = sum(s[2] for s in stats if s[0]) / documents

@@ -59,8 +59,9 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.workflow import input_files
-from curator_dask.io.identity import files_identity
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
+from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
 
 __all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
@@ -151,11 +152,14 @@ class SemanticDeduplicationWorkflow:
                  storage_options: dict | None = None,
                  config: SemanticDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+            raise InvalidArgumentError(
+                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+            raise InvalidArgumentError(
+                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if perform_removal and not output_path:
-            raise ValueError("perform_removal=True needs an output_path for the kept documents")
+            raise InvalidArgumentError(
+                "perform_removal=True needs an output_path for the kept documents")
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path

@@ -13,6 +13,7 @@ import numpy as np
 from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import record_counter, record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
@@ -134,9 +135,10 @@ class TaskDecontamination(WholeDatasetStage):
                               ("remove_char_each_side", remove_char_each_side),
                               ("max_splits", max_splits), ("min_ngram_size", min_ngram_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{number} must be a non-negative integer, got {value!r}")
+                raise InvalidArgumentError(
+                    f"{number} must be a non-negative integer, got {value!r}")
         if max_matches is not None and (not isinstance(max_matches, int) or max_matches < 1):
-            raise ValueError(f"max_matches must be a positive integer or None, got "
+            raise InvalidArgumentError(f"max_matches must be a positive integer or None, got "
                              f"{max_matches!r}")
         self.text_field = text_field
         self.max_ngram_size = max_ngram_size
@@ -188,7 +190,7 @@ class TaskDecontamination(WholeDatasetStage):
 
 def _pandas_text(df, text_field: str, stage: str):
     if is_cudf(df):
-        raise TypeError(f"stage {stage!r} works on pandas partitions; move the dataset to "
+        raise ArgumentTypeError(f"stage {stage!r} works on pandas partitions; move the dataset to "
                         "pandas first with ds.to_backend('pandas')")
     return arrow_text(df[text_field])
 

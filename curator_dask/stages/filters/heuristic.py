@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.text import (
     arrow_text,
@@ -132,7 +133,7 @@ def check_lang(lang: str) -> None:
     """Refuse ``lang`` where the word filters' whitespace splitting cannot find words
     (Chinese, Japanese), with the fix in the message: a ValueError."""
     if lang.lower() in ("zh", "ja"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"lang={lang!r}: words are split on whitespace, which does not segment Chinese or "
             "Japanese; segment the text first (jieba, MeCab) and join the words with spaces"
         )

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.stages.filters.heuristic import COMMON_ENGLISH_WORDS, URL_PATTERN, check_lang
 from curator_dask.text import (
@@ -199,7 +200,8 @@ class SubstringFilter(DocumentFilter):
 
     def __init__(self, substring: str, position: str):
         if position not in ("prefix", "suffix", "any"):
-            raise ValueError(f"Invalid position: {position}. Must be one of: prefix, suffix, any.")
+            raise InvalidArgumentError(
+                f"Invalid position: {position}. Must be one of: prefix, suffix, any.")
         self._substring = substring
         self._position = position
 

@@ -28,6 +28,7 @@ import os
 import torch
 from torch import nn
 
+from curator_dask.errors import MissingDependencyError
 from curator_dask.stages.models.loading import dtype_argument
 from curator_dask.stages.models.model_dir import (
     PICKLE_FILE,
@@ -208,7 +209,7 @@ def build_safety_model(path: str, weights_dtype, *, adapter: str,
     try:
         from peft import PeftModel
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             f"the safety classifiers load a PEFT adapter and need peft ({err}); install it "
             "with pip install 'curator-dask[safety]'"
         ) from err

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["host_text", "host_text_array", "token_array", "column_like", "cudf_meta",
            "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
@@ -62,7 +63,7 @@ def host_text_array(series, max_chars: int | None = None) -> pa.Array:
         try:
             arr = arr.cast(pa.large_string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"text column {series.name!r} must hold strings (it is {series.dtype}); "
                 "convert it with df[column].astype('str') first"
             ) from err
@@ -77,7 +78,7 @@ def token_array(series) -> pa.Array:
     """A token-id column (lists of ints, any backend) as one Arrow list array on the host."""
     arr = _arrow(series)
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"column {series.name!r} must hold lists of token ids (it is {series.dtype}); "
             "make it with TokenizerStage"
         )
@@ -130,7 +131,7 @@ def column_like(values, like, kind: str):
         if is_cudf(like):
             return _cudf_from_arrow(pa.array(np.asarray(values)), like)
         return pd.Series(np.asarray(values), index=like.index)
-    raise ValueError(f"unknown column kind {kind!r}")
+    raise InvalidArgumentError(f"unknown column kind {kind!r}")
 
 
 def cudf_meta(input_meta, removed_columns, added: dict[str, str]):

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.text import buffers, lengths
 
 __all__ = ["PATTERN_ENTITIES", "Spans", "find_pattern_spans", "luhn_valid", "iban_valid",
@@ -216,8 +217,9 @@ def find_pattern_spans(arr: pa.Array, entities: Sequence[str] = PATTERN_ENTITIES
     """
     unknown = [e for e in entities if e not in PATTERN_ENTITIES]
     if unknown:
-        raise ValueError(f"no pattern for entity type(s) {unknown}; the patterned types are "
-                         f"{list(PATTERN_ENTITIES)}")
+        raise InvalidArgumentError(
+            f"no pattern for entity type(s) {unknown}; the patterned types are "
+            f"{list(PATTERN_ENTITIES)}")
     parts = []
     for pattern in _PATTERNS:
         if pattern.entity not in entities:

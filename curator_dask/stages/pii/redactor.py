@@ -13,6 +13,7 @@ import pyarrow as pa
 from curator_dask.backends import is_cudf
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_counter, record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.pii.patterns import PATTERN_ENTITIES, Spans, find_pattern_spans
@@ -107,24 +108,26 @@ class PiiRedactor(ProcessingStage):
                  nlp_model_dir: str | None = None, language: str = "en",
                  score_threshold: float = 0.0, presidio_batch_size: int = 32):
         if action not in ACTIONS:
-            raise ValueError(f"action must be one of {list(ACTIONS)}, got {action!r}")
+            raise InvalidArgumentError(f"action must be one of {list(ACTIONS)}, got {action!r}")
         if action == "hash" and not detect_only and not salt:
-            raise ValueError("action='hash' needs salt= (a secret string): the digests are "
-                             "HMAC-SHA256 keyed with it, stable across runs for one salt")
+            raise InvalidArgumentError(
+                "action='hash' needs salt= (a secret string): the digests are "
+                "HMAC-SHA256 keyed with it, stable across runs for one salt")
         if not isinstance(mask_char, str) or len(mask_char) != 1:
-            raise ValueError(f"mask_char must be one character, got {mask_char!r}")
+            raise InvalidArgumentError(f"mask_char must be one character, got {mask_char!r}")
         if not 1 <= int(hash_length) <= 64:
-            raise ValueError(f"hash_length must be 1 to 64 hex digits, got {hash_length!r}")
+            raise InvalidArgumentError(
+                f"hash_length must be 1 to 64 hex digits, got {hash_length!r}")
         if entities is None:
             entities = PATTERN_ENTITIES + (PRESIDIO_ENTITIES if nlp_model_dir else ())
         elif isinstance(entities, str):
             entities = [entities]
         entities = tuple(dict.fromkeys(entities))
         if not entities:
-            raise ValueError("entities is empty: name at least one entity type")
+            raise InvalidArgumentError("entities is empty: name at least one entity type")
         model_found = tuple(e for e in entities if e not in PATTERN_ENTITIES)
         if model_found and nlp_model_dir is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"entity type(s) {list(model_found)} are found by a model, not a pattern: "
                 "pass nlp_model_dir= (a spaCy pipeline directory) or keep to the patterned "
                 f"types {list(PATTERN_ENTITIES)}")
@@ -172,7 +175,7 @@ class PiiRedactor(ProcessingStage):
 
     def process(self, df):
         if is_cudf(df):
-            raise TypeError(f"stage {self.name!r} works on pandas partitions; move the "
+            raise ArgumentTypeError(f"stage {self.name!r} works on pandas partitions; move the "
                             "dataset to pandas first with ds.to_backend('pandas')")
         text = df[self.text_field]
         spans = self.find(text)
