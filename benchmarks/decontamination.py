@@ -109,9 +109,9 @@ def corpora(args, rng) -> dict:
 # -- curator-dask --------------------------------------------------------------------------------
 
 def run_curator(texts, files, partition_size):
-    from curator_dask.stages.decontamination import build_index
     from curator_dask.dropped import sum_dropped
     from curator_dask.partition import Partition
+    from curator_dask.stages.decontamination import build_index
     from curator_dask.stages.decontamination.stage import count_partition, decontaminate_partition
 
     start = time.process_time()

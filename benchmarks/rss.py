@@ -6,6 +6,7 @@ Shared by the benchmark scripts (``from rss import RssSampler``; each script run
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -33,10 +34,8 @@ class RssSampler:
     def sample(self) -> int:
         total = 0
         for pid in self.pids_fn():
-            try:
+            with contextlib.suppress(psutil.Error):  # the process left
                 total += psutil.Process(pid).memory_info().rss
-            except psutil.Error:  # the process left
-                pass
         return total
 
     def _run(self):

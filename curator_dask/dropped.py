@@ -42,9 +42,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["COUNTER_MARK", "DISTRIBUTION_MARK", "Tally", "counting", "record_dropped",
-           "record_counter", "record_distribution", "distribution_value", "sum_dropped",
-           "split_counts", "join_counts"]
+__all__ = [
+    "COUNTER_MARK",
+    "DISTRIBUTION_MARK",
+    "Tally",
+    "counting",
+    "distribution_value",
+    "join_counts",
+    "record_counter",
+    "record_distribution",
+    "record_dropped",
+    "split_counts",
+    "sum_dropped",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +144,7 @@ def record_distribution(df, owner: str, field: str, values):
     {'quality.quality_pred=High': 2, 'quality.quality_pred=Low': 1}
     """
     uniques, counts = np.unique(np.asarray(values).astype(str), return_counts=True)
-    for value, count in zip(uniques.tolist(), counts.tolist()):
+    for value, count in zip(uniques.tolist(), counts.tolist(), strict=True):
         record_counter(df, f"{owner}.{field}{DISTRIBUTION_MARK}{value}", count)
     return df
 

@@ -156,15 +156,19 @@ class Envelopes:
             if isinstance(arg, (dd.DataFrame, dd.Series)):
                 pieces = arg.to_delayed()
                 if len(pieces) not in (1, n):
-                    raise InvalidArgumentError(f"map_partitions: an argument has {len(pieces)} "
-                                     f"partitions; give one, or as many as the dataset ({n})")
+                    raise InvalidArgumentError(
+                        f"map_partitions: an argument has {len(pieces)} "
+                        f"partitions; give one, or as many as the dataset ({n})")
                 values.append(pieces * n if len(pieces) == 1 else pieces)
             elif dask.is_dask_collection(arg):
                 values.append([arg] * n)
             else:
                 values.append(None)
-        step = FunctionStep(func, tuple(_SLOT if v is not None else a
-                                        for a, v in zip(args, values)), tuple(kwargs.items()))
+        step = FunctionStep(
+            func,
+            tuple(_SLOT if v is not None else a for a, v in zip(args, values, strict=True)),
+            tuple(kwargs.items()),
+        )
         name = f"{_key_word(step.name)}-{uuid.uuid4().hex}"
         layer = [dask.delayed(_layer, pure=False)(step, part, i,
                                                   *(v[i] for v in values if v is not None),

@@ -29,8 +29,13 @@ from dask.utils import format_bytes, key_split
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["WorkerMemoryError", "WorkerDiedError", "explain_fault", "faults_explained",
-           "MEMORY_EVENT"]
+__all__ = [
+    "MEMORY_EVENT",
+    "WorkerDiedError",
+    "WorkerMemoryError",
+    "explain_fault",
+    "faults_explained",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -46,12 +46,12 @@ def precompile() -> float:
     for document_filter in filters:
         try:
             document_filter.score(texts)
-        except Exception:  # noqa: BLE001 - warming up is best effort, never an error
+        except Exception:  # warming up is best effort, never an error
             logger.debug("precompile: %s", type(document_filter).__name__, exc_info=True)
     try:
         MinHash(char_ngrams=5, num_hashes=4).signatures(texts)
         MinHash(char_ngrams=24, num_hashes=4, use_64_bit_hash=True).signatures(texts)
-    except Exception:  # noqa: BLE001
+    except Exception:
         logger.debug("precompile: minhash", exc_info=True)
     seconds = time.perf_counter() - start
     logger.info("kernels compiled or loaded from %s in %.1f s", cache_dir(), seconds)

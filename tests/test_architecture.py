@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def module_files(root: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def imported_names(module: str, path: Path) -> list[tuple[str, int]]:
     """Every absolute module name ``module`` imports (``from x import y`` gives ``x.y``,
     which may be a module or a name in ``x``), with its line."""
@@ -120,7 +121,7 @@ def loop_through(component: list[str], graph: dict[str, dict[str, int]]) -> str:
         seen.add(target)
     first = path.index(path[-1])
     loop = path[first:]
-    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(loop, loop[1:])) + \
+    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in itertools.pairwise(loop)) + \
         f" -> {loop[-1]}"
 
 

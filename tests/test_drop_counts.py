@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset, ProcessingStage
-from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.dropped import record_dropped
 from curator_dask.executors import LocalExecutor
 from curator_dask.pipeline import Pipeline
+from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.filters import ScoreFilter, WordCountFilter
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
 

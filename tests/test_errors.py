@@ -62,7 +62,7 @@ def test_except_curator_error_catches_what_the_project_raises(tmp_path):
     (tmp_path / "data" / "a.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
     caught = []
     for action in (
-            lambda: DocumentDataset.read_jsonl(str(tmp_path / "data")).df.compute(),
+            DocumentDataset.read_jsonl(str(tmp_path / "data")).df.compute,
             lambda: DocumentDataset.read_jsonl(str(tmp_path / "data"), on_bad_lines="skip")
             .to_parquet(str(tmp_path / "data" / "out"))):
         try:
@@ -91,7 +91,7 @@ ALLOWED = {
 def _handled_here(stack: list[ast.AST], name: str) -> bool:
     """Whether a ``try`` around the raise, in the same function, catches ``name``: a
     builtin raised to leave a block, turned into a project error a few lines down."""
-    for node, child in zip(reversed(stack), reversed([*stack[1:], None])):
+    for node, child in zip(reversed(stack), reversed([*stack[1:], None]), strict=True):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         if isinstance(node, ast.Try) and child in node.body:

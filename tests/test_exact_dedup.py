@@ -181,7 +181,7 @@ def test_broadcast_and_shuffle_removal_give_identical_partitions_and_counts():
     broadcast, shuffle = (dask.compute(*outputs[s].to_partitions())
                           for s in ("broadcast", "shuffle"))
     assert len(broadcast) == len(shuffle) == 6
-    for a, b in zip(broadcast, shuffle):
+    for a, b in zip(broadcast, shuffle, strict=True):
         pd.testing.assert_frame_equal(a.frame, b.frame)
         assert (a.dropped, a.counters) == (b.dropped, b.counters)
     assert sorted(pd.concat([p.frame for p in broadcast])["id"]) == expected_kept(df)

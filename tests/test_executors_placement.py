@@ -176,8 +176,9 @@ class Lifecycle(ProcessingStage):
     output_columns = {"pid": "int64"}
 
     def __init__(self, directory: str, name: str = "lifecycle", fail_on: int | None = None,
-                 resources: Resources = Resources()):
-        self.directory, self.name, self.fail_on, self.resources = directory, name, fail_on, resources
+                 resources: Resources | None = None):
+        self.directory, self.name, self.fail_on = directory, name, fail_on
+        self.resources = resources if resources is not None else Resources()
 
     def _mark(self, what: str) -> None:
         with open(os.path.join(self.directory, f"{what}-{os.getpid()}-{time.time_ns()}"), "w"):
@@ -213,7 +214,7 @@ def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
     marks = tmp_path / "marks"
     marks.mkdir()
     cpu_stage = Lifecycle(str(marks))
-    result, out = run(corpus, cpu_stage, executor=make(progress=False))
+    _result, out = run(corpus, cpu_stage, executor=make(progress=False))
     calls = _calls(marks)
     pids = set(out["pid"])
     cpu_pids = set(mixed.run(os.getpid, workers=[a for a in mixed.scheduler_info(n_workers=-1)

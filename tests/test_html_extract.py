@@ -86,7 +86,7 @@ def test_charsets_come_from_the_header_then_the_page_then_detection():
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     pytest.importorskip("charset_normalizer", reason="detection needs charset-normalizer")
     french, russian = page("article_fr_latin1.html"), page("article_ru_cp1251.html")
-    payloads = [french, russian, russian, "café à la carte".encode("utf-8") * 30]
+    payloads = [french, russian, russian, "café à la carte".encode() * 30]
     # The last page claims ISO-8859-1 in its header but is UTF-8: a label that decodes
     # is trusted, as browsers do, so the header wins over the bytes.
     declared = [None, None, "windows-1251", "iso-8859-1"]
@@ -104,7 +104,7 @@ def test_an_undecodable_declared_charset_falls_through_to_the_next():
     russian = page("article_ru_cp1251.html")
     text, used = decode_html(russian, "utf-8")
     assert used == "cp1251" and "Новый парк" in text
-    text, used = decode_html("plain ascii".encode(), "no-such-charset")
+    text, used = decode_html(b"plain ascii", "no-such-charset")
     assert used == "utf-8"
 
 
@@ -133,7 +133,7 @@ def test_a_pathological_page_times_out_is_counted_and_the_next_page_is_extracted
 
 def test_a_missing_html_column_names_the_stage_and_the_fix():
     ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["x"]}))
-    with pytest.raises(KeyError, match="html_extract.*'html'.*read_warc"):
+    with pytest.raises(KeyError, match=r"html_extract.*'html'.*read_warc"):
         HtmlExtractor("resiliparse")(ds)
 
 

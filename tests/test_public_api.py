@@ -73,7 +73,7 @@ def test_every_name_in_all_resolves():
 
 
 def test_executor_internals_are_not_exported():
-    import curator_dask.executors as executors
+    from curator_dask import executors
 
     assert set(executors.__all__) == {
         "BatchExecutor", "Executor", "LocalExecutor", "NoWorkersError",

@@ -58,8 +58,17 @@ from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
 from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
 from curator_dask.stages.modifiers.base import DocumentModifier, Modify
 
-__all__ = ["Parameter", "ParameterTypeError", "StageSpec", "stage_catalog", "parameters_of",
-           "type_text", "convert_option", "REQUIRED", "STAGE_OPTIONS"]
+__all__ = [
+    "REQUIRED",
+    "STAGE_OPTIONS",
+    "Parameter",
+    "ParameterTypeError",
+    "StageSpec",
+    "convert_option",
+    "parameters_of",
+    "stage_catalog",
+    "type_text",
+]
 
 #: The packages searched for stage classes.
 PACKAGES = ("curator_dask.stages", "curator_dask.dedup")
@@ -175,7 +184,7 @@ def _detail(err) -> str:
     return f" ({telling[0][0].lower()}{telling[0][1:]})" if telling else ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter_cached(hint):
     return _make_adapter(hint)
 
@@ -213,7 +222,8 @@ def type_text(hint) -> str:
     return _type_text(hint)
 
 
-def _type_text(hint) -> str:
+# One return per kind of type hint a pipeline file may name.
+def _type_text(hint) -> str:  # noqa: PLR0911
     origin = typing.get_origin(hint)
     if hint is type(None) or hint is None:
         return "None"
@@ -284,7 +294,7 @@ def _hint(owner, p: inspect.Parameter):
     namespace = dict(vars(typing))
     namespace.update(getattr(inspect.unwrap(owner), "__globals__", {}))
     try:
-        return eval(p.annotation, namespace)  # noqa: S307 (annotations of our own code)
+        return eval(p.annotation, namespace)  # annotations of our own code
     except Exception:
         return None
 
@@ -355,7 +365,7 @@ class StageSpec:
         unknown = [k for k in params if k not in self.accepted()]
         if unknown:
             raise ArgumentTypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
-                            f"are: {', '.join(self.accepted())}")
+                                    f"are: {', '.join(self.accepted())}")
         missing = [p.name for p in self.parameters if p.required and p.name not in params]
         if missing:
             raise ArgumentTypeError(f"{self.name} needs {', '.join(missing)}")

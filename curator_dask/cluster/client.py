@@ -42,8 +42,10 @@ CLUSTER_TYPES = ("cpu", "gpu", "mixed")
 NO_WORKERS_TIMEOUT = "1 minute"
 
 
+# One branch per way of getting a client (connect, wrap a cluster, start one) and per
+# option of the cluster started, in the order a reader checks them.
 @nemo_keywords()
-def get_client(
+def get_client(  # noqa: PLR0912
     *,
     cluster_type: Literal["cpu", "gpu", "mixed"] = "cpu",
     scheduler_address: str | None = None,

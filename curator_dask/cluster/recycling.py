@@ -56,9 +56,9 @@ def recycler_for(lifetime, stagger, restart, max_retiring) -> WorkerRecycler | N
     stagger = seconds / 10 if stagger is None else parse_timedelta(stagger, default="seconds")
     if not 0 <= stagger < seconds:
         raise InvalidArgumentError(f"worker_lifetime_stagger={stagger!r} must be at least 0 and "
-                         f"shorter than worker_lifetime ({seconds:g} s)")
+                                   f"shorter than worker_lifetime ({seconds:g} s)")
     bad_count = isinstance(max_retiring, bool) or not isinstance(max_retiring, (int, float))
-    if bad_count or not (max_retiring >= 1 and float(max_retiring).is_integer()
+    if bad_count or not ((max_retiring >= 1 and float(max_retiring).is_integer())
                          or 0 < max_retiring < 1):
         raise InvalidArgumentError(
             f"worker_lifetime_max_retiring={max_retiring!r} must be a whole number of "

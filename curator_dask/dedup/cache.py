@@ -48,11 +48,26 @@ from curator_dask.io.errors import OutputExistsError, ResumeMismatchError
 from curator_dask.io.guard import OutputGuard, guarded, run_guard
 from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
 
-__all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
-           "recorded_blocksize",
-           "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
-           "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes",
-           "write_removal", "removal_output_intact", "register_workflow", "workflow_run"]
+__all__ = [
+    "DUPLICATES_DIR",
+    "MARKER",
+    "OUTPUT_MODES",
+    "CachedDuplicates",
+    "PhaseResult",
+    "fingerprint_changes",
+    "mark_complete",
+    "output_mode_for",
+    "read_duplicates",
+    "read_parquet_parts",
+    "read_phase",
+    "recorded_blocksize",
+    "register_workflow",
+    "removal_output_intact",
+    "workflow_run",
+    "write_duplicates",
+    "write_phase",
+    "write_removal",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +196,8 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
         return output_mode
     fs, root = url_to_fs(output_path, **(storage_options or {}))
     manifest = read_manifest(fs, root) if fs.exists(root) and fs.isdir(root) else None
-    entries = sum(output_state.own_files(fs, root, manifest), [])  # not the run's lease
+    own, foreign = output_state.own_files(fs, root, manifest)
+    entries = own + foreign  # not the run's lease
     if not entries:
         return "error"
     if manifest is not None and "fingerprint" in manifest:

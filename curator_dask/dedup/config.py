@@ -42,10 +42,24 @@ from typing import Literal, get_args
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, RemovalStrategy
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["ExactDedupConfig", "FuzzyDedupConfig", "SemanticDedupConfig", "Configured",
-           "takes_config", "resolve_config", "field_names", "HASH_METHODS", "ON_NULL", "HashMethod", "OnNull",
-           "WHICH_TO_KEEP", "SIM_METRICS", "WhichToKeep", "SimMetric",
-           "DEFAULT_MAX_LOCAL_EDGES"]
+__all__ = [
+    "DEFAULT_MAX_LOCAL_EDGES",
+    "HASH_METHODS",
+    "ON_NULL",
+    "SIM_METRICS",
+    "WHICH_TO_KEEP",
+    "Configured",
+    "ExactDedupConfig",
+    "FuzzyDedupConfig",
+    "HashMethod",
+    "OnNull",
+    "SemanticDedupConfig",
+    "SimMetric",
+    "WhichToKeep",
+    "field_names",
+    "resolve_config",
+    "takes_config",
+]
 
 HashMethod = Literal["md5", "xxh3_128"]
 HASH_METHODS = get_args(HashMethod)
@@ -141,10 +155,10 @@ class SemanticDedupConfig:
     --------
     >>> SemanticDedupConfig(eps_thresholds=[0.001, 0.01, 0.01]).eps_thresholds
     (0.01, 0.001)
-    >>> SemanticDedupConfig(eps_thresholds=[0.1], eps_to_extract=0.01)
+    >>> SemanticDedupConfig(eps_thresholds=[0.1], eps_to_extract=0.01)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    curator_dask.errors.InvalidArgumentError: eps_to_extract=0.01 must be one of eps_thresholds (0.1,)
+    curator_dask.errors.InvalidArgumentError: eps_to_extract=0.01 must be one of ... (0.1,)
     """
 
     n_clusters: int = 1000
@@ -183,7 +197,7 @@ class SemanticDedupConfig:
             raise InvalidArgumentError(f"eps_thresholds must be values in [0, 2), got {eps}")
         if float(self.eps_to_extract) not in eps:
             raise InvalidArgumentError(f"eps_to_extract={self.eps_to_extract} must be one of "
-                             f"eps_thresholds {eps}")
+                                       f"eps_thresholds {eps}")
         # Frozen: the normalised values are set the way dataclasses set fields.
         object.__setattr__(self, "eps_thresholds", eps)
         object.__setattr__(self, "eps_to_extract", float(self.eps_to_extract))
@@ -223,7 +237,7 @@ def resolve_config(cls, config, given: Mapping[str, object], *, who: str):
         config = cls(**config)
     if not isinstance(config, cls):
         raise ArgumentTypeError(f"{who}: config must be a {cls.__name__} (or a mapping of its "
-                        f"fields), got {type(config).__name__}")
+                                f"fields), got {type(config).__name__}")
     defaults = {f.name: f.default for f in fields(cls)}
     changed = [f"{k}={given[k]!r}" for k in sorted(given)
                if k in defaults and not _same(given[k], defaults[k])]

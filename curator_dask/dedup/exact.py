@@ -40,6 +40,7 @@ cuDF partitions it is computed on the host).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 
 import dask.dataframe as dd
@@ -73,8 +74,16 @@ from curator_dask.errors import (
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",
-           "DUPLICATE_REASON", "NULL_TEXT_REASON", "default_hash_partitions"]
+__all__ = [
+    "DUPLICATE_REASON",
+    "HASH_FIELD",
+    "HASH_METHODS",
+    "NULL_TEXT_REASON",
+    "ExactDuplicates",
+    "NullTextError",
+    "default_hash_partitions",
+    "hash_texts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +199,7 @@ def digests(arrow: pa.Array, method: str) -> bytes:
     data, offsets = string_buffers(arrow)
     # The one per-document loop, measured faster than the alternatives in the module
     # docstring: the hashing runs in C on buffer slices, no Python str is built.
-    return b"".join([new(data[start:end]).digest() for start, end in zip(offsets, offsets[1:])])
+    return b"".join([new(data[start:end]).digest() for start, end in itertools.pairwise(offsets)])
 
 
 def hex_digests(packed: bytes) -> pa.LargeStringArray:

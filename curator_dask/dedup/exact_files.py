@@ -72,7 +72,7 @@ from curator_dask.io.output_state import (
 from curator_dask.io.writers import WriteSpec, prepare_output, write_part, write_partition
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "rows_to_remove"]
+__all__ = ["IN_MEMORY_FRACTION", "STAGING_DIR", "ExactFilesRun", "rows_to_remove"]
 
 logger = logging.getLogger(__name__)
 

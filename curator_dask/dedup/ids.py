@@ -24,9 +24,19 @@ import numpy as np
 from curator_dask.errors import CuratorError, InvalidArgumentError
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
 
-__all__ = ["HASH_FIELD", "ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_numbers",
-           "first_row", "partition_of_rows", "repeated_ids", "check_unique_ids",
-           "mark_hash_partitioned", "is_hash_partitioned"]
+__all__ = [
+    "HASH_FIELD",
+    "ROW_FIELD",
+    "DuplicateIdError",
+    "DuplicateListMismatchError",
+    "check_unique_ids",
+    "first_row",
+    "is_hash_partitioned",
+    "mark_hash_partitioned",
+    "partition_of_rows",
+    "repeated_ids",
+    "row_numbers",
+]
 
 #: The column of row numbers in exact dedup's duplicate list and in ``remove_ids`` input.
 ROW_FIELD = "_row"

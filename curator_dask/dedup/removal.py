@@ -57,8 +57,14 @@ from curator_dask.dropped import record_dropped
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
-           "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD"]
+__all__ = [
+    "DEFAULT_BROADCAST_THRESHOLD",
+    "STRATEGIES",
+    "default_shuffle_method",
+    "listed_rows_mask",
+    "raise_mismatch",
+    "remove_ids",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from curator_dask.io.identity import files_identity
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
-__all__ = ["TextDuplicatesRemovalWorkflow", "RemovalResult", "LISTED_DUPLICATE_REASON"]
+__all__ = ["LISTED_DUPLICATE_REASON", "RemovalResult", "TextDuplicatesRemovalWorkflow"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +116,10 @@ class TextDuplicatesRemovalWorkflow:
         other = [e for e in input_file_extensions or ()
                  if "." + e.lstrip(".").lower() not in readable]
         if other:
-            raise InvalidArgumentError(f"input_file_extensions {other} are not {input_filetype} "
-                             f"extensions curator-dask reads ({', '.join(readable)}); pass "
-                             "input_path as the list of files to read")
+            raise InvalidArgumentError(
+                f"input_file_extensions {other} are not {input_filetype} "
+                f"extensions curator-dask reads ({', '.join(readable)}); pass "
+                "input_path as the list of files to read")
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
         self.output_path = output_path

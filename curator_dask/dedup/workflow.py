@@ -64,7 +64,7 @@ from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
-__all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
+__all__ = ["ExactDedupResult", "ExactDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
             f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
     if on_bad_lines != "error" and input_filetype != "jsonl":
         raise InvalidArgumentError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
-                         "files have no lines to skip")
+                                   "files have no lines to skip")
     return on_bad_lines
 
 

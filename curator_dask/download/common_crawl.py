@@ -39,8 +39,13 @@ from curator_dask.io import atomic
 from curator_dask.io.errors import OutputExistsError
 from curator_dask.io.guard import guarded
 
-__all__ = ["DEFAULT_BASE_URL", "warc_paths", "download_warc", "read_common_crawl",
-           "PARTIAL_SUFFIX"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "PARTIAL_SUFFIX",
+    "download_warc",
+    "read_common_crawl",
+    "warc_paths",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -167,18 +172,18 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
 
 
 def _fetch(fs, remote: str, partial: str, have: int, size: int | None, chunk: int) -> None:
-    with atomic.open_partial(partial, have) as out:
-        # No read-ahead cache: each read is one range request for exactly that chunk,
-        # and what arrived is on disk before the next one is asked for.
-        with fs.open(remote, "rb", block_size=chunk, cache_type="none") as source:
-            source.seek(have)
-            while size is None or have < size:
-                data = source.read(chunk if size is None else min(chunk, size - have))
-                if not data:
-                    break
-                out.write(data)
-                out.flush()
-                have += len(data)
+    # No read-ahead cache: each read is one range request for exactly that chunk, and what
+    # arrived is on disk before the next one is asked for.
+    with (atomic.open_partial(partial, have) as out,
+          fs.open(remote, "rb", block_size=chunk, cache_type="none") as source):
+        source.seek(have)
+        while size is None or have < size:
+            data = source.read(chunk if size is None else min(chunk, size - have))
+            if not data:
+                break
+            out.write(data)
+            out.flush()
+            have += len(data)
     if size is not None and have != size:
         raise DownloadFailedError(f"the transfer ended at byte {have} of {size}")
 

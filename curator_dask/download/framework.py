@@ -61,8 +61,15 @@ from curator_dask.io.overlap import input_paths
 from curator_dask.io.source import PartitionSource
 from curator_dask.stages.io_stages import ReaderStage
 
-__all__ = ["URLGenerator", "DocumentDownloader", "DocumentIterator", "DocumentExtractor",
-           "DocumentDownloadExtractStage", "DownloadError", "DownloadFailedError"]
+__all__ = [
+    "DocumentDownloadExtractStage",
+    "DocumentDownloader",
+    "DocumentExtractor",
+    "DocumentIterator",
+    "DownloadError",
+    "DownloadFailedError",
+    "URLGenerator",
+]
 
 logger = logging.getLogger(__name__)
 

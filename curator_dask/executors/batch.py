@@ -73,6 +73,6 @@ class BatchExecutor(ClusterExecutor):
             except BaseException:
                 client.cancel(futures)
                 raise
-            items = [(future, task.covered) for future, task in zip(futures, tasks)]
+            items = [(future, task.covered) for future, task in zip(futures, tasks, strict=True)]
         for value in client.gather([future for future, _ in items]):
             segment.steps[-1].finish(state, value)

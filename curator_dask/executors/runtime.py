@@ -20,8 +20,14 @@ from curator_dask.partition import Partition, PlannedRead, TaskRecord
 from curator_dask.stages.base import ProcessingStage, run_stage
 from curator_dask.stages.io_stages import PreparedOutput, write_part
 
-__all__ = ["read_task", "stage_task", "write_task", "records_of", "where_am_i",
-           "unfinished_tasks"]
+__all__ = [
+    "read_task",
+    "records_of",
+    "stage_task",
+    "unfinished_tasks",
+    "where_am_i",
+    "write_task",
+]
 
 
 def where_am_i() -> str:

@@ -469,16 +469,21 @@ class CapPlanner:
             self.next_plan = now + self.interval
             if plan is not None:
                 caps = [math.inf] * len(self.steps)
-                for k, cap in zip(capped, plan.caps):
+                for k, cap in zip(capped, plan.caps, strict=True):
                     caps[k] = cap
                 # The total stays within the caps' sum, also while a stage whose cap
                 # was lowered drains: the others cannot fill up beside it meanwhile.
                 limit = min(sum(plan.caps), self.max_in_flight or math.inf)
                 slowest = loads[plan.bottleneck]
                 if self.bottleneck_name != slowest.name:
-                    logger.info("%s: bottleneck is stage %r (%.3g s per partition on %d "
-                                "slots); caps %s", self.label, slowest.name, slowest.seconds,
-                                slowest.slots, {load.name: c for load, c in zip(loads, plan.caps)})
+                    logger.info(
+                        "%s: bottleneck is stage %r (%.3g s per partition on %d slots); caps %s",
+                        self.label,
+                        slowest.name,
+                        slowest.seconds,
+                        slowest.slots,
+                        {load.name: c for load, c in zip(loads, plan.caps, strict=True)},
+                    )
                 self.bottleneck_name = slowest.name
                 self.bottleneck = capped[plan.bottleneck]
                 self.shared = ((capped[plan.shared[0]], self.bottleneck) if plan.shared

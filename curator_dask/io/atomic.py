@@ -45,11 +45,32 @@ import numpy as np
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.errors import OutputExistsError
 
-__all__ = ["TMP_SUFFIX", "temporary_name", "is_temporary", "atomic_open", "write_bytes",
-           "write_json", "json_default", "create_exclusive", "remove", "remove_entry",
-           "remove_empty_directory", "make_dirs", "move", "make_temp_dir", "make_local_dirs",
-           "open_lock", "touch", "remove_tree", "open_partial", "performance_report",
-           "staged_directory", "staged_files", "is_local", "has_exclusive_create"]
+__all__ = [
+    "TMP_SUFFIX",
+    "atomic_open",
+    "create_exclusive",
+    "has_exclusive_create",
+    "is_local",
+    "is_temporary",
+    "json_default",
+    "make_dirs",
+    "make_local_dirs",
+    "make_temp_dir",
+    "move",
+    "open_lock",
+    "open_partial",
+    "performance_report",
+    "remove",
+    "remove_empty_directory",
+    "remove_entry",
+    "remove_tree",
+    "staged_directory",
+    "staged_files",
+    "temporary_name",
+    "touch",
+    "write_bytes",
+    "write_json",
+]
 
 #: What a temporary file's name ends with, before 32 hex digits.
 TMP_SUFFIX = ".tmp-"

@@ -16,10 +16,21 @@ import pyarrow as pa
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
-           "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
-           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError",
-           "InputNotFoundError", "reading", "as_input_error"]
+__all__ = [
+    "CorruptFileError",
+    "InputError",
+    "InputNotFoundError",
+    "InvalidEncodingError",
+    "MalformedLineError",
+    "MissingColumnError",
+    "SchemaConflictError",
+    "SchemaMismatchError",
+    "TextTypeError",
+    "TruncatedFileError",
+    "UnexpectedColumnError",
+    "as_input_error",
+    "reading",
+]
 
 _SKIP_HINT = "or read with on_bad_lines='skip' (or 'warn') to skip and count such lines"
 
@@ -235,7 +246,7 @@ def reading(path: str, *, line: int | None = None, offset: int | None = None
     never as a raw exception."""
     try:
         yield
-    except Exception as err:  # noqa: BLE001 (sorted by as_input_error)
+    except Exception as err:  # sorted by as_input_error
         named = as_input_error(err, path, line=line, offset=offset)
         if named is err:
             raise
@@ -309,5 +320,9 @@ class ResumeMismatchError(CuratorError, ValueError):
         )
 
 
-__all__ += ["OutputOverlapsInputError", "OutputExistsError", "ForeignFilesError",
-            "ResumeMismatchError"]
+__all__ += [
+    "ForeignFilesError",
+    "OutputExistsError",
+    "OutputOverlapsInputError",
+    "ResumeMismatchError",
+]

@@ -57,8 +57,14 @@ from curator_dask.io.errors import InputError, OutputOverlapsInputError
 from curator_dask.io.lease import HEARTBEAT_SECONDS, Lease, LeaseLostError
 from curator_dask.io.overlap import InputPaths, check_output_path, relation
 
-__all__ = ["OutputGuard", "GuardedPath", "OutputCollisionError", "guarded", "run_guard",
-           "claim"]
+__all__ = [
+    "GuardedPath",
+    "OutputCollisionError",
+    "OutputGuard",
+    "claim",
+    "guarded",
+    "run_guard",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -290,7 +296,7 @@ def claim(path: str, what: str, *, storage_options: dict | None = None, fs=None,
     guard = OutputGuard.current()
     if guard is None:
         raise RunStateError(f"writing {what} {path!r} needs a run in progress: run it "
-                           "inside OutputGuard (executors and workflows make one)")
+                            "inside OutputGuard (executors and workflows make one)")
     return guard.claim(path, what, storage_options=storage_options, fs=fs, inputs=inputs)
 
 

@@ -33,8 +33,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 
-__all__ = ["BLOCK_BYTES", "digest", "file_identity", "files_identity", "plan_identity",
-           "identity_changes"]
+__all__ = [
+    "BLOCK_BYTES",
+    "digest",
+    "file_identity",
+    "files_identity",
+    "identity_changes",
+    "plan_identity",
+]
 
 #: Bytes hashed at each end of a file.
 BLOCK_BYTES = 1 << 20

@@ -30,9 +30,18 @@ from curator_dask.io.parquet import open_parquet
 from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.warc import warc_splittable
 
-__all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning",
-           "auto_blocksize", "resolve_blocksize", "cluster_threads", "DEFAULT_BLOCKSIZE",
-           "MIN_AUTO_BLOCKSIZE", "AUTO"]
+__all__ = [
+    "AUTO",
+    "DEFAULT_BLOCKSIZE",
+    "MIN_AUTO_BLOCKSIZE",
+    "FileSlice",
+    "PartitionSpec",
+    "auto_blocksize",
+    "check_partitioning",
+    "cluster_threads",
+    "plan_partitions",
+    "resolve_blocksize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +239,9 @@ def _byte_ranges(f: InputFile, block: int) -> list[tuple[FileSlice, int]]:
     out = []
     for start in range(0, f.size, block):
         end = start + block
-        out.append((FileSlice(f, start, None if end >= f.size else end), min(block, f.size - start)))
+        out.append(
+            (FileSlice(f, start, None if end >= f.size else end), min(block, f.size - start))
+        )
     return out
 
 

@@ -33,8 +33,17 @@ from curator_dask.io.errors import (
     UnexpectedColumnError,
 )
 
-__all__ = ["arrow_type", "schema_with_overrides", "with_text_column", "Conformer",
-           "ColumnConflict", "SchemaUnion", "unify_types", "check_backend", "FILENAME_COLUMN"]
+__all__ = [
+    "FILENAME_COLUMN",
+    "ColumnConflict",
+    "Conformer",
+    "SchemaUnion",
+    "arrow_type",
+    "check_backend",
+    "schema_with_overrides",
+    "unify_types",
+    "with_text_column",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +302,7 @@ def _dropped_fields(source: pa.DataType, target: pa.DataType, prefix: str = "") 
     source_children, target_children = children(source), children(target)
     if source_children and len(source_children) == len(target_children) \
             and not pa.types.is_struct(source) and not pa.types.is_struct(target):
-        return [path for a, b in zip(source_children, target_children)
+        return [path for a, b in zip(source_children, target_children, strict=True)
                 for path in _dropped_fields(a.type, b.type, prefix)]
     return []
 

@@ -33,7 +33,6 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curator_dask._fsspec import strip_protocol
 from curator_dask.backends import to_host
 from curator_dask.errors import InvalidArgumentError, NameNotFoundError
 from curator_dask.io import atomic
@@ -54,8 +53,20 @@ from curator_dask.io.output_state import (
     write_manifest,
 )
 
-__all__ = ["WriteSpec", "prepare_output", "write_partition", "write_part", "part_name", "MODES",
-           "FORMATS", "MANIFEST", "check_mode", "read_manifest", "own_files", "remove_leftovers"]
+__all__ = [
+    "FORMATS",
+    "MANIFEST",
+    "MODES",
+    "WriteSpec",
+    "check_mode",
+    "own_files",
+    "part_name",
+    "prepare_output",
+    "read_manifest",
+    "remove_leftovers",
+    "write_part",
+    "write_partition",
+]
 
 logger = logging.getLogger(__name__)
 

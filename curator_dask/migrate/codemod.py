@@ -40,6 +40,7 @@ dups = ExactDuplicates(cache_path='c')
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import inspect
@@ -203,10 +204,8 @@ class _Migrator(cst.CSTTransformer):
         return line
 
     def _bind(self, local: str, nemo_name: str, cp: Counterpart) -> None:
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             self.objects[local] = _resolve(cp.ours)
-        except (ImportError, AttributeError):
-            pass
         self.counterparts[local] = (nemo_name, cp)
 
     def _from_import(self, node: cst.ImportFrom) -> list[str] | None:

@@ -34,10 +34,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
-           "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
-           "import_lines",
-           "module_table", "keyword_rules", "METHODS", "COMPANIONS"]
+__all__ = [
+    "COMPANIONS",
+    "KEYWORDS",
+    "METHODS",
+    "MODULES",
+    "NAMES",
+    "NEMO_PACKAGE",
+    "Counterpart",
+    "Ignored",
+    "ModulePath",
+    "Refused",
+    "Renamed",
+    "import_lines",
+    "keyword_rules",
+    "module_table",
+    "nemo_module_for",
+    "nemo_modules_under",
+    "where",
+]
 
 NEMO_PACKAGE = "nemo_curator"
 

@@ -29,7 +29,7 @@ import dask
 
 from curator_dask._compute import computed_by
 
-__all__ = ["Progress", "compute", "persist", "phase", "current", "log_interval", "reporting"]
+__all__ = ["Progress", "compute", "current", "log_interval", "persist", "phase", "reporting"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def log_interval() -> float:
 
 
 def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 

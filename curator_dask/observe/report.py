@@ -37,8 +37,14 @@ from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard
 from curator_dask.observe.run_result import RunResult
 
-__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
-           "label_distributions", "write_report"]
+__all__ = [
+    "StageRow",
+    "cluster_sizes",
+    "format_stage_table",
+    "label_distributions",
+    "stage_rows",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +132,7 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
             other_counters[name] = count
         else:
             owner.counters[name] = owner.counters.get(name, 0) + count
-    for obj, row in zip(objects, rows):
+    for obj, row in zip(objects, rows, strict=True):
         if row.kind == "read":
             continue
         rest = row.docs_in - row.docs_out - sum(row.dropped.values())
@@ -332,9 +338,9 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     else:
         parts.append(Div(text="<p>No document was dropped.</p>"))
     distributions = label_distributions(rows)
-    for field, counts in distributions.items():
+    for label, counts in distributions.items():
         ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        parts.append(_bar(f"Label distribution: {field}", [v for v, _ in ordered],
+        parts.append(_bar(f"Label distribution: {label}", [v for v, _ in ordered],
                           [n for _, n in ordered], horizontal=True, value_label="documents",
                           color="#b279a2"))
     counted: dict[str, int] = {}

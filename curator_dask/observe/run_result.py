@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 from curator_dask.errors import NameNotFoundError
 from curator_dask.partition import TaskRecord
 
-__all__ = ["StageMetrics", "RunResult", "OutputTask", "TaskRecord", "stage_metrics",
-           "format_stages"]
+__all__ = [
+    "OutputTask",
+    "RunResult",
+    "StageMetrics",
+    "TaskRecord",
+    "format_stages",
+    "stage_metrics",
+]
 
 
 @dataclass
@@ -163,7 +169,8 @@ class RunResult:
         return format_stages(self.stages)
 
 
-def stage_metrics(records: Iterable[Mapping], order: list[tuple[str, str, str]]) -> list[StageMetrics]:
+def stage_metrics(records: Iterable[Mapping],
+                  order: list[tuple[str, str, str]]) -> list[StageMetrics]:
     """Sum task records per stage, in ``order`` (name, kind, resources)."""
     by_stage: dict[str, list[Mapping]] = defaultdict(list)
     for record in records:
@@ -195,7 +202,7 @@ def format_stages(stages: list[StageMetrics]) -> str:
         header += ("busy %", "queue")
         rows = [(*r, "-" if s.busy_fraction is None else f"{100 * s.busy_fraction:.1f}",
                  "-" if s.mean_queue_length is None else f"{s.mean_queue_length:.2f}")
-                for r, s in zip(rows, stages)]
+                for r, s in zip(rows, stages, strict=True)]
     from curator_dask.observe.tables import text_table
 
     return text_table(header, rows)

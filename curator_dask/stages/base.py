@@ -43,8 +43,18 @@ from curator_dask.stages.columns import (
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
 
-__all__ = ["ProcessingStage", "processing_stage", "Sequential", "Stage", "StageStep",
-           "WholeDatasetStage", "key_prefix", "unique_name", "run_stage", "teardown_stage"]
+__all__ = [
+    "ProcessingStage",
+    "Sequential",
+    "Stage",
+    "StageStep",
+    "WholeDatasetStage",
+    "key_prefix",
+    "processing_stage",
+    "run_stage",
+    "teardown_stage",
+    "unique_name",
+]
 
 logger = logging.getLogger(__name__)
 

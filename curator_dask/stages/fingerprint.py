@@ -40,8 +40,15 @@ from collections.abc import Mapping, Sequence
 from curator_dask.io.identity import digest
 from curator_dask.io.output_state import param_changes
 
-__all__ = ["jsonable", "function_fingerprint", "object_fingerprint", "digest",
-           "param_changes", "pipeline_changes", "NOT_PARAMETERS"]
+__all__ = [
+    "NOT_PARAMETERS",
+    "digest",
+    "function_fingerprint",
+    "jsonable",
+    "object_fingerprint",
+    "param_changes",
+    "pipeline_changes",
+]
 
 #: Attributes that never count: they change where or how fast a stage runs, not what
 #: it computes (or, for ``storage_options``, hold credentials that must not be recorded).
@@ -67,7 +74,8 @@ def object_fingerprint(obj, ignore: Sequence[str] = ()) -> dict:
     return {"stage": qualified_name(type(obj)), "params": params}
 
 
-def jsonable(value, depth: int = 0):
+# One return per kind of value a stage's parameters may hold.
+def jsonable(value, depth: int = 0):  # noqa: PLR0911, PLR0912
     """``value`` as JSON-able data that is equal for equal parameters on every run.
 
     Examples

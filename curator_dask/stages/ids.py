@@ -8,7 +8,7 @@ from curator_dask.backends import series_like
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.base import ProcessingStage
 
-__all__ = ["AddId", "ROWS_PER_PARTITION_ID_SPACE"]
+__all__ = ["ROWS_PER_PARTITION_ID_SPACE", "AddId"]
 
 #: Ids of partition ``p`` are ``p * ROWS_PER_PARTITION_ID_SPACE + row``: readable in
 #: decimal (partition 3, row 5 -> 3000000005) and room for 9.2 billion partitions.

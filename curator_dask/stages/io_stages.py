@@ -52,8 +52,18 @@ from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
 from curator_dask.stages.fingerprint import pipeline_changes
 
-__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
-           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
+__all__ = [
+    "JsonlReader",
+    "JsonlWriter",
+    "ParquetReader",
+    "ParquetWriter",
+    "PreparedOutput",
+    "ReaderStage",
+    "WarcReader",
+    "WriterStage",
+    "resume_changes",
+    "write_part",
+]
 
 logger = logging.getLogger(__name__)
 

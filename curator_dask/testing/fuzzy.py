@@ -20,7 +20,7 @@ import pandas as pd
 
 from curator_dask.errors import InvalidArgumentError
 
-__all__ = ["planted_near_duplicates", "similar_pairs", "shingles", "jaccard"]
+__all__ = ["jaccard", "planted_near_duplicates", "shingles", "similar_pairs"]
 
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 
@@ -29,7 +29,9 @@ def _vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
     lengths = rng.integers(2, 11, size=size)
     letters = rng.choice(_LETTERS, size=int(lengths.sum()))
     ends = np.cumsum(lengths)
-    return np.array(["".join(letters[e - n:e]) for n, e in zip(lengths, ends)], dtype=object)
+    return np.array(
+        ["".join(letters[e - n : e]) for n, e in zip(lengths, ends, strict=True)], dtype=object
+    )
 
 
 def _mutate(words: list[str], rate: float, rng: np.random.Generator,
@@ -38,7 +40,7 @@ def _mutate(words: list[str], rate: float, rng: np.random.Generator,
     edits = rng.random(len(words)) < rate
     kinds = rng.integers(0, 3, size=len(words))
     fresh = vocabulary[rng.integers(0, len(vocabulary), size=len(words))]
-    for word, edit, kind, new in zip(words, edits, kinds, fresh):
+    for word, edit, kind, new in zip(words, edits, kinds, fresh, strict=True):
         if not edit:
             out.append(word)
         elif kind == 0:  # replace

@@ -48,28 +48,28 @@ from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNot
 from curator_dask.text import kernels
 
 __all__ = [
-    "kernels",
-    "to_pandas_text",
-    "like_input",
+    "Segments",
+    "WordSpans",
     "arrow_text",
     "buffers",
-    "lengths",
     "char_table",
-    "register_chars",
     "count_chars",
     "count_classes",
-    "re2_class",
-    "Segments",
-    "words",
     "count_words",
-    "word_spans",
-    "WordSpans",
-    "string_array",
-    "split_segments",
+    "kernels",
+    "lengths",
+    "like_input",
     "nonblank_lines",
-    "splitlines",
-    "split_runs",
     "ratio",
+    "re2_class",
+    "register_chars",
+    "split_runs",
+    "split_segments",
+    "splitlines",
+    "string_array",
+    "to_pandas_text",
+    "word_spans",
+    "words",
 ]
 
 MAX_CODE_POINT = 0x110000
@@ -337,10 +337,7 @@ def word_spans(arr: pa.Array) -> WordSpans:
 
 def split_segments(arr: pa.Array, separator: str, *, regex: bool = False) -> Segments:
     """``text.split(separator)`` (or ``re.split``) for every document; empty pieces kept."""
-    if regex:
-        lists = pc.split_pattern_regex(arr, separator)
-    else:
-        lists = pc.split_pattern(arr, separator)
+    lists = pc.split_pattern_regex(arr, separator) if regex else pc.split_pattern(arr, separator)
     return _from_lists(lists)
 
 

@@ -13,13 +13,13 @@ import signal
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
-from reliability.conftest import write_corpus
 
 from curator_dask import processing_stage
 from curator_dask.executors import BatchExecutor, StreamingExecutor
 from curator_dask.faults import WorkerDiedError, WorkerMemoryError
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from reliability.conftest import write_corpus
 
 LIMIT = 600 * 2**20
 

@@ -95,11 +95,12 @@ def test_sizes_and_counts_out_of_range_exit_2_at_dry_run(tmp_path, monkeypatch, 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.jsonl").write_text('{"text": "one"}\n')
     monkeypatch.chdir(tmp_path)
+    reader = "reader: {type: jsonl, path: data/}\n"
     body = {
         "reader": f"reader:\n  type: jsonl\n  path: data/\n  {key}: {value}\nstages: []\n",
-        "cluster": f"reader: {{type: jsonl, path: data/}}\nstages: []\ncluster:\n  {key}: {value}\n",
-        "executor": f"reader: {{type: jsonl, path: data/}}\nstages: []\nexecutor:\n  {key}: {value}\n",
-        "stage": f"reader: {{type: jsonl, path: data/}}\nstages:\n  - AddId:\n      {key}: {value}\n",
+        "cluster": f"{reader}stages: []\ncluster:\n  {key}: {value}\n",
+        "executor": f"{reader}stages: []\nexecutor:\n  {key}: {value}\n",
+        "stage": f"{reader}stages:\n  - AddId:\n      {key}: {value}\n",
     }[section]
     (tmp_path / "p.yaml").write_text(textwrap.dedent(body))
     code = main(["run", "p.yaml", "--dry-run"])

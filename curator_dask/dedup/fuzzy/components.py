@@ -40,8 +40,13 @@ from curator_dask.errors import ComputationError, InvalidArgumentError
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["connected_components", "union_find_components", "distributed_components",
-           "GROUP_FIELD", "DEFAULT_MAX_LOCAL_EDGES"]
+__all__ = [
+    "DEFAULT_MAX_LOCAL_EDGES",
+    "GROUP_FIELD",
+    "connected_components",
+    "distributed_components",
+    "union_find_components",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +149,7 @@ def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
             f"{y.shape}")
     if len(x) >= 2**30:
         raise InvalidArgumentError(f"{len(x)} edges are too many for one worker's union-find; use "
-                         "distributed_components")
+                                   "distributed_components")
     ids, number = _index_ids(x, y)
     return ids, _union_find(number, ids, len(x))
 
@@ -238,7 +243,7 @@ def distributed_components(edges, *, id_field: str = "id", max_rounds: int = 64,
     >>> distributed_components(edges).compute().sort_values("id").values.tolist()
     [[2, 2], [3, 2], [5, 5], [7, 5], [9, 5]]
     """
-    x, y = EDGE_FIELDS
+    x, _y = EDGE_FIELDS
     df = edges.df if isinstance(edges, DocumentDataset) else edges
     nparts = npartitions or df.npartitions
     method = default_shuffle_method()

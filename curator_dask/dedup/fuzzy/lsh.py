@@ -44,8 +44,14 @@ from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["LSH", "optimal_bands", "band_buckets", "BUCKET_FIELD", "EDGE_FIELDS",
-           "lsh_probability"]
+__all__ = [
+    "BUCKET_FIELD",
+    "EDGE_FIELDS",
+    "LSH",
+    "band_buckets",
+    "lsh_probability",
+    "optimal_bands",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -39,8 +39,13 @@ from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.columns import id_column_fix
 
-__all__ = ["MinHash", "SIGNATURE_FIELD", "signature_matrix", "signature_type",
-           "signature_series"]
+__all__ = [
+    "SIGNATURE_FIELD",
+    "MinHash",
+    "signature_matrix",
+    "signature_series",
+    "signature_type",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +110,7 @@ def _signature_matrix_pandas(signatures: pd.Series, num_hashes: int | None) -> n
         num_hashes = int(offsets[1] - offsets[0]) if n else 0
     if n and not np.array_equal(np.diff(offsets), np.full(n, num_hashes, dtype=offsets.dtype)):
         raise InvalidArgumentError(f"signatures must all have {num_hashes} values; these have "
-                         f"{sorted(set(np.diff(offsets).tolist()))[:5]}")
+                                   f"{sorted(set(np.diff(offsets).tolist()))[:5]}")
     flat = arrow.flatten().to_numpy(zero_copy_only=True) if n else np.empty(0, np.uint32)
     return flat.reshape(n, num_hashes)
 

@@ -74,9 +74,9 @@ __all__ = [
     "generate_permutations",
     "minhash32",
     "minhash64",
+    "mmh3_x64_128",
     "murmurhash3_32",
     "murmurhash3_x64_128",
-    "mmh3_x64_128",
     "next_char",
     "string_buffers",
 ]
@@ -337,7 +337,8 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
 # --------------------------------------------------------------------------
 
 
-def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+# One branch per kind of string column (Arrow string, large string, chunked, pandas, cuDF).
+def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:  # noqa: PLR0912
     """Zero-copy ``(utf8_bytes, int64_offsets)`` views of a string column.
 
     Raises
@@ -392,7 +393,9 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(n + 1, dtype=offset_dtype)
     else:
         offsets = np.frombuffer(off_buf, dtype=offset_dtype)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
     # Offsets are absolute positions into the data buffer, so a sliced array
     # needs no rebasing.  int32 -> int64 costs one small copy and avoids a
     # second compiled specialisation.
@@ -604,7 +607,8 @@ def murmurhash3_32(data: bytes | bytearray | memoryview | str, seed: int = 0) ->
     return int(_mmh3_x86_32(buf, 0, buf.shape[0], np.uint32(_check_seed(seed, 32))))
 
 
-def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str, seed: int = 0) -> tuple[int, int]:
+def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str,
+                        seed: int = 0) -> tuple[int, int]:
     """MurmurHash3_x64_128 of ``data`` as two unsigned 64-bit words ``(h1, h2)``.
 
     Parameters

@@ -66,7 +66,7 @@ from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.ids import AddId
 
-__all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
+__all__ = ["PHASES", "FuzzyDedupResult", "FuzzyDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 

@@ -60,9 +60,18 @@ from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
 from curator_dask.stages.columns import ColumnNotFoundError
 
-__all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
-           "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
-           "SIMILARITY_FIELD", "GROUP_FIELD", "WHICH_TO_KEEP", "SIM_METRICS"]
+__all__ = [
+    "CLUSTER_FIELD",
+    "DUPLICATE_OF_FIELD",
+    "GROUP_FIELD",
+    "SEMANTIC_DUPLICATE_REASON",
+    "SIMILARITY_FIELD",
+    "SIM_METRICS",
+    "WHICH_TO_KEEP",
+    "EmbeddingColumnError",
+    "SemanticDuplicates",
+    "embedding_matrix",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +256,7 @@ def _cluster_pairs(df, *, id_field: str, column: str, which_to_keep: str,
     stops = np.concatenate([bounds, [len(df)]]).astype(np.int64)
     found_rows, found_before, found_similarity = [], [], []
     # One step per cluster (a partition holds a few); the work inside is vectorised.
-    for start, stop in zip(starts, stops):
+    for start, stop in zip(starts, stops, strict=True):
         if stop - start < 2:
             continue
         positions = np.arange(start, stop)
@@ -560,7 +569,7 @@ def id_arrow_type(dtype) -> pa.DataType:
     """The Arrow type the phases store ids as: int64, or strings."""
     if pd.api.types.is_integer_dtype(dtype):
         return pa.int64()
-    if pd.api.types.is_string_dtype(dtype) or dtype == object:
+    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
         return pa.large_string()
     raise ArgumentTypeError(f"semantic dedup needs integer or string ids, not {dtype}")
 

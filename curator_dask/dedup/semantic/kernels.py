@@ -30,8 +30,18 @@ import numpy as np
 
 from curator_dask.errors import InvalidArgumentError
 
-__all__ = ["ArrayOps", "NumpyOps", "TorchOps", "array_ops", "nearest_centroids",
-           "lloyd_partial", "max_similarity_before", "resolve_ops", "check_device", "MAX_BLOCK_ELEMENTS"]
+__all__ = [
+    "MAX_BLOCK_ELEMENTS",
+    "ArrayOps",
+    "NumpyOps",
+    "TorchOps",
+    "array_ops",
+    "check_device",
+    "lloyd_partial",
+    "max_similarity_before",
+    "nearest_centroids",
+    "resolve_ops",
+]
 
 #: The most elements one distance matrix of :func:`nearest_centroids` holds (64 MiB of
 #: float32) on a GPU: rows are taken in chunks of ``MAX_BLOCK_ELEMENTS // n_centroids``.

@@ -62,8 +62,14 @@ from curator_dask.dedup.semantic.kernels import (
 )
 from curator_dask.errors import InvalidArgumentError
 
-__all__ = ["KMeansFit", "KMeansBlock", "fit_kmeans", "kmeans_plusplus",
-           "DEFAULT_BLOCK_BYTES", "INIT_SAMPLE_PER_CLUSTER"]
+__all__ = [
+    "DEFAULT_BLOCK_BYTES",
+    "INIT_SAMPLE_PER_CLUSTER",
+    "KMeansBlock",
+    "KMeansFit",
+    "fit_kmeans",
+    "kmeans_plusplus",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +146,7 @@ def _stats(x) -> tuple[int, int, np.ndarray, np.ndarray]:
         raise InvalidArgumentError(f"k-means needs 2-d arrays of embeddings, got shape {x.shape}")
     if len(x) == 0:
         return 0, 0, np.zeros(0), np.zeros(0)
-    return (len(x), x.shape[1]) + _column_moments(np.ascontiguousarray(x, dtype=np.float32))
+    return (len(x), x.shape[1], *_column_moments(np.ascontiguousarray(x, dtype=np.float32)))
 
 
 def _rows(block: KMeansBlock, positions: np.ndarray) -> np.ndarray:
@@ -153,7 +159,7 @@ def _block_partial(ops, block: KMeansBlock, centroids: np.ndarray):
 
 def _add(*parts):
     if isinstance(parts[0], tuple):
-        return tuple(_add(*values) for values in zip(*parts))
+        return tuple(_add(*values) for values in zip(*parts, strict=True))
     total = parts[0]
     for part in parts[1:]:
         total = total + part
@@ -182,7 +188,7 @@ def _group(sizes: np.ndarray, dim: int, block_bytes: int) -> list[list[int]]:
             current, used = [], 0
         current.append(index)
         used += size
-    return groups + [current] if current else groups
+    return [*groups, current] if current else groups
 
 
 # -- the algorithm, wherever it runs ------------------------------------------------------
@@ -242,8 +248,15 @@ def _fit_in_one_task(arrays: list, positions: np.ndarray, order: np.ndarray,
     del arrays
     sample = _in_draw_order(block.x[positions], order)
     centroids, sample_iterations = _initial_centroids(sample, settings, rng)
-    return _lloyd(lambda c: _block_partial(settings.ops, block, c), centroids,
-                  settings.max_iter, settings.tol_abs) + (sample_iterations,)
+    return (
+        *_lloyd(
+            lambda c: _block_partial(settings.ops, block, c),
+            centroids,
+            settings.max_iter,
+            settings.tol_abs,
+        ),
+        sample_iterations,
+    )
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -300,7 +313,7 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
     if len(dims) > 1:
         (a, i), (b, j) = list(dims.items())[:2]
         raise InvalidArgumentError(f"k-means: partition {i} has {a}-dimensional embeddings and "
-                         f"partition {j} {b}-dimensional ones; embed them with one model")
+                                   f"partition {j} {b}-dimensional ones; embed them with one model")
     dim = next(iter(dims))
     mean = sum(s[2] for s in stats if s[0]) / documents
     variance = sum(s[3] for s in stats if s[0]) / documents - mean * mean
@@ -329,7 +342,7 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
                                 for g in groups])
         del arrays  # the scheduler frees a partition once its block is made
         sample = _in_draw_order(np.concatenate(dask.compute(
-            *[dask.delayed(_rows)(b, p) for b, p in zip(blocks, positions)])), order)
+            *[dask.delayed(_rows)(b, p) for b, p in zip(blocks, positions, strict=True)])), order)
         centroids, sample_iterations = _initial_centroids(sample, settings, rng)
         del sample
 

@@ -64,12 +64,14 @@ from curator_dask.faults import faults_explained
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
 
-__all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
+__all__ = ["PHASES", "SemanticDedupResult", "SemanticDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
 FILETYPES = ("jsonl", "parquet")
 PHASES = ("embeddings", "kmeans", "clusters", "pairs", "removal")
+#: How the phases store ids by default (documents numbered by ``AddId``).
+INT64_IDS = pa.int64()
 
 
 @dataclass
@@ -282,7 +284,7 @@ class SemanticDeduplicationWorkflow:
         return result
 
     # -- phases ---------------------------------------------------------------------------------
-    def embeddings(self, id_type: pa.DataType = pa.int64()):
+    def embeddings(self, id_type: pa.DataType = INT64_IDS):
         """The cached ``(id, embeddings)``, one partition per file."""
         return self.dedup.read_embeddings(self._path("embeddings"), id_type,
                                           self.storage_options)
@@ -296,7 +298,7 @@ class SemanticDeduplicationWorkflow:
         frame = frame.sort_values(CLUSTER_FIELD)
         return np.stack([np.asarray(v, np.float32) for v in frame["centroid"]])
 
-    def pairs(self, id_type: pa.DataType = pa.int64()):
+    def pairs(self, id_type: pa.DataType = INT64_IDS):
         """The cached pairs table (see :meth:`SemanticDuplicates.pairs`)."""
         return self.dedup.read_pairs(self._path("pairs"), id_type, self.storage_options)
 
@@ -321,7 +323,7 @@ class SemanticDeduplicationWorkflow:
             read = self.dedup.read_clusters(self._path("clusters"), id_type,
                                             self.storage_options)
             counts = read[CLUSTER_FIELD].value_counts().compute()
-            return {"clusters": int(len(counts)),
+            return {"clusters": len(counts),
                     "largest_cluster": int(counts.max()) if len(counts) else 0}
 
         return write_phase(clusters, self._path("clusters"), fingerprint=fingerprint,
@@ -339,7 +341,7 @@ class SemanticDeduplicationWorkflow:
             groups = self.dedup.duplicates(pairs)[GROUP_FIELD].nunique()
             values = dask.compute([count for _, count in by_eps], groups)
             return {"duplicates_by_eps": [[eps, int(n)] for (eps, _), n
-                                          in zip(by_eps, values[0])],
+                                          in zip(by_eps, values[0], strict=True)],
                     "groups": int(values[1])}
 
         return write_phase(self.dedup.pairs(clusters), self._path("pairs"),

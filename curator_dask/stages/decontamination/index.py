@@ -42,7 +42,7 @@ from curator_dask.stages.decontamination.tasks import EvalTask, load_task_texts
 from curator_dask.text import buffers, char_table, string_array
 from curator_dask.text import kernels as text_kernels
 
-__all__ = ["Words", "words_of", "TaskNgramIndex", "build_index"]
+__all__ = ["TaskNgramIndex", "Words", "build_index", "words_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_s
     """
     if not 1 <= min_ngram_size <= max_ngram_size <= 255:
         raise InvalidArgumentError(f"need 1 <= min_ngram_size <= max_ngram_size <= 255, got "
-                         f"{min_ngram_size} and {max_ngram_size}")
+                                   f"{min_ngram_size} and {max_ngram_size}")
     texts, text_task = [], []
     for t, task in enumerate(tasks):
         found = load_task_texts(task)

@@ -22,8 +22,12 @@ from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_f
 from curator_dask.text import arrow_text, string_array
 from curator_dask.text import kernels as text_kernels
 
-__all__ = ["TaskDecontamination", "DecontaminationStats", "decontaminate_partition",
-           "count_partition"]
+__all__ = [
+    "DecontaminationStats",
+    "TaskDecontamination",
+    "count_partition",
+    "decontaminate_partition",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +143,7 @@ class TaskDecontamination(WholeDatasetStage):
                     f"{number} must be a non-negative integer, got {value!r}")
         if max_matches is not None and (not isinstance(max_matches, int) or max_matches < 1):
             raise InvalidArgumentError(f"max_matches must be a positive integer or None, got "
-                             f"{max_matches!r}")
+                                       f"{max_matches!r}")
         self.text_field = text_field
         self.max_ngram_size = max_ngram_size
         self.max_matches = max_matches
@@ -191,7 +195,7 @@ class TaskDecontamination(WholeDatasetStage):
 def _pandas_text(df, text_field: str, stage: str):
     if is_cudf(df):
         raise ArgumentTypeError(f"stage {stage!r} works on pandas partitions; move the dataset to "
-                        "pandas first with ds.to_backend('pandas')")
+                                "pandas first with ds.to_backend('pandas')")
     return arrow_text(df[text_field])
 
 

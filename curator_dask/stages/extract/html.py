@@ -47,7 +47,7 @@ from curator_dask.stages.extract.extractors import (
     extract_html,
 )
 
-__all__ = ["HtmlExtractor", "ALGORITHMS", "extract_html"]
+__all__ = ["ALGORITHMS", "HtmlExtractor", "extract_html"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class HtmlExtractor(ProcessingStage):
             raise InvalidArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         if timeout is not None and not timeout > 0:
             raise InvalidArgumentError(f"timeout must be a positive number of seconds or None, "
-                             f"got {timeout!r}")
+                                       f"got {timeout!r}")
         self.algorithm = algorithm
         self.timeout = timeout
         self.options = dict(options or {})
@@ -239,6 +239,6 @@ class HtmlExtractor(ProcessingStage):
             out = out.drop(columns=[self.html_field])
         out = out[keep]
         for reason, count in zip(*np.unique([r for r in reasons if r is not None],
-                                            return_counts=True)):
+                                            return_counts=True), strict=True):
             record_dropped(out, f"{self.name}.{reason}", int(count))
         return out

@@ -35,8 +35,15 @@ from curator_dask.errors import ArgumentTypeError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.text import like_input, to_pandas_text
 
-__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores", "dtype_name",
-           "snake_case"]
+__all__ = [
+    "DocumentFilter",
+    "Filter",
+    "Score",
+    "ScoreFilter",
+    "compute_scores",
+    "dtype_name",
+    "snake_case",
+]
 
 
 def dtype_name(dtype) -> str:

@@ -50,7 +50,7 @@ from curator_dask.text import (
     words,
 )
 
-__all__ = ["C4QualityFilter", "C4_POLICY_SUBSTRINGS", "c4_lines"]
+__all__ = ["C4_POLICY_SUBSTRINGS", "C4QualityFilter", "c4_lines"]
 
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies",
                         "use of cookies", "use cookies")

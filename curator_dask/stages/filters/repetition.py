@@ -32,12 +32,12 @@ from curator_dask.text import (
 )
 
 __all__ = [
-    "RepeatedLinesFilter",
-    "RepeatedParagraphsFilter",
     "RepeatedLinesByCharFilter",
+    "RepeatedLinesFilter",
     "RepeatedParagraphsByCharFilter",
-    "RepeatingTopNGramsFilter",
+    "RepeatedParagraphsFilter",
     "RepeatingDuplicateNGramsFilter",
+    "RepeatingTopNGramsFilter",
 ]
 
 

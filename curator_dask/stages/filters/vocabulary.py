@@ -30,10 +30,10 @@ from curator_dask.text import (
 
 __all__ = [
     "CommonEnglishWordsFilter",
-    "WordsWithoutAlphabetsFilter",
     "PornographicUrlsFilter",
-    "TokenCountFilter",
     "SubstringFilter",
+    "TokenCountFilter",
+    "WordsWithoutAlphabetsFilter",
 ]
 
 

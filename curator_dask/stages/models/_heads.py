@@ -37,8 +37,16 @@ from curator_dask.stages.models.model_dir import (
     ModelDirectoryError,
 )
 
-__all__ = ["FirstTokenHead", "MultiHead", "GuardNet", "SafetyModel", "build_first_token_head",
-           "build_multi_head", "build_safety_model", "left_padded_positions"]
+__all__ = [
+    "FirstTokenHead",
+    "GuardNet",
+    "MultiHead",
+    "SafetyModel",
+    "build_first_token_head",
+    "build_multi_head",
+    "build_safety_model",
+    "left_padded_positions",
+]
 
 #: The guard net's hidden widths, fixed by its publisher (only its input width is in
 #: its config.json).

@@ -29,8 +29,15 @@ import pyarrow.compute as pc
 from curator_dask.backends import is_cudf
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["host_text", "host_text_array", "token_array", "column_like", "cudf_meta",
-           "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
+__all__ = [
+    "TOKEN_IDS_DTYPE",
+    "VECTOR_DTYPE",
+    "column_like",
+    "cudf_meta",
+    "host_text",
+    "host_text_array",
+    "token_array",
+]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))
 VECTOR_DTYPE = "object"
@@ -85,7 +92,8 @@ def token_array(series) -> pa.Array:
     return arr
 
 
-def column_like(values, like, kind: str):
+# One return per kind of column and backend.
+def column_like(values, like, kind: str):  # noqa: PLR0911
     """``values`` as a column on ``like``'s backend and index.
 
     Parameters

@@ -35,14 +35,13 @@ from curator_dask.stages.models.backend import (
     VECTOR_DTYPE,
     column_like,
     cudf_meta,
-    host_text,
     host_text_array,
     token_array,
 )
 from curator_dask.stages.models.batching import Tokens, run_batches, tokenize
 from curator_dask.stages.models.model_dir import ModelDir, inspect_model_dir
 
-__all__ = ["ModelStage", "TokenizerStage", "DEFAULT_MAX_LENGTH", "CPU_TOKENS_PER_BATCH"]
+__all__ = ["CPU_TOKENS_PER_BATCH", "DEFAULT_MAX_LENGTH", "ModelStage", "TokenizerStage"]
 
 logger = logging.getLogger(__name__)
 

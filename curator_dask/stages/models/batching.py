@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from curator_dask.errors import InvalidArgumentError
 
-__all__ = ["Tokens", "tokenize", "batch_bounds", "pad_batch", "run_batches", "is_out_of_memory"]
+__all__ = ["Tokens", "batch_bounds", "is_out_of_memory", "pad_batch", "run_batches", "tokenize"]
 
 logger = logging.getLogger(__name__)
 

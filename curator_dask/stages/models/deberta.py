@@ -29,8 +29,13 @@ from curator_dask.stages.models.named import (
     whole_document,
 )
 
-__all__ = ["HubMixinClassifier", "QualityClassifier", "DomainClassifier",
-           "MultilingualDomainClassifier", "ContentTypeClassifier"]
+__all__ = [
+    "ContentTypeClassifier",
+    "DomainClassifier",
+    "HubMixinClassifier",
+    "MultilingualDomainClassifier",
+    "QualityClassifier",
+]
 
 #: NeMo Curator 1.x's names of the label and probability columns.
 _COLUMN_RENAMES = {"label_field": "pred_column", "score_field": "prob_column"}

@@ -37,9 +37,20 @@ from curator_dask.errors import (
 from curator_dask.io import atomic
 from curator_dask.stages.models.model_dir import ModelDirectoryError
 
-__all__ = ["LOAD_LOG_ENV", "LoadedModel", "ModelBuilder", "acquire_model", "acquire_tokenizer",
-           "release", "loaded", "resolve_device", "resolve_dtype", "require_torch",
-           "tokenizer_lock", "dtype_argument"]
+__all__ = [
+    "LOAD_LOG_ENV",
+    "LoadedModel",
+    "ModelBuilder",
+    "acquire_model",
+    "acquire_tokenizer",
+    "dtype_argument",
+    "loaded",
+    "release",
+    "require_torch",
+    "resolve_device",
+    "resolve_dtype",
+    "tokenizer_lock",
+]
 
 logger = logging.getLogger(__name__)
 

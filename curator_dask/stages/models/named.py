@@ -25,8 +25,13 @@ from curator_dask.stages.models.published import (
     resolve_model_dir,
 )
 
-__all__ = ["nemo_classifier_keywords", "whole_document", "inspect_hub_mixin_dir",
-           "require_targets", "constructor_arguments"]
+__all__ = [
+    "constructor_arguments",
+    "inspect_hub_mixin_dir",
+    "nemo_classifier_keywords",
+    "require_targets",
+    "whole_document",
+]
 
 #: NeMo Curator's names for options every named classifier has.
 _COMMON_RENAMES = {

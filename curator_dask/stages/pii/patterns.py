@@ -33,8 +33,14 @@ import pyarrow.compute as pc
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.text import buffers, lengths
 
-__all__ = ["PATTERN_ENTITIES", "Spans", "find_pattern_spans", "luhn_valid", "iban_valid",
-           "ssn_valid"]
+__all__ = [
+    "PATTERN_ENTITIES",
+    "Spans",
+    "find_pattern_spans",
+    "iban_valid",
+    "luhn_valid",
+    "ssn_valid",
+]
 
 #: The entity types found by patterns, in the order overlapping matches are preferred
 #: when they cover the same characters.
@@ -231,7 +237,7 @@ def find_pattern_spans(arr: pa.Array, entities: Sequence[str] = PATTERN_ENTITIES
             ends = starts + _iban_lengths(texts)
         valid = _VALIDATORS.get(pattern.entity)
         if valid is not None:
-            ok = valid([t[:n] for t, n in zip(texts, ends - starts)] if
+            ok = valid([t[:n] for t, n in zip(texts, ends - starts, strict=True)] if
                        pattern.entity == "IBAN_CODE" else texts)
             docs, starts, ends = docs[ok], starts[ok], ends[ok]
         kinds = np.zeros(len(docs), np.int64)

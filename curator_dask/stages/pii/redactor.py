@@ -20,7 +20,7 @@ from curator_dask.stages.pii.patterns import PATTERN_ENTITIES, Spans, find_patte
 from curator_dask.stages.pii.presidio import PRESIDIO_ENTITIES, PresidioFinder
 from curator_dask.text import arrow_text
 
-__all__ = ["PiiRedactor", "ACTIONS", "SPANS_DTYPE"]
+__all__ = ["ACTIONS", "SPANS_DTYPE", "PiiRedactor"]
 
 #: What a found entity becomes.
 ACTIONS = ("replace", "mask", "hash", "drop")
@@ -176,7 +176,7 @@ class PiiRedactor(ProcessingStage):
     def process(self, df):
         if is_cudf(df):
             raise ArgumentTypeError(f"stage {self.name!r} works on pandas partitions; move the "
-                            "dataset to pandas first with ds.to_backend('pandas')")
+                                    "dataset to pandas first with ds.to_backend('pandas')")
         text = df[self.text_field]
         spans = self.find(text)
         counts = np.bincount(spans.kinds, minlength=len(spans.types))
@@ -186,7 +186,7 @@ class PiiRedactor(ProcessingStage):
             out = self._drop(df, spans)
         else:
             out = df.assign(**{self.text_field: self._redact(text, spans)})
-        for entity, count in zip(spans.types, counts):
+        for entity, count in zip(spans.types, counts, strict=True):
             record_counter(out, f"{self.name}.{entity}", int(count))
         return out
 
@@ -197,7 +197,7 @@ class PiiRedactor(ProcessingStage):
         keep[spans.docs] = False
         out = df[keep]
         per_type = np.bincount(spans.kinds[first], minlength=len(spans.types))
-        for entity, count in zip(spans.types, per_type):
+        for entity, count in zip(spans.types, per_type, strict=True):
             record_dropped(out, f"{self.name}.{entity}", int(count))
         return out
 
