@@ -495,8 +495,8 @@ class DocumentDataset:
                              schema=self.schema)
             parts = self._envelopes()
             token = dask.base.tokenize(parts.token, spec)
-            tasks = [dask.delayed(_write_part)(part, spec, out.fs, (i,),
-                                               dask_key_name=f"write-{token}-{i}")
+            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
+                                              dask_key_name=f"write-{token}-{i}")
                      for i, part in enumerate(parts.delayed())]
             # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
             stats, carried = compute(tasks, list(parts.carried))
@@ -612,8 +612,3 @@ class DocumentDataset:
         dropped, counters = split_counts(sum_dropped(compute(*self._envelopes().counts())))
         return dict(sorted(dropped.items())), dict(sorted(counters.items()))
 
-
-def _write_part(part: Partition, spec: WriteSpec, fs, indices) -> dict:
-    """Task body: write one partition (:func:`~curator_dask.io.writers.write_part`) with
-    its counts."""
-    return write_part(part.frame, spec, fs, indices, dropped=part.counts)

@@ -2,7 +2,7 @@
 happened to it on the way.
 
 Every hop of a partition's path takes a :class:`Partition` and returns one: a reader
-makes it (:meth:`Partition.read`), the stage runtime runs a stage on it, a batch is
+makes it (:class:`PlannedRead`), the stage runtime runs a stage on it, a batch is
 several of them concatenated (:meth:`Partition.concat`), a writer writes it and returns
 its stats, and ``DocumentDataset`` maps its steps over them. What happened travels in
 the envelope, never on the frame:
@@ -112,13 +112,6 @@ class Partition:
         completion records keep them; see :func:`~curator_dask.dropped.split_counts`)."""
         return join_counts(self.dropped, self.counters)
 
-    @classmethod
-    def read(cls, reader: Callable, spec) -> Partition:
-        """``reader(spec)`` as a partition, with the rows the reader skipped counted."""
-        with counting() as tally:
-            frame = reader(spec)
-        return cls(frame, dict(tally.dropped), dict(tally.counters))
-
     def apply(self, func: Callable, *args, **kwargs) -> Partition:
         """``func(frame, *args, **kwargs)`` as a new partition: the counts it recorded
         (:func:`~curator_dask.dropped.record_dropped`, ...) added to these, the records
@@ -178,12 +171,16 @@ class PlannedRead:
     """The task that reads one planned partition and runs the steps applied since, in
     one call: what an executor submits, or a dataset computes, per planned partition.
 
-    ``reader(spec)`` reads a partition's frame (its skipped rows counted, see
-    :meth:`Partition.read`); ``spec.index`` is the partition's number.
+    ``reader(spec)`` reads a partition's frame; the rows it skips, counted with
+    :func:`~curator_dask.dropped.record_dropped`, go to the new partition's counts.
+    ``spec.index`` is the partition's number.
     """
 
     reader: Callable
     steps: tuple = ()
 
     def __call__(self, spec) -> Partition:
-        return run_steps(Partition.read(self.reader, spec), self.steps, spec.index)
+        with counting() as tally:
+            frame = self.reader(spec)
+        part = Partition(frame, dict(tally.dropped), dict(tally.counters))
+        return run_steps(part, self.steps, spec.index)

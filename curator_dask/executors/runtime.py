@@ -15,10 +15,11 @@ import time
 from collections.abc import Sequence
 
 from curator_dask._distributed import UNFINISHED_TASK_STATES, worker_task_states
+from curator_dask.io.writers import write_part
 from curator_dask.observe.prometheus import count_stage_work
 from curator_dask.partition import Partition, PlannedRead, TaskRecord
 from curator_dask.stages.base import ProcessingStage, run_stage
-from curator_dask.stages.io_stages import PreparedOutput, write_part
+from curator_dask.stages.io_stages import PreparedOutput
 
 __all__ = [
     "read_task",
@@ -109,7 +110,7 @@ def write_task(output: PreparedOutput, stage: str, indices: Sequence[int],
     part = Partition.concat(inputs)
     start = time.time()
     try:
-        stats = write_part(part, output, list(indices))
+        stats = write_part(part, output.spec, output.fs, list(indices), source=output.source)
     except Exception as err:
         _note(err, stage, indices)
         raise

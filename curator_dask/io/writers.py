@@ -52,6 +52,7 @@ from curator_dask.io.output_state import (
     remove_own_files,
     write_manifest,
 )
+from curator_dask.partition import Partition
 
 __all__ = [
     "FORMATS",
@@ -247,7 +248,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
     return stats
 
 
-def write_part(df, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
+def write_part(data, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
                dropped: dict[str, int] | None = None, source: str | None = None,
                write=write_partition) -> dict:
     """Task body of every write: one part, then its completion marker; the part's stats.
@@ -257,11 +258,15 @@ def write_part(df, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
     atomic rename, so a marker always means a complete part, and it lists the files
     written, which makes them the project's; a task that dies between the two leaves a
     complete part without a marker, which a resume rewrites (same name, same content).
-    ``source`` identifies what the part was computed from (see
+    ``data`` is a :class:`~curator_dask.partition.Partition` (written with its counts), or
+    a frame or ``pyarrow.Table`` whose counts ``dropped`` gives. ``source`` identifies
+    what the part was computed from (see
     :func:`~curator_dask.io.output_state.completed_parts`); ``write`` writes the part.
     """
+    if isinstance(data, Partition):
+        data, dropped = data.frame, data.counts
     index = input_partitions[0]
-    stats = write(df, spec, index, fs, dropped=dropped)
+    stats = write(data, spec, index, fs, dropped=dropped)
     stats["input_partitions"] = list(input_partitions)
     stats["source"] = source
     mark_part(fs, spec.path, spec.first_index + index, stats)

@@ -46,8 +46,6 @@ from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, pl
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
 from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
-from curator_dask.io.writers import write_part as write_part_to
-from curator_dask.partition import Partition
 from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
 from curator_dask.stages.fingerprint import pipeline_changes
@@ -62,7 +60,6 @@ __all__ = [
     "WarcReader",
     "WriterStage",
     "resume_changes",
-    "write_part",
 ]
 
 logger = logging.getLogger(__name__)
@@ -349,13 +346,6 @@ class JsonlWriter(WriterStage):
 
     name = "write_jsonl"
     fmt = "jsonl"
-
-
-def write_part(part: Partition, output: PreparedOutput, input_partitions: Sequence[int]) -> dict:
-    """Task body: write one part, with its counts, and its completion marker
-    (:func:`curator_dask.io.writers.write_part`); returns the part's stats."""
-    return write_part_to(part.frame, output.spec, output.fs, input_partitions,
-                         dropped=part.counts, source=output.source)
 
 
 def resume_changes(saved, wanted: dict) -> list[str]:
