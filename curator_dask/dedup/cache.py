@@ -50,10 +50,13 @@ from curator_dask.io.output_state import as_json, fingerprint_changes, read_mani
 
 __all__ = [
     "DUPLICATES_DIR",
+    "FILETYPES",
     "MARKER",
     "OUTPUT_MODES",
     "CachedDuplicates",
+    "FileType",
     "PhaseResult",
+    "check_workflow_options",
     "fingerprint_changes",
     "mark_complete",
     "output_mode_for",
@@ -78,6 +81,25 @@ DUPLICATES_DIR = "exact_duplicates"
 #: What a dedup workflow may do with an output directory that holds files.
 OutputMode = Literal["error", "overwrite", "overwrite_all"]
 OUTPUT_MODES = get_args(OutputMode)
+#: The files a dedup workflow reads.
+FileType = Literal["jsonl", "parquet"]
+FILETYPES = get_args(FileType)
+
+
+def check_workflow_options(input_filetype: str, output_mode: str, *,
+                           perform_removal: bool = False,
+                           output_path: str | None = "") -> None:
+    """Refuse, before anything runs, an input file type or an output mode a dedup
+    workflow does not know, and a removal with nowhere to write the kept documents."""
+    if input_filetype not in FILETYPES:
+        raise InvalidArgumentError(
+            f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+    if output_mode not in OUTPUT_MODES:
+        raise InvalidArgumentError(
+            f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+    if perform_removal and not output_path:
+        raise InvalidArgumentError(
+            "perform_removal=True needs an output_path for the kept documents")
 
 
 @dataclass

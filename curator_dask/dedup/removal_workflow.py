@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
-from curator_dask.dedup.cache import OUTPUT_MODES, OutputMode
+from curator_dask.dedup.cache import FILETYPES, OUTPUT_MODES, FileType, OutputMode
 from curator_dask.dedup.duplicate_ids import (
     ASSIGNED_ID_FIELD,
     IdNumbering,
@@ -25,7 +25,7 @@ from curator_dask.dedup.duplicate_ids import (
 )
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import remove_ids
-from curator_dask.dedup.workflow import FILETYPES, FileType, read_input
+from curator_dask.dedup.workflow import read_input
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity

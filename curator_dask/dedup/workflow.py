@@ -24,7 +24,6 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import dask
 import dask.dataframe as dd
@@ -36,8 +35,9 @@ from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     DUPLICATES_DIR,
-    OUTPUT_MODES,
+    FileType,
     OutputMode,
+    check_workflow_options,
     mark_complete,
     output_mode_for,
     read_phase,
@@ -68,8 +68,6 @@ __all__ = ["ExactDedupResult", "ExactDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FileType = Literal["jsonl", "parquet"]
-FILETYPES = get_args(FileType)
 
 
 @dataclass
@@ -167,12 +165,7 @@ class ExactDeduplicationWorkflow:
                  on_bad_lines: OnBadLines = "error", assign_id: bool = True,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
                  config: ExactDedupConfig | None = None, force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise InvalidArgumentError(
-                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise InvalidArgumentError(
-                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+        check_workflow_options(input_filetype, output_mode)
         if cache_path is None and perform_removal:
             raise InvalidArgumentError(
                 "ExactDeduplicationWorkflow needs cache_path= (a directory for "

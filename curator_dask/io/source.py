@@ -212,12 +212,8 @@ def plan_jsonl(path: str | Sequence[str], *, blocksize: int | str | None = None,
         )
     check_text_cast(text_cast)
     check_backend(backend)
-    fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
-    block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                              blocksize=blocksize)
-    plan = plan_partitions(files, files_per_partition=files_per_partition,
-                           blocksize=block, fmt="jsonl", fs=fs)
-    sources = input_paths(path, storage_options, files=[f.path for f in files])
+    fs, files, plan, sources, block = _plan_files(path, "jsonl", JSONL_EXTENSIONS, blocksize,
+                                                  files_per_partition, storage_options)
     inferred = infer_jsonl_schema(
         fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
         on_conflict="error" if on_bad_lines == "error" else "keep",
@@ -241,12 +237,9 @@ def plan_parquet(path: str | Sequence[str], *, blocksize: int | str | None = Non
     :meth:`curator_dask.DocumentDataset.read_parquet`."""
     check_text_cast(text_cast)
     check_backend(backend)
-    fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
-    block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                              blocksize=blocksize)
-    plan = plan_partitions(files, files_per_partition=files_per_partition,
-                           blocksize=block, fmt="parquet", fs=fs)
-    sources = input_paths(path, storage_options, files=[f.path for f in files])
+    fs, files, plan, sources, block = _plan_files(path, "parquet", PARQUET_EXTENSIONS,
+                                                  blocksize, files_per_partition,
+                                                  storage_options)
     inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
                                     columns=columns)
     schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
@@ -266,13 +259,26 @@ def plan_warc(path: str | Sequence[str], *, blocksize: int | str | None = None,
     :meth:`curator_dask.DocumentDataset.read_warc`."""
     if files_per_partition is None and blocksize is None:
         blocksize = WARC_BLOCKSIZE
-    fs, files = list_files(path, WARC_EXTENSIONS, storage_options)
-    plan = plan_partitions(files, files_per_partition=files_per_partition,
-                           blocksize=blocksize, fmt="warc", fs=fs)
+    fs, _, plan, sources, _ = _plan_files(path, "warc", WARC_EXTENSIONS, blocksize,
+                                          files_per_partition, storage_options)
     options = dict(content_types=tuple(content_types),
                    add_filename=filename_column(add_filename), backend="pandas")
-    sources = input_paths(path, storage_options, files=[f.path for f in files])
     return _files_source("warc", fs, plan, WARC_SCHEMA, options, sources)
+
+
+def _plan_files(path, fmt: str, extensions, blocksize, files_per_partition,
+                storage_options) -> tuple:
+    """``(fs, files, plan, sources, blocksize)``: the files of ``path`` a reader of
+    ``fmt`` reads, cut into partitions by ``files_per_partition`` or ``blocksize``
+    (resolved to bytes, or chosen from the data when None or ``"auto"``; a WARC
+    blocksize is taken as given)."""
+    fs, files = list_files(path, extensions, storage_options)
+    block = blocksize if fmt == "warc" else resolve_blocksize(
+        files, files_per_partition=files_per_partition, blocksize=blocksize)
+    plan = plan_partitions(files, files_per_partition=files_per_partition, blocksize=block,
+                           fmt=fmt, fs=fs)
+    sources = input_paths(path, storage_options, files=[f.path for f in files])
+    return fs, files, plan, sources, block
 
 
 def _files_source(fmt: str, fs, plan: list, schema: pa.Schema, options: dict,

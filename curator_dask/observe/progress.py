@@ -253,17 +253,25 @@ def compute(*collections, label: str | None = None):
     label = label or _PHASE.get()
     if label is None:
         return dask.compute(*collections)
+    with _counted(label) as progress:
+        client = _distributed_client()
+        if client is not None:
+            return _compute_on_cluster(client, collections, progress)
+        with _LocalCounter(progress):
+            return dask.compute(*collections)
+
+
+@contextlib.contextmanager
+def _counted(label: str):
+    """The run's progress (or a bar of its own, closed after) moved on to counting the
+    tasks of ``label``."""
     progress = current()
     own = progress is None
     if own:
         progress = Progress(0, "")
     progress.stage(label, 0, unit="task")
     try:
-        client = _distributed_client()
-        if client is not None:
-            return _compute_on_cluster(client, collections, progress)
-        with _LocalCounter(progress):
-            return dask.compute(*collections)
+        yield progress
     finally:
         if own:
             progress.close()
@@ -288,12 +296,7 @@ def persist(*collections):
     label = _PHASE.get()
     if label is None:
         return dask.persist(*collections)
-    progress = current()
-    own = progress is None
-    if own:
-        progress = Progress(0, "")
-    progress.stage(label, 0, unit="task")
-    try:
+    with _counted(label) as progress:
         client = _distributed_client()
         if client is None:
             with _LocalCounter(progress):
@@ -303,9 +306,6 @@ def persist(*collections):
         persisted = client.persist(list(collections))
         _track(client, futures_of(persisted), progress)
         return tuple(persisted)
-    finally:
-        if own:
-            progress.close()
 
 
 def _compute_on_cluster(client, collections, progress: Progress):

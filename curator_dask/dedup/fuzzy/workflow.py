@@ -27,7 +27,6 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import get_args
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +34,9 @@ import pyarrow as pa
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
-    OUTPUT_MODES,
     OutputMode,
     PhaseResult,
+    check_workflow_options,
     mark_complete,
     output_mode_for,
     read_parquet_parts,
@@ -57,7 +56,6 @@ from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
-from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
 from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
@@ -70,7 +68,6 @@ __all__ = ["PHASES", "FuzzyDedupResult", "FuzzyDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = get_args(FileType)
 PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
 
 
@@ -186,15 +183,8 @@ class FuzzyDeduplicationWorkflow:
                  backend: Backend = "pandas", output_mode: OutputMode = "error",
                  storage_options: dict | None = None, config: FuzzyDedupConfig | None = None,
                  force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise InvalidArgumentError(
-                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise InvalidArgumentError(
-                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
-        if perform_removal and not output_path:
-            raise InvalidArgumentError(
-                "perform_removal=True needs an output_path for the kept documents")
+        check_workflow_options(input_filetype, output_mode, perform_removal=perform_removal,
+                               output_path=output_path)
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path

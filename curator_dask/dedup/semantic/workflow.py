@@ -36,9 +36,9 @@ import pyarrow as pa
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
-    OUTPUT_MODES,
     OutputMode,
     PhaseResult,
+    check_workflow_options,
     output_mode_for,
     read_parquet_parts,
     read_phase,
@@ -59,7 +59,6 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.workflow import input_files
-from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
@@ -68,7 +67,6 @@ __all__ = ["PHASES", "SemanticDedupResult", "SemanticDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
 PHASES = ("embeddings", "kmeans", "clusters", "pairs", "removal")
 #: How the phases store ids by default (documents numbered by ``AddId``).
 INT64_IDS = pa.int64()
@@ -153,15 +151,8 @@ class SemanticDeduplicationWorkflow:
                  input_blocksize: int | str | None = None, output_mode: OutputMode = "error",
                  storage_options: dict | None = None,
                  config: SemanticDedupConfig | None = None, force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise InvalidArgumentError(
-                f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise InvalidArgumentError(
-                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
-        if perform_removal and not output_path:
-            raise InvalidArgumentError(
-                "perform_removal=True needs an output_path for the kept documents")
+        check_workflow_options(input_filetype, output_mode, perform_removal=perform_removal,
+                               output_path=output_path)
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path
