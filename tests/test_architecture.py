@@ -207,3 +207,16 @@ def test_fsspec_private_api_is_used_in_one_module_only():
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Attribute) and node.attr == "_strip_protocol"]
     assert wrong == []
+
+
+@pytest.mark.slow
+def test_a_partition_path_never_calls_back_up_a_layer():
+    from curator_dask.testing.path import Hop, partition_path
+
+    path = partition_path()
+    # The tool saw the whole path: the read, the stage and the write of the partition.
+    assert {Hop("curator_dask.executors.runtime", name)
+            for name in ("read_task", "stage_task", "write_task")} <= set(path.hops)
+    assert Hop("curator_dask.io.writers", "write_part") in path.hops
+    assert path.upward == []
+
