@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import dask
 import dask.dataframe as dd
@@ -31,36 +31,22 @@ import pyarrow as pa
 
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
+from curator_dask.dataset_writes import WriteResult, check_whole_files, write_partitions
 from curator_dask.dropped import counting, join_counts, split_counts, sum_dropped
 from curator_dask.envelopes import Envelopes, FunctionStep
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNotFoundError
-from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths
 from curator_dask.io.planner import PartitionSpec
 from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
 from curator_dask.io.tables import Backend, check_backend
 from curator_dask.io.warc import HTML_CONTENT_TYPES
-from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+from curator_dask.io.writers import WriteMode
 from curator_dask.partition import Partition, Step
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class WriteResult:
-    """What a write produced: the files, and rows, bytes, drop counts and counters in total."""
-
-    path: str
-    files: list[str]
-    rows: int
-    bytes: int
-    dropped: dict[str, int] = field(default_factory=dict)
-    #: Events counted upstream that dropped no document (entities redacted, ...), by name.
-    counters: dict[str, int] = field(default_factory=dict)
-    partitions: list[dict] = field(default_factory=list, repr=False)
 
 
 class DocumentDataset:
@@ -481,44 +467,13 @@ class DocumentDataset:
                     f"write_to_filename needs the column {filename_field!r}; read with "
                     f"add_filename=True (columns: {list(self.df.columns)})"
                 )
-            self._check_whole_files()
-        # Validate the format options before touching the output directory.
-        WriteSpec(path=str(path), fmt=fmt, compression=compression,
-                  filename_field=filename_field if write_to_filename else None,
-                  keep_filename_column=keep_filename_column)
-        with guarded(path, "output directory", inputs=[self.sources],
-                     storage_options=storage_options, force=force) as out:
-            first = prepare_output(out, mode, fingerprint=fingerprint)
-            spec = WriteSpec(path=out.path, fmt=fmt, compression=compression,
-                             filename_field=filename_field if write_to_filename else None,
-                             keep_filename_column=keep_filename_column, first_index=first,
-                             schema=self.schema)
-            parts = self._envelopes()
-            token = dask.base.tokenize(parts.token, spec)
-            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
-                                              dask_key_name=f"write-{token}-{i}")
-                     for i, part in enumerate(parts.delayed())]
-            # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-            stats, carried = compute(tasks, list(parts.carried))
-        files = sorted(f for s in stats for f in s["files"])
-        dropped, counters = split_counts(sum_dropped([*(s["dropped"] for s in stats),
-                                                      *carried]))
-        return WriteResult(
-            path=path, files=files, rows=sum(s["rows"] for s in stats),
-            bytes=sum(s["bytes"] for s in stats),
-            dropped=dropped, counters=counters, partitions=stats,
-        )
-
-    def _check_whole_files(self) -> None:
-        if self.plan is None:
-            return
-        split = sorted({s.file.name for p in self.plan for s in p.slices if not s.whole})
-        if split:
-            raise InvalidArgumentError(
-                f"write_to_filename: {len(split)} source file(s) were split across partitions "
-                f"by blocksize (first: {split[0]!r}), so each would be written twice. Read with "
-                "files_per_partition=1, or a blocksize larger than the largest file."
-            )
+            check_whole_files(self.plan)
+        return write_partitions(
+            self._envelopes(), path, fmt=fmt, compression=compression,
+            filename_field=filename_field if write_to_filename else None,
+            keep_filename_column=keep_filename_column, mode=mode,
+            storage_options=storage_options, fingerprint=fingerprint, force=force,
+            sources=self.sources, schema=self.schema)
 
     # -- in memory ----------------------------------------------------------------------
     def persist(self) -> DocumentDataset:

@@ -1,0 +1,83 @@
+"""Writing a dataset: one part per partition, each with its counts, through the io writer.
+
+:meth:`DocumentDataset.to_parquet <curator_dask.DocumentDataset.to_parquet>` and
+``to_jsonl`` check the output (the run's guard: nothing on, in or around an input; the
+directory's lease), prepare it (the manifest, what ``mode`` keeps or replaces), then
+compute one write task per partition's envelope, so each partition is computed once and
+written with its drop counts and counters (:func:`~curator_dask.io.writers.write_part`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dask
+
+from curator_dask._compute import compute
+from curator_dask.dropped import split_counts, sum_dropped
+from curator_dask.envelopes import Envelopes
+from curator_dask.errors import InvalidArgumentError
+from curator_dask.io.guard import guarded
+from curator_dask.io.overlap import InputPaths
+from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+
+__all__ = ["WriteResult", "check_whole_files", "write_partitions"]
+
+
+@dataclass
+class WriteResult:
+    """What a write produced: the files, and rows, bytes, drop counts and counters in total."""
+
+    path: str
+    files: list[str]
+    rows: int
+    bytes: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    #: Events counted upstream that dropped no document (entities redacted, ...), by name.
+    counters: dict[str, int] = field(default_factory=dict)
+    partitions: list[dict] = field(default_factory=list, repr=False)
+
+
+def check_whole_files(plan) -> None:
+    """Refuse to write each document to a file named after its source file when a source
+    file was split across partitions (each part would write it again)."""
+    if plan is None:
+        return
+    split = sorted({s.file.name for p in plan for s in p.slices if not s.whole})
+    if split:
+        raise InvalidArgumentError(
+            f"write_to_filename: {len(split)} source file(s) were split across partitions "
+            f"by blocksize (first: {split[0]!r}), so each would be written twice. Read with "
+            "files_per_partition=1, or a blocksize larger than the largest file."
+        )
+
+
+def write_partitions(parts: Envelopes, path: str, *, fmt: str, compression: str | None,
+                     filename_field: str | None, keep_filename_column: bool,
+                     mode: WriteMode, storage_options: dict | None,
+                     fingerprint: dict | None, force: bool, sources: InputPaths | None,
+                     schema) -> WriteResult:
+    """Write every partition of ``parts`` to ``path``, one part each, with its counts."""
+    # Validate the format options before touching the output directory.
+    WriteSpec(path=str(path), fmt=fmt, compression=compression,
+              filename_field=filename_field, keep_filename_column=keep_filename_column)
+    with guarded(path, "output directory", inputs=[sources],
+                 storage_options=storage_options, force=force) as out:
+        first = prepare_output(out, mode, fingerprint=fingerprint)
+        spec = WriteSpec(path=out.path, fmt=fmt, compression=compression,
+                         filename_field=filename_field,
+                         keep_filename_column=keep_filename_column, first_index=first,
+                         schema=schema)
+        token = dask.base.tokenize(parts.token, spec)
+        tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
+                                          dask_key_name=f"write-{token}-{i}")
+                 for i, part in enumerate(parts.delayed())]
+        # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
+        stats, carried = compute(tasks, list(parts.carried))
+    files = sorted(f for s in stats for f in s["files"])
+    dropped, counters = split_counts(sum_dropped([*(s["dropped"] for s in stats), *carried]))
+    return WriteResult(
+        path=path, files=files, rows=sum(s["rows"] for s in stats),
+        bytes=sum(s["bytes"] for s in stats),
+        dropped=dropped, counters=counters, partitions=stats,
+    )
