@@ -158,6 +158,9 @@ class ExactDeduplicationWorkflow:
         live run is writing is always refused.
     """
 
+    #: What the automatic blocksize fits in the workers' memory: hashing (the largest task).
+    working_set = "exact"
+
     @nemo_keywords()
     @takes_config(ExactDedupConfig)
     def __init__(self, input_path, output_path: str, cache_path: str | None = None, *,
@@ -203,7 +206,7 @@ class ExactDeduplicationWorkflow:
             posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
             identity if identity is not None else files_identity(fs, [f.path for f in files]),
             storage_options=self.storage_options)
-        return recorded or resolve_blocksize(files)
+        return recorded or resolve_blocksize(files, work=self.working_set)
 
     def identity(self) -> list[list]:
         """The identity of every input file (see :mod:`curator_dask.io.identity`)."""

@@ -177,6 +177,9 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
+    #: What the automatic blocksize fits in the workers' memory: MinHash (the largest task over text).
+    working_set = "minhash"
+
     @nemo_keywords()
     @takes_config(FuzzyDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
@@ -229,7 +232,7 @@ class FuzzyDeduplicationWorkflow:
         recorded = recorded_blocksize(self._path("minhash"),
                                       identity if identity is not None else self.identity(),
                                       storage_options=self.storage_options)
-        return recorded or resolve_blocksize(files)
+        return recorded or resolve_blocksize(files, work=self.working_set)
 
     def read(self, blocksize: int | None = None) -> DocumentDataset:
         """The input with ids, as the run sees it."""
