@@ -274,7 +274,7 @@ class FuzzyDeduplicationWorkflow:
         Progress is reported phase by phase: a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting(), faults_explained(self.blocksize):
+        with reporting(), faults_explained(self.blocksize, setting="input_blocksize"):
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:
