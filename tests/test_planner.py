@@ -194,7 +194,7 @@ def test_automatic_partitions_and_window_fit_the_workers_memory(total, workers, 
     ahead = in_flight_per_worker(block, WORKING_SETS[work], memory) - threads
     assert 0 <= ahead <= threads
     held = threads * block * WORKING_SETS[work] + ahead * block * WORKING_SETS["read"]
-    assert block == MiB or held <= limit * MEMORY_FRACTION - WORKER_BASELINE
+    assert block == MiB or held <= (limit - WORKER_BASELINE) * MEMORY_FRACTION
     # The same cluster without a limit plans from the data alone.
     unlimited = resolve_blocksize(files, memory=WorkerMemory(workers, threads, None), work=work)
     assert block <= unlimited == auto_blocksize(total, workers * threads)

@@ -22,8 +22,8 @@ partition's bytes on disk that depends on the work, its *working set* per input 
 ``benchmarks/working_sets.py``). A worker with ``t`` threads runs ``t`` tasks at once and
 holds, in a streaming run, one more partition per thread read ahead. The plan keeps
 
-    worker baseline + t x blocksize x (working set + read factor)
-        <= memory_limit x MEMORY_FRACTION
+    t x blocksize x (working set + read factor)
+        <= (memory_limit - worker baseline) x MEMORY_FRACTION
 
 on the smallest worker (:func:`memory_blocksize`); the streaming executor's in-flight
 window follows from the same budget (:func:`in_flight_per_worker`), and so does the
@@ -92,12 +92,16 @@ WORKING_SETS: dict[str, float] = {
     "kmeans": 1.5,
     "decontamination": 8.0,
 }
-#: Share of a worker's memory limit the plan fills: distributed spills what a worker
-#: holds to disk from 60% (``distributed.worker.memory.target``), pauses at 80% and
-#: restarts the worker at 95%; the 35% above the plan absorbs what the table misses.
+#: Share of a worker's memory beyond its baseline that the plan fills. distributed
+#: spills what a worker holds to disk from 60% of its limit
+#: (``distributed.worker.memory.target``), pauses it at 80% and restarts it at 95%; a
+#: worker at the plan's peak is at 60% of its limit on large workers and at 85% on a
+#: 512 MiB one (paused until a task ends, never restarted), and what is left absorbs
+#: what the table misses.
 MEMORY_FRACTION = 0.6
 #: Memory of a worker process before it runs anything of ours at scale (Python, dask,
-#: pandas, pyarrow, numba and the compiled kernels: 180-300 MB measured).
+#: pandas, pyarrow, numba and the compiled kernels: 287 MB measured on a worker that
+#: ran a filter and MinHash on one document).
 WORKER_BASELINE = 320 * 2**20
 
 
@@ -174,15 +178,15 @@ def largest_working_set(works) -> float:
 
 
 def task_budget(memory: WorkerMemory) -> int | None:
-    """Bytes one worker has for its tasks: ``limit x MEMORY_FRACTION`` less the
+    """Bytes one worker has for its tasks: ``MEMORY_FRACTION`` of its limit beyond the
     worker's own baseline (None without a limit; at least 1 MiB).
 
     >>> task_budget(WorkerMemory(2, 1, 2**30)) // 2**20
-    294
+    422
     """
     if memory.limit is None:
         return None
-    return max(int(memory.limit * MEMORY_FRACTION) - WORKER_BASELINE, 1 << 20)
+    return max(int((memory.limit - WORKER_BASELINE) * MEMORY_FRACTION), 1 << 20)
 
 
 def memory_blocksize(working_set: float, memory: WorkerMemory) -> int | None:
@@ -194,6 +198,8 @@ def memory_blocksize(working_set: float, memory: WorkerMemory) -> int | None:
     16
     >>> memory_blocksize(5.0, WorkerMemory(2, 1, 2**30)) // 2**20
     32
+    >>> memory_blocksize(12.0, WorkerMemory(1, 1, 512 * 2**20)) // 2**20
+    4
     """
     budget = task_budget(memory)
     if budget is None:

@@ -9,7 +9,7 @@ document whose id is the label). Two algorithms give the same labels:
     numbered by a hash table in one pass, no sort. Runs on one worker: about 4.5 million
     edges a second and ~45 bytes an edge at peak, input included (measured on 10 million
     random edges). Used while the edge list fits the smallest worker's memory at that
-    cost (:func:`local_edge_capacity`: 3 million edges on a 1 GiB worker, 180 million on
+    cost (:func:`local_edge_capacity`: 9 million edges on a 1 GiB worker, 220 million on
     16 GiB), or up to ``max_local_edges`` when it is given.
 ``distributed_components``
     Alternating large-star / small-star (Kiveris et al., "Connected Components in
@@ -296,7 +296,7 @@ def local_edge_capacity(memory: WorkerMemory | None = None) -> int:
 
     >>> from curator_dask.io.planner import WorkerMemory
     >>> local_edge_capacity(WorkerMemory(2, 1, 2**30)) // 10**6
-    6
+    9
     """
     memory = memory or worker_memory()
     if memory.limit is None:
