@@ -54,7 +54,7 @@ from curator_dask.io.warc import warc_splittable
 __all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning",
            "auto_blocksize", "resolve_blocksize", "MAX_AUTO_BLOCKSIZE",
            "MIN_AUTO_BLOCKSIZE", "AUTO", "WORKING_SETS", "WorkerMemory", "worker_memory",
-           "working_set_of", "largest_working_set", "task_budget", "memory_blocksize", "in_flight_per_worker",
+           "working_set_of", "largest_working_set", "task_budget", "task_input_bytes", "memory_blocksize", "in_flight_per_worker",
            "MEMORY_FRACTION", "WORKER_BASELINE"]
 
 logger = logging.getLogger(__name__)
@@ -79,9 +79,10 @@ PARTITIONS_PER_THREAD = 2
 #: them, rounded up by about 25%): read 2.1 (2.8 at 32 MB), heuristic filters 8.8 (10.5),
 #: MinHash 3.9 (4.1), MinHash with LSH buckets 3.8 (4.1), exact hashing 3.4 (3.9). The
 #: others follow from their data: embeddings are the text read and tokenized plus 1.5 KB
-#: of float32 a document (MiniLM's 384 dimensions; documents average 2.8 KB), k-means
-#: holds embeddings only, LSH reads signatures (1,040 bytes a document) and writes 16
-#: bytes a band, decontamination holds the words' spans (24 bytes a word of 6).
+#: of float32 a document (MiniLM's 384 dimensions; documents average 2.8 KB), LSH reads
+#: signatures (1,040 bytes a document) and writes 16 bytes a band, decontamination
+#: holds the words' spans (24 bytes a word of 6). k-means is per byte of the embeddings
+#: its task holds (its input): the block, the partitions it is made of, the distances.
 WORKING_SETS: dict[str, float] = {
     "read": 3.0,
     "filters": 12.0,
@@ -89,7 +90,7 @@ WORKING_SETS: dict[str, float] = {
     "lsh": 1.5,
     "exact": 5.0,
     "embeddings": 5.0,
-    "kmeans": 1.5,
+    "kmeans": 3.0,
     "decontamination": 8.0,
 }
 #: Share of a worker's memory beyond its baseline that the plan fills. distributed
@@ -187,6 +188,22 @@ def task_budget(memory: WorkerMemory) -> int | None:
     if memory.limit is None:
         return None
     return max(int((memory.limit - WORKER_BASELINE) * MEMORY_FRACTION), 1 << 20)
+
+
+def task_input_bytes(work: str | float | None, memory: WorkerMemory | None = None
+                     ) -> int | None:
+    """The most input one task of ``work`` may hold on the smallest worker of
+    ``memory`` (default :func:`worker_memory`), one task per thread; None without a
+    memory limit.
+
+    >>> task_input_bytes("kmeans", WorkerMemory(1, 1, 2**30)) // 2**20
+    140
+    """
+    memory = memory or worker_memory()
+    budget = task_budget(memory)
+    if budget is None:
+        return None
+    return int(budget / (max(memory.threads, 1) * working_set_of(work)))
 
 
 def memory_blocksize(working_set: float, memory: WorkerMemory) -> int | None:
