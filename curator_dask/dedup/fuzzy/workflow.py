@@ -138,8 +138,8 @@ class FuzzyDeduplicationWorkflow:
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
-        cluster, two partitions per worker thread where the data allows, at most 256 MiB
-        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        cluster, two partitions per worker thread where the data allows, at most 64 MiB
+        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
         worker memory follows it. A rerun with another value computes every phase again.
     on_bad_lines : {"error", "skip", "warn"}
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
