@@ -47,12 +47,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from rss import RssSampler  # noqa: E402
+
 RESULTS = HERE / "results" / "scale.json"
 ROWS = ("exact", "fuzzy", "semantic", "streaming")
 EMBEDDING_DIMENSIONS = 64
@@ -115,45 +116,6 @@ class ProcessCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
         self.log.close()
-
-
-class PeakMemory:
-    """Peak RSS of each worker process and of all processes summed, sampled in a thread."""
-
-    def __init__(self, cluster: ProcessCluster, interval: float = 0.2):
-        self.cluster, self.interval = cluster, interval
-        self.per_worker = 0
-        self.total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        import psutil
-
-        total = 0
-        workers = set(self.cluster.worker_pids())
-        for pid in self.cluster.all_pids():
-            try:
-                rss = psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                continue
-            total += rss
-            if pid in workers:
-                self.per_worker = max(self.per_worker, rss)
-        self.total = max(self.total, total)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 # -- the rows ---------------------------------------------------------------------------------
@@ -230,7 +192,8 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
         input_bytes = sum(f.stat().st_size for f in Path(data).iterdir()
                           if f.suffix in (".jsonl", ".parquet"))
         error = None
-        with PeakMemory(cluster) as memory:
+        with RssSampler(cluster.all_pids, interval=0.2) as memory, \
+                RssSampler(cluster.worker_pids, interval=0.2) as workers_memory:
             start = time.perf_counter()
             try:
                 outcome = _run_row(row, Path(data), work_dir, client)
@@ -244,8 +207,8 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
     return {"row": row, "workers": workers, "memory_limit": memory_limit,
             "input_bytes": input_bytes, "wall_seconds": round(wall, 2),
             "mb_per_s_per_core": round(input_bytes / MB / wall / workers, 2),
-            "peak_worker_rss_mb": round(memory.per_worker / MB),
-            "peak_total_rss_mb": round(memory.total / MB),
+            "peak_worker_rss_mb": round(workers_memory.largest / MB),
+            "peak_total_rss_mb": round(memory.peak / MB),
             "memory_restarts": restarts, "error": error, **outcome,
             "load": [round(x, 1) for x in os.getloadavg()]}
 

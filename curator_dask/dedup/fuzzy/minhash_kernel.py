@@ -77,6 +77,8 @@ __all__ = [
     "murmurhash3_x64_128",
     "mmh3_x64_128",
     "next_char",
+    "shingle_hashes32",
+    "shingle_hashes64",
     "string_buffers",
 ]
 
@@ -253,27 +255,60 @@ def next_char(data, pos, end):
 
 
 @njit(nogil=True)
-def _shingle_hashes32(data, s, e, seed, width, hashes):
-    """The 32-bit hashes of the shingles of ``data[s:e]`` (non-empty) into ``hashes``;
-    returns how many."""
-    # [lo, hi) always spans the current shingle.  When the string has fewer than
-    # ``width`` characters, hi stops at e and the one shingle is the whole string,
-    # matching libcudf's "first position is always hashed" rule.
-    lo = s
-    hi = s
+def _first_shingle_end(data, start, end, width):
+    """Byte index after the first shingle of ``data[start:end]``: ``width`` characters
+    on, or ``end`` when the string is shorter (its one shingle is the whole string,
+    libcudf's "first position is always hashed" rule). Not inlined: inlined into the
+    MinHash kernel it made the kernel 40% slower."""
+    hi = start
     k = 0
-    while k < width and hi < e:
-        hi = next_char(data, hi, e)
+    while k < width and hi < end:
+        hi = next_char(data, hi, end)
         k += 1
+    return hi
+
+
+@njit(nogil=True)
+def shingle_hashes32(data, start, end, width, seed, out):
+    """MurmurHash3_x86_32 of each ``width``-character shingle of ``data[start:end]``
+    into ``out``; returns how many (0 for an empty string)."""
+    if end == start:
+        return 0
+    lo = start
+    hi = _first_shingle_end(data, start, end, width)  # [lo, hi) spans the shingle
     n = 0
     while True:
-        h = _mmh3_x86_32(data, lo, hi - lo, seed)
-        hashes[n] = h if h != 0 else np.uint32(1)  # libcudf reserves 0 as its skip sentinel
+        out[n] = _mmh3_x86_32(data, lo, hi - lo, seed)
         n += 1
-        if hi >= e:
+        if hi >= end:
             return n
-        lo = next_char(data, lo, e)
-        hi = next_char(data, hi, e)
+        lo = next_char(data, lo, end)
+        hi = next_char(data, hi, end)
+
+
+@njit(nogil=True)
+def shingle_hashes64(data, start, end, width, seed, out):
+    """:func:`shingle_hashes32` with the first 64-bit word of MurmurHash3_x64_128."""
+    if end == start:
+        return 0
+    lo = start
+    hi = _first_shingle_end(data, start, end, width)
+    n = 0
+    while True:
+        out[n], _ = mmh3_x64_128(data, lo, hi - lo, seed)
+        n += 1
+        if hi >= end:
+            return n
+        lo = next_char(data, lo, end)
+        hi = next_char(data, hi, end)
+
+
+@njit(nogil=True)
+def _clamp_zero(hashes, n):
+    """libcudf reserves 0 as its skip sentinel: a hash of 0 counts as 1."""
+    for j in range(n):
+        if hashes[j] == 0:
+            hashes[j] = 1
 
 
 @njit(nogil=True)
@@ -298,7 +333,8 @@ def _minhash32_kernel(data, offsets, a, b, seed, width, out):
             for i in range(n_perm):
                 row[i] = 0
             continue
-        n = _shingle_hashes32(data, s, e, seed, width, hashes)
+        n = shingle_hashes32(data, s, e, width, seed, hashes)
+        _clamp_zero(hashes, n)
         # Permutation by permutation over the document's hashes (in L1): the minimum
         # stays in a register, where shingle by shingle over the permutations loaded
         # and stored the whole row each time (2.4x slower on the benchmark corpus).
@@ -307,7 +343,8 @@ def _minhash32_kernel(data, offsets, a, b, seed, width, out):
             bi = b[i]
             m = _U32_MAX
             for j in range(n):
-                m = min(m, np.uint32(ai * hashes[j] + bi))
+                v = np.uint32(ai * hashes[j] + bi)
+                m = min(m, v)
             row[i] = m
 
 
@@ -324,21 +361,8 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
             for i in range(n_perm):
                 row[i] = np.uint64(0)
             continue
-        lo = s
-        hi = s
-        k = 0
-        while k < width and hi < e:
-            hi = next_char(data, hi, e)
-            k += 1
-        n = 0
-        while True:
-            h, _ = mmh3_x64_128(data, lo, hi - lo, seed)
-            hashes[n] = h if h != 0 else np.uint64(1)
-            n += 1
-            if hi >= e:
-                break
-            lo = next_char(data, lo, e)
-            hi = next_char(data, hi, e)
+        n = shingle_hashes64(data, s, e, width, seed, hashes)
+        _clamp_zero(hashes, n)
         for i in range(n_perm):  # as in the 32-bit kernel: the minimum in a register
             ai = a[i]
             bi = b[i]
