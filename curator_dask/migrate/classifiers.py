@@ -144,7 +144,7 @@ CLASSIFIER_NAMES: dict[str, Counterpart] = {
         note="0.x reads 2000 characters, 1.x all"),
     "AegisClassifier": _named(
         "AegisClassifier", _AEGIS_DEFENSIVE, more_models=(("base_model_path", _LLAMA_GUARD),),
-        note="with aegis_variant= the Permissive adapter's directory is the model's"),
+        note="--model AegisClassifier=DIR is the adapter of the aegis_variant used"),
     "InstructionDataGuardClassifier": _named(
         "InstructionDataGuardClassifier", "nvidia/instruction-data-guard",
         more_models=(("adapter_path", _AEGIS_DEFENSIVE), ("base_model_path", _LLAMA_GUARD)),
