@@ -43,9 +43,6 @@ dups = ExactDuplicates(cache_path='c')
 from __future__ import annotations
 
 import difflib
-import importlib
-import inspect
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -55,10 +52,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from curator_dask.migrate.mapping import (
     COMPANIONS,
-    KEYWORDS,
     METHODS,
-    MODULES,
-    NAMES,
     NEMO_PACKAGE,
     Counterpart,
     Ignored,
@@ -73,6 +67,7 @@ from curator_dask.migrate.syntax import (
     ends_in_raise,
     is_definition,
     is_main_guard,
+    keyword_arg,
     literal,
     merged_imports,
     quoted,
@@ -80,9 +75,9 @@ from curator_dask.migrate.syntax import (
     tidy,
     unindented,
 )
+from curator_dask.migrate.targets import counterpart, keyword_rules_of, resolve, returns
 
 __all__ = ["MigrationReport", "Note", "migrate_source", "unified_diff"]
-
 
 
 @dataclass(frozen=True)
@@ -115,82 +110,6 @@ def unified_diff(report: MigrationReport, path: str) -> str:
     return "".join(difflib.unified_diff(
         report.source.splitlines(keepends=True), report.code.splitlines(keepends=True),
         fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"))
-
-
-def _resolve(dotted: str):
-    """The curator-dask object at ``dotted`` (``curator_dask.dedup.ExactDuplicates``)."""
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _counterpart(name: str, nemo_module: str) -> Counterpart | None:
-    """``name`` imported from ``nemo_module``: the table's entry, or the same name in the
-    module the table maps ``nemo_module`` to, or None."""
-    if name in NAMES:
-        return NAMES[name]
-    module = MODULES.get(nemo_module)
-    if module is not None and module.ours:
-        try:
-            if hasattr(importlib.import_module(module.ours), name):
-                return Counterpart(f"{module.ours}.{name}")
-        except ImportError:
-            return None
-    return None
-
-
-def _passes_keywords_on(attribute) -> bool:
-    """Whether a method (as a class's ``__dict__`` holds it) takes ``**kwargs``, which
-    it hands to the method it overrides."""
-    func = inspect.unwrap(getattr(attribute, "__func__", attribute))
-    try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind is p.VAR_KEYWORD for p in parameters)
-
-
-def _keyword_rules(obj, method: str | None) -> dict:
-    """The NeMo keyword rules of calling ``obj`` (a function) or ``obj.method``.
-
-    As the call reads them when it runs: the rules of the class that defines the method,
-    and of the methods it overrides while each hands its ``**kwargs`` on (a subclass's
-    rule first). A class whose constructor takes NeMo keywords of its own does not take
-    its base class's.
-    """
-    if method is None:
-        return dict(KEYWORDS.get(f"{obj.__module__}.{obj.__qualname__}", {}))
-    rules: dict = {}
-    for cls in getattr(obj, "__mro__", (type(obj),)):
-        if method not in vars(cls):
-            continue
-        for keyword, rule in KEYWORDS.get(f"{cls.__module__}.{cls.__qualname__}.{method}",
-                                          {}).items():
-            rules.setdefault(keyword, rule)
-        if not _passes_keywords_on(vars(cls)[method]):
-            break
-    return rules
-
-
-def _keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
-    """``keyword=value``, spaced as keyword arguments are."""
-    return cst.Arg(keyword=cst.Name(keyword), value=value,
-                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-
-
-def _returns(obj, method: str | None):
-    """The class a call returns, from its annotation (None if unknown)."""
-    if method == "__init__":
-        return obj
-    func = obj if method is None else getattr(obj, method, None)
-    try:
-        hint = typing.get_type_hints(inspect.unwrap(func)).get("return")
-    except Exception:  # annotations that do not resolve: the type stays unknown
-        return None
-    return hint if isinstance(hint, type) else None
-
-
-
-
 
 
 class _Migrator(cst.CSTTransformer):
@@ -239,7 +158,7 @@ class _Migrator(cst.CSTTransformer):
 
     def _bind(self, local: str, nemo_name: str, cp: Counterpart, nemo_module: str) -> None:
         try:
-            self.objects[local] = _resolve(cp.ours)
+            self.objects[local] = resolve(cp.ours)
         except (ImportError, AttributeError):
             pass
         self.counterparts[local] = (nemo_name, cp, nemo_module)
@@ -260,7 +179,7 @@ class _Migrator(cst.CSTTransformer):
         for alias in node.names:
             name = get_full_name_for_node(alias.name)
             asname = alias.asname.name.value if alias.asname else None
-            cp = _counterpart(name, module)
+            cp = counterpart(name, module)
             if cp is None or cp.ours is None:
                 why = cp.note if cp is not None else "curator-dask has no counterpart"
                 self._todo(node, f"{module}.{name}: {why}")
@@ -293,7 +212,7 @@ class _Migrator(cst.CSTTransformer):
             nemo = True
             local = alias.asname.name.value if alias.asname else dotted
             for name in sorted(self.aliases.used.get(local, ())):
-                cp = _counterpart(name, dotted)
+                cp = counterpart(name, dotted)
                 if cp is None or cp.ours is None:
                     why = cp.note if cp is not None else "curator-dask has no counterpart"
                     self._todo(node, f"{local}.{name}: {why}")
@@ -351,7 +270,7 @@ class _Migrator(cst.CSTTransformer):
         root = get_full_name_for_node(original.value)
         if root in self.aliases.modules:
             name = original.attr.value
-            cp = _counterpart(name, self.aliases.modules[root])
+            cp = counterpart(name, self.aliases.modules[root])
             if cp is not None and cp.ours is not None:
                 return cst.Name(cp.name)
             return updated
@@ -408,7 +327,7 @@ class _Migrator(cst.CSTTransformer):
             updated = updated.with_changes(func=updated.func.with_changes(attr=cst.Name(ours)))
             self._changed(original, f".{method}() is .{ours}() in curator-dask")
             method = ours
-        updated = self._keywords(original, updated, _keyword_rules(obj, method))
+        updated = self._keywords(original, updated, keyword_rules_of(obj, method))
         if local in self.counterparts and method == "__init__":
             updated = self._constructor(original, updated, *self.counterparts[local])
             unwrapped = self._unwrap(original, updated, local)
@@ -416,7 +335,7 @@ class _Migrator(cst.CSTTransformer):
                 return unwrapped
         if self.depth == 0 and self._starts_cluster(obj, method):
             self.starts_cluster_at_top = True
-        self._returned = _returns(obj, method)
+        self._returned = returns(obj, method)
         return updated
 
     def _starts_cluster(self, obj, method) -> bool:
@@ -470,7 +389,7 @@ class _Migrator(cst.CSTTransformer):
     def _constructor(self, original, call: cst.Call, nemo_name: str, cp: Counterpart,
                      nemo_module: str):
         given = {a.keyword.value for a in call.args if a.keyword is not None}
-        extra = [_keyword_arg(k, cst.parse_expression(v))
+        extra = [keyword_arg(k, cst.parse_expression(v))
                  for k, v in cp.defaults_for(nemo_module) if k not in given]
         if extra:
             self._changed(original, f"{nemo_name}: " + ", ".join(
@@ -498,7 +417,7 @@ class _Migrator(cst.CSTTransformer):
             if directory is None:
                 missing.append((keyword, names[0]))
                 continue
-            found.append(_keyword_arg(keyword, quoted(directory)))
+            found.append(keyword_arg(keyword, quoted(directory)))
             self._changed(original, f"{nemo_name}: {keyword}={directory!r} (instead of "
                                     f"{hub_model} from the hub)")
         if missing:
