@@ -361,6 +361,22 @@ def test_cpu_rewrites_only_the_gpu_only_choices():
     assert "import cudf" in code  # the function stays; it is no longer called
 
 
+def test_cpu_puts_a_classifier_on_the_cpu_and_reports_the_line():
+    source = ("from nemo_curator.classifiers import DomainClassifier\n\n"
+              "domain = DomainClassifier(device_type='cuda', text_field='cuda')\n")
+    assert "device='cuda'" in migrated(source).code
+    report = migrated(source, cpu=True)
+    assert "DomainClassifier(device=\"cpu\", text_field='cuda')" in report.code
+    assert [n.line for n in report.changes if "device_type='cuda'" in n.message] == [3]
+
+
+def test_a_value_known_only_when_the_script_runs_keeps_its_nemo_keyword():
+    report = migrated("from nemo_curator.classifiers import DomainClassifier\n"
+                      "fast = True\nd = DomainClassifier(autocast=fast, batch_size=8)\n")
+    assert "DomainClassifier(autocast=fast, model_inference_batch_size=8)" in report.code
+    assert not any("autocast" in n.message for n in report.todo)
+
+
 def test_loguru_becomes_logging():
     code = migrated("from loguru import logger\nlogger.info('x')\n").code
     scope: dict = {"__name__": "script"}
