@@ -29,7 +29,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.identity import plan_identity
+from curator_dask.io.identity import plan_digest, plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.output_state import (
     completed_parts,
@@ -343,7 +343,11 @@ def input_identity(ds: DocumentDataset) -> dict:
     of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
     if ds.plan is None:
         return {}
-    fs = ds.partition_reader.fs if ds.partition_reader is not None else ds.sources.fs
+    if not all(hasattr(spec, "slices") for spec in ds.plan):
+        # Not read from files (URLs a downloader fetches, say): what is known of the input
+        # is the plan itself.
+        return {"plan": plan_digest(ds.plan)}
+    fs = getattr(ds.partition_reader, "fs", None) or ds.sources.fs
     return plan_identity(fs, ds.plan)
 
 
