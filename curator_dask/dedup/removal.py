@@ -57,7 +57,7 @@ from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
-           "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD"]
+           "route_to_partitions", "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +203,29 @@ def _check_id_types(doc_ids, drop_ids, id_field: str) -> None:
         )
 
 
+def route_to_partitions(df: dd.DataFrame, column: str, npartitions: int) -> dd.DataFrame:
+    """``df`` shuffled into ``npartitions`` partitions, partition ``i`` holding the rows
+    whose ``column`` (an integer) is ``i``; numbers past the last land in the last.
+
+    One shuffle of ``df`` alone: how a list is sent to the partitions of a dataset it
+    names, or keys to the partitions of an on-disk index. ``column`` is consumed (it
+    becomes the index), so the rows arrive without it.
+
+    Examples
+    --------
+    >>> df = dd.from_pandas(pd.DataFrame({"p": [2, 0, 1, 2], "x": list("abcd")}),
+    ...                     npartitions=2)
+    >>> routed = route_to_partitions(df, "p", 3)
+    >>> [sorted(routed.partitions[i].compute()["x"]) for i in range(3)]
+    [['b'], ['c'], ['a', 'd']]
+    """
+    if npartitions == 1:
+        return df.drop(columns=column).repartition(npartitions=1)
+    # Partition i gets the index values [i, i + 1); the last one [n - 1, n - 1].
+    return df.set_index(column, divisions=[*range(npartitions), npartitions - 1],
+                        shuffle_method=default_shuffle_method())
+
+
 # -- broadcast ---------------------------------------------------------------------------
 
 def _sorted_unique(df, id_field: str):
@@ -265,12 +288,8 @@ def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
     # Shuffle join on id: (id, partition) of every document meets the ids to drop.
     hits = locations.merge(ids, on=id_field, how="inner", shuffle_method=method,
                            npartitions=max(npartitions, ids.npartitions))
-    # Send each hit to the partition that holds it: partition i gets [i, i+1).
-    if npartitions == 1:
-        routed = hits.repartition(npartitions=1)
-    else:
-        routed = hits.set_index(_PARTITION_FIELD, divisions=[*range(npartitions), npartitions - 1],
-                                shuffle_method=method)
+    # Send each hit to the partition that holds it.
+    routed = route_to_partitions(hits, _PARTITION_FIELD, npartitions)
     return df.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta,
                              align_dataframes=False, enforce_metadata=False)
 
@@ -322,12 +341,7 @@ def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
                                  enforce_metadata=False)
     # The list alone is shuffled, straight to the partitions its rows are in; numbers
     # past the last partition land in it and are refused there.
-    if npartitions == 1:
-        routed = tagged.repartition(npartitions=1)
-    else:
-        routed = tagged.set_index(_PARTITION_FIELD, divisions=[*range(npartitions),
-                                                               npartitions - 1],
-                                  shuffle_method=default_shuffle_method())
+    routed = route_to_partitions(tagged, _PARTITION_FIELD, npartitions)
     return df.map_partitions(_anti_join_rows_routed, routed, id_field, reason, meta=df._meta,
                              align_dataframes=False, enforce_metadata=False)
 
