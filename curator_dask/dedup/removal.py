@@ -57,7 +57,7 @@ from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
-           "route_to_partitions", "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD"]
+           "route_to_partitions", "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD", "REASON_FIELD"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ STRATEGIES = get_args(RemovalStrategy)
 DEFAULT_BROADCAST_THRESHOLD = 10_000_000
 
 _PARTITION_FIELD = "_partition"
+#: In a list of rows to remove: each row's drop reason (else ``remove_ids``'s ``reason``).
+REASON_FIELD = "_reason"
 
 
 def default_shuffle_method() -> str:
@@ -117,7 +119,10 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     broadcast_threshold : int, default 10_000_000
         The most ids ``auto`` broadcasts.
     reason : str, default "duplicate"
-        The drop reason recorded for :meth:`DocumentDataset.dropped_counts`.
+        The drop reason recorded for :meth:`DocumentDataset.dropped_counts`. A list of
+        rows may instead name each row's own reason in a ``_reason`` column
+        (:data:`REASON_FIELD`), so one pass removes documents gone for several reasons
+        (rows shift once some are removed, so two passes by row could not).
 
     Returns
     -------
@@ -142,6 +147,13 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     >>> rows = DocumentDataset.from_pandas(pd.DataFrame({"id": [7], "_row": [1]}))
     >>> remove_ids(ds, rows).df.compute()["text"].tolist()
     ['a', 'b']
+
+    Each row with its own reason:
+
+    >>> rows = DocumentDataset.from_pandas(pd.DataFrame(
+    ...     {"id": [7, 8], "_row": [1, 2], "_reason": ["copy", "seen_before"]}))
+    >>> remove_ids(ds, rows).dropped_counts()
+    {'copy': 1, 'seen_before': 1}
     """
     if not isinstance(ds, DocumentDataset):
         raise TypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
@@ -189,7 +201,8 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
         if not pd.api.types.is_integer_dtype(ids_to_remove._meta[ROW_FIELD].dtype):
             raise TypeError(f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
                             f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
-        return ids_to_remove[[id_field, ROW_FIELD]]
+        reasons = [REASON_FIELD] if REASON_FIELD in ids_to_remove.columns else []
+        return ids_to_remove[[id_field, ROW_FIELD, *reasons]]
     return ids_to_remove[[id_field]]
 
 
@@ -303,14 +316,18 @@ def _anti_join_routed(df, routed, id_field: str, reason: str):
 # -- by row -------------------------------------------------------------------------------
 
 def _sorted_unique_rows(df, id_field: str):
-    """The rows to drop, once each, sorted by row number."""
-    return (df[[ROW_FIELD, id_field]].drop_duplicates(ROW_FIELD)
+    """The rows to drop, once each, sorted by row number (with their reasons, if listed)."""
+    return (df[_row_columns(df, id_field)].drop_duplicates(ROW_FIELD)
             .sort_values(ROW_FIELD, ignore_index=True))
+
+
+def _row_columns(df, id_field: str) -> list[str]:
+    return [ROW_FIELD, id_field, *([REASON_FIELD] if REASON_FIELD in df.columns else [])]
 
 
 def _broadcast_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
                              reason: str) -> dd.DataFrame:
-    meta = rows._meta[[ROW_FIELD, id_field]]
+    meta = rows._meta[_row_columns(rows._meta, id_field)]
     drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, meta=meta)
                 .repartition(npartitions=1)
                 .map_partitions(_sorted_unique_rows, id_field, meta=meta))
@@ -335,7 +352,7 @@ def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions
 def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
                            reason: str) -> dd.DataFrame:
     npartitions = df.npartitions
-    meta = rows._meta[[id_field, ROW_FIELD]].assign(
+    meta = rows._meta[_row_columns(rows._meta, id_field)].assign(
         **{_PARTITION_FIELD: np.array([], dtype=np.int64)})
     tagged = rows.map_partitions(_with_row_partition, meta=meta, align_dataframes=False,
                                  enforce_metadata=False)
@@ -366,12 +383,19 @@ def _anti_join_rows_routed(df, routed, id_field: str, reason: str, partition_inf
 
 
 def _drop_listed_rows(df, listed, number: int, id_field: str, reason: str):
-    """Drop the rows ``listed`` (sorted, unique ``(_row, id)`` of this partition)."""
+    """Drop the rows ``listed`` (sorted, unique ``(_row, id)`` of this partition), each
+    counted under its listed reason where the list has them, else under ``reason``."""
     if len(listed) == 0:
         return df
     hit = listed_rows_mask(df[id_field], listed[ROW_FIELD].to_numpy(), listed[id_field],
                            number, id_field)
-    return _drop_rows(df, hit, reason)
+    if REASON_FIELD not in listed.columns:
+        return _drop_rows(df, hit, reason)
+    kept = df[~hit]
+    # Every listed row was found (listed_rows_mask raises otherwise): count the list.
+    for why, count in _host(listed[REASON_FIELD]).value_counts(sort=False).items():
+        record_dropped(kept, str(why), int(count))
+    return kept
 
 
 def listed_rows_mask(ids, rows: np.ndarray, listed_ids, number: int,

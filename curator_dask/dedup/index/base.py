@@ -1,0 +1,204 @@
+"""What the exact and fuzzy dedup indexes share: opening, parameters, queries, appends.
+
+A query is lazy where it can be and persists what it must: the batch's keys, routed to
+the index partitions (one shuffle of the batch's keys), and each key marked as new, a
+duplicate within the batch or a duplicate of the index. :class:`IndexQuery` holds that,
+the counts, and the dataset without the duplicates; :meth:`IndexQuery.append` adds the
+batch's new keys to the index as its next generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import dask.dataframe as dd
+import numpy as np
+
+from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import resolve_config
+from curator_dask.dedup.index.store import (
+    GENERATION_FIELD,
+    IndexParameterError,
+    IndexState,
+    IndexStore,
+)
+from curator_dask.io.overlap import check_output_path
+
+__all__ = ["DedupIndex", "IndexQuery"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexQuery:
+    """A batch queried against a dedup index.
+
+    Attributes
+    ----------
+    kept : DocumentDataset
+        The batch without its duplicates (lazy), each removed document counted under its
+        reason in :meth:`~curator_dask.DocumentDataset.dropped_counts`.
+    documents : int
+        Documents of the batch that were compared (null texts left out).
+    removed : dict of str to int
+        Documents removed, by reason: duplicates of the index
+        (``exact_duplicate_of_index`` / ``fuzzy_duplicate_of_index``) and duplicates
+        within the batch (``exact_duplicate`` / ``fuzzy_duplicate``).
+    new_keys : int
+        Keys :meth:`append` would add to the index.
+    base_generation : int
+        The generation of the index the batch was compared with.
+    appended_as : int or None
+        Set once the batch is in the index: the generation it became. A batch queried
+        again after its append (a rerun) is compared with the generation before its
+        own, and has it set from the start.
+    """
+
+    kept: DocumentDataset
+    documents: int
+    removed: dict[str, int]
+    new_keys: int
+    base_generation: int
+    appended_as: int | None = None
+    _index: Any = field(default=None, repr=False)
+    _state: IndexState | None = field(default=None, repr=False)
+    _rows: dd.DataFrame | None = field(default=None, repr=False)
+    _digest: str | None = field(default=None, repr=False)
+
+    def append(self) -> int:
+        """Add the batch's new keys to the index as a new generation; returns it.
+
+        Once per query: a second call (or an append of a batch the index already holds)
+        changes nothing and returns the generation the batch became.
+        """
+        if self.appended_as is None:
+            self.appended_as = self._index._append(self)
+        return self.appended_as
+
+
+class DedupIndex:
+    """Base of :class:`~curator_dask.dedup.ExactDedupIndex` and
+    :class:`~curator_dask.dedup.FuzzyDedupIndex`: an index directory, the parameters its
+    keys are made with, and the number of partitions it is split into."""
+
+    kind: ClassVar[str]
+    config_class: ClassVar[type]
+
+    def __init__(self, path: str, *, config=None, partitions: int | None = None,
+                 storage_options: dict | None = None):
+        if partitions is not None and (not isinstance(partitions, int)
+                                       or isinstance(partitions, bool) or partitions < 1):
+            raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
+        self.path = path
+        self.storage_options = storage_options
+        self.store = IndexStore(path, self.kind, storage_options)
+        state = self.store.state()
+        who = type(self).__name__
+        if config is None:
+            config = self._config_from(state.parameters) if state else self.config_class()
+        elif isinstance(config, Mapping) or isinstance(config, self.config_class):
+            config = resolve_config(self.config_class, config, {}, who=who)
+        else:
+            raise TypeError(f"{who}: config must be a {self.config_class.__name__} (or a "
+                            f"mapping of its fields), got {type(config).__name__}")
+        self.config = config
+        self._check_config()
+        if state is not None:
+            self.store.check_parameters(state.parameters, self.parameters())
+            if partitions is not None and partitions != state.partitions:
+                raise IndexParameterError(
+                    f"the dedup index at {path} has {state.partitions} partitions, not "
+                    f"{partitions}: leave partitions= out to use its own")
+        self._partitions = partitions
+
+    # -- what subclasses provide --------------------------------------------------------------
+    def parameters(self) -> dict:
+        """The parameters the keys depend on, as the index records them."""
+        raise NotImplementedError
+
+    def _config_from(self, parameters: dict):
+        return self.config_class(**parameters)
+
+    def _check_config(self) -> None:
+        """Refuse a config the index cannot serve."""
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        """The index's current generation (0 before anything is appended)."""
+        state = self.store.state()
+        return state.generation if state is not None else 0
+
+    @property
+    def keys(self) -> int:
+        """Keys stored in the index, over every generation."""
+        state = self.store.state()
+        return state.rows if state is not None else 0
+
+    def __repr__(self) -> str:
+        state = self.store.state()
+        if state is None:
+            return f"{type(self).__name__}({self.path!r}, empty)"
+        return (f"{type(self).__name__}({self.path!r}, generation {state.generation}, "
+                f"{state.rows:,} keys in {state.partitions} partitions)")
+
+    def _plan(self, ds: DocumentDataset) -> tuple[IndexState, int]:
+        """The index now (or an empty one) and its partitions; the path checked against
+        the batch's inputs before anything is read."""
+        if not isinstance(ds, DocumentDataset):
+            raise TypeError(f"{type(self).__name__} takes a DocumentDataset, got "
+                            f"{type(ds).__name__}")
+        if ds.sources is not None:
+            check_output_path(self.path, [ds.sources], what="dedup index",
+                              storage_options=self.storage_options)
+        state = self.store.state()
+        if state is None:
+            partitions = self._partitions or max(1, ds.npartitions)
+            state = IndexState(kind=self.kind, parameters=self.parameters(),
+                               partitions=partitions)
+        return state, state.partitions
+
+    def _base(self, state: IndexState, digest: str, as_of: int | None) -> tuple[int, int | None]:
+        """``(generation to compare with, generation the batch already became)``."""
+        if as_of is not None:
+            if not isinstance(as_of, int) or isinstance(as_of, bool) or not (
+                    0 <= as_of <= state.generation):
+                raise ValueError(f"as_of must be a generation from 0 to {state.generation}, "
+                                 f"got {as_of!r}")
+            return as_of, None
+        appended = state.batches.get(digest)
+        if appended is not None:
+            logger.warning(
+                "dedup index %s: this batch was appended as generation %d already; comparing "
+                "it with generation %d, as before, and not appending it again", self.path,
+                appended, appended - 1)
+            return appended - 1, appended
+        return state.generation, None
+
+    def _append(self, query: IndexQuery) -> int:
+        if query.base_generation != query._state.generation:
+            raise IndexParameterError(
+                f"this batch was compared with generation {query.base_generation} of the "
+                f"dedup index at {self.path}, not with its latest ({query._state.generation}): "
+                "only a query of the latest generation can be appended (leave as_of out)")
+        generation = query._state.generation + 1
+        rows = query._rows.map_partitions(_with_generation, generation,
+                                          meta=_with_generation(query._rows._meta, generation))
+        state = self.store.append(rows, base=query._state, digest=query._digest)
+        return state.generation
+
+
+def _with_generation(df, generation: int):
+    return df.assign(**{GENERATION_FIELD: np.full(len(df), generation, dtype=np.int32)})
+
+
+def reason_counts(actions: dd.Series, reasons: dict[int, str]) -> tuple[int, dict[str, int], int]:
+    """``(documents, removed by reason, new)`` from a persisted column of actions (0 = new,
+    other codes as ``reasons`` names them)."""
+    counts = actions.value_counts().compute()
+    counts = {int(k): int(v) for k, v in counts.items()}
+    removed = {reasons[code]: counts.get(code, 0) for code in sorted(reasons)}
+    return sum(counts.values()), removed, counts.get(0, 0)
