@@ -8,7 +8,8 @@ latest one, an append adds the batch's new keys as the next.
 
 from curator_dask.dedup.index.base import DedupIndex, IndexQuery
 from curator_dask.dedup.index.exact import EXACT_INDEX_REASON, ExactDedupIndex
+from curator_dask.dedup.index.fuzzy import FUZZY_INDEX_REASON, FuzzyDedupIndex
 from curator_dask.dedup.index.store import IndexChangedError, IndexParameterError
 
-__all__ = ["DedupIndex", "EXACT_INDEX_REASON", "ExactDedupIndex", "IndexChangedError",
-           "IndexParameterError", "IndexQuery"]
+__all__ = ["DedupIndex", "EXACT_INDEX_REASON", "ExactDedupIndex", "FUZZY_INDEX_REASON",
+           "FuzzyDedupIndex", "IndexChangedError", "IndexParameterError", "IndexQuery"]

@@ -184,11 +184,15 @@ class DedupIndex:
                 f"this batch was compared with generation {query.base_generation} of the "
                 f"dedup index at {self.path}, not with its latest ({query._state.generation}): "
                 "only a query of the latest generation can be appended (leave as_of out)")
-        generation = query._state.generation + 1
-        rows = query._rows.map_partitions(_with_generation, generation,
-                                          meta=_with_generation(query._rows._meta, generation))
-        state = self.store.append(rows, base=query._state, digest=query._digest)
-        return state.generation
+        return self._append_rows(query._state, query._rows, query._digest)
+
+    def _append_rows(self, state: IndexState, rows: dd.DataFrame, digest: str | None) -> int:
+        """Write ``rows`` (one partition per index partition) as the generation after
+        ``state``'s; returns it."""
+        generation = state.generation + 1
+        rows = rows.map_partitions(_with_generation, generation,
+                                   meta=_with_generation(rows._meta, generation))
+        return self.store.append(rows, base=state, digest=digest).generation
 
 
 def _with_generation(df, generation: int):
