@@ -1,5 +1,6 @@
 """Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), semantic
-(embeddings + k-means), removal.
+(embeddings + k-means), removal; indexes that remember earlier batches
+(:mod:`curator_dask.dedup.index`); line and paragraph dedup (:mod:`curator_dask.dedup.lines`).
 
 The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 :mod:`curator_dask.dedup.semantic`; their main entry points are re-exported here.
@@ -17,6 +18,14 @@ from curator_dask.dedup.fuzzy import (
     optimal_bands,
 )
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
+from curator_dask.dedup.index import (
+    ExactDedupIndex,
+    FuzzyDedupIndex,
+    IndexChangedError,
+    IndexParameterError,
+    IndexQuery,
+)
+from curator_dask.dedup.lines import LineDedup, SpanDedupStats
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.semantic import (
     SemanticDeduplicationWorkflow,
@@ -36,18 +45,25 @@ __all__ = [
     "ExactDedupConfig",
     "FuzzyDedupConfig",
     "LSH",
+    "ExactDedupIndex",
     "ExactDedupResult",
     "ExactDeduplicationWorkflow",
     "ExactDuplicates",
+    "FuzzyDedupIndex",
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",
+    "IndexChangedError",
+    "IndexParameterError",
+    "IndexQuery",
+    "LineDedup",
     "MinHash",
     "NullTextError",
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",
+    "SpanDedupStats",
     "hash_texts",
     "optimal_bands",
     "remove_ids",
