@@ -343,3 +343,38 @@ def test_queries_run_on_a_cluster(client, tmp_path):
     kept = kept_docs(fuzzy.query(dataset(second, 3)))
     assert set(second["doc"]) - kept == removed & set(second["doc"])
     assert exact.query(dataset(second)).documents == len(second)
+
+
+# -- as pipeline stages ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_pipeline_files_dedup_month_after_month_and_report_each_reason(tmp_path):
+    from curator_dask.cli.config import load_config
+    from curator_dask.observe.report import stage_rows
+
+    months = {"m1": ["a", "b", "a", "c"], "m2": ["b", "d", "d", "a", "e"]}
+    kept: dict[str, list] = {}
+    for month, month_texts in months.items():
+        write_jsonl(tmp_path / month / "in.jsonl", [{"text": t} for t in month_texts])
+        (tmp_path / f"{month}.yaml").write_text(textwrap.dedent(f"""
+            executor: {{type: local}}
+            reader: {{type: jsonl, path: {tmp_path / month}}}
+            stages:
+              - AddId
+              - ExactIndexDedup: {{index_path: {tmp_path / 'index'}, append: true,
+                                   partitions: 2}}
+            writer: {{type: parquet, path: {tmp_path / 'out' / month}}}
+        """))
+        for _ in range(2):  # a rerun keeps the same documents and appends nothing
+            config = load_config(str(tmp_path / f"{month}.yaml"))
+            config.pipeline.run(config.executor())
+            result = config.pipeline.last_result
+            kept.setdefault(month, []).append(
+                sorted(pd.read_parquet(tmp_path / "out" / month)["text"]))
+            (tmp_path / "out" / month).rename(tmp_path / "out" / f"{month}-run-{_}")
+        row = next(r for r in stage_rows(result, config.pipeline.stages)
+                   if r.stage == "exact_index_dedup")
+        assert sum(row.dropped.values()) == len(month_texts) - len(kept[month][0])
+    assert kept == {"m1": [["a", "b", "c"]] * 2, "m2": [["d", "e"]] * 2}
+    assert row.dropped == {"exact_duplicate": 1, "exact_duplicate_of_index": 2}
+    assert ExactDedupIndex(str(tmp_path / "index")).generation == 2

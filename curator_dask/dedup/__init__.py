@@ -20,7 +20,9 @@ from curator_dask.dedup.fuzzy import (
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
 from curator_dask.dedup.index import (
     ExactDedupIndex,
+    ExactIndexDedup,
     FuzzyDedupIndex,
+    FuzzyIndexDedup,
     IndexChangedError,
     IndexParameterError,
     IndexQuery,
@@ -47,10 +49,12 @@ __all__ = [
     "LSH",
     "ExactDedupIndex",
     "ExactDedupResult",
+    "ExactIndexDedup",
     "ExactDeduplicationWorkflow",
     "ExactDuplicates",
     "FuzzyDedupIndex",
     "FuzzyDedupResult",
+    "FuzzyIndexDedup",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",

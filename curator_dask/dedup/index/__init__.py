@@ -9,7 +9,9 @@ latest one, an append adds the batch's new keys as the next.
 from curator_dask.dedup.index.base import DedupIndex, IndexQuery
 from curator_dask.dedup.index.exact import EXACT_INDEX_REASON, ExactDedupIndex
 from curator_dask.dedup.index.fuzzy import FUZZY_INDEX_REASON, FuzzyDedupIndex
+from curator_dask.dedup.index.stages import ExactIndexDedup, FuzzyIndexDedup, IndexDedupStats
 from curator_dask.dedup.index.store import IndexChangedError, IndexParameterError
 
-__all__ = ["DedupIndex", "EXACT_INDEX_REASON", "ExactDedupIndex", "FUZZY_INDEX_REASON",
-           "FuzzyDedupIndex", "IndexChangedError", "IndexParameterError", "IndexQuery"]
+__all__ = ["DedupIndex", "EXACT_INDEX_REASON", "ExactDedupIndex", "ExactIndexDedup",
+           "FUZZY_INDEX_REASON", "FuzzyDedupIndex", "FuzzyIndexDedup", "IndexChangedError",
+           "IndexDedupStats", "IndexParameterError", "IndexQuery"]
