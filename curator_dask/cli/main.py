@@ -1,6 +1,7 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic|index|lines``,
+``stages``. Exit codes:
 0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
 stderr, results to stdout.
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli import dedup_index
 from curator_dask.errors import CuratorError
 
 __all__ = ["main"]
@@ -96,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
                                              f"parameters of {workflow.__name__}.")
         _add_workflow_arguments(sub, workflow)
         _add_cluster_arguments(sub)
+    dedup_index.add_commands(methods, _add_cluster_arguments)
 
     stages = commands.add_parser(
         "stages", help="list the stages a pipeline file can use",
@@ -413,14 +416,19 @@ def _workflow_options(args, workflow) -> dict:
 def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
 
+    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
+               else {"n_workers": args.workers})
+    if args.method in dedup_index.COMMANDS:
+        try:
+            return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
+        except dedup_index.RequestError as err:
+            raise UsageError(str(err)) from None
     workflow_cls = _workflows()[args.method][0]
     spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:
         raise UsageError(_cli_spelling(str(err), spellings)) from None
-    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
-               else {"n_workers": args.workers})
     with get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
@@ -553,7 +561,8 @@ def _log_beside_bars():
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits with 2 here
     _configure_logging(args.verbose)
-    command = args.command + (f" {args.method}" if args.command == "dedup" else "")
+    command = args.command + (f" {args.method}" if args.command == "dedup" else "") + (
+        f" {args.action}" if getattr(args, "action", None) else "")
     try:
         with _log_beside_bars():
             return COMMANDS[args.command](args, echo=print)

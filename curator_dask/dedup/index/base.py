@@ -99,7 +99,11 @@ class DedupIndex:
         who = type(self).__name__
         if config is None:
             config = self._config_from(state.parameters) if state else self.config_class()
-        elif isinstance(config, Mapping) or isinstance(config, self.config_class):
+        elif isinstance(config, Mapping):
+            # Fields not given: the index's own parameters where it records them.
+            recorded = state.parameters if state is not None else {}
+            config = resolve_config(self.config_class, {**recorded, **config}, {}, who=who)
+        elif isinstance(config, self.config_class):
             config = resolve_config(self.config_class, config, {}, who=who)
         else:
             raise TypeError(f"{who}: config must be a {self.config_class.__name__} (or a "

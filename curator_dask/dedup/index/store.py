@@ -52,7 +52,7 @@ from curator_dask.errors import CuratorError
 from curator_dask.stages.fingerprint import param_changes
 
 __all__ = ["IndexState", "Segment", "IndexParameterError", "IndexChangedError", "IndexStore",
-           "POINTER", "PARTITION_FIELD", "GENERATION_FIELD", "batch_digest"]
+           "POINTER", "PARTITION_FIELD", "GENERATION_FIELD", "batch_digest", "index_kind"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,17 @@ def _add_sums(parts, width: int) -> np.ndarray:
     for part in parts:
         total += part  # uint64 arrays wrap around, as the digest means them to
     return total
+
+
+def index_kind(path: str, storage_options: dict | None = None) -> str | None:
+    """The kind of the dedup index at ``path`` (``"exact"`` or ``"fuzzy"``), or None
+    where there is none."""
+    fs, root = url_to_fs(path, **(storage_options or {}))
+    try:
+        data = json.loads(fs.cat_file(posixpath.join(root.rstrip("/"), POINTER)))
+    except FileNotFoundError:
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
 
 
 class IndexStore:
