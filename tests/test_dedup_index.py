@@ -125,14 +125,26 @@ def test_string_ids_that_repeat_keep_one_copy_of_each_text(tmp_path):
 def test_a_rerun_of_an_appended_batch_is_compared_as_before_and_not_appended_again(tmp_path):
     index = ExactDedupIndex(str(tmp_path / "index"))
     index.query(dataset(pd.DataFrame({"id": [0], "text": ["old"]}))).append()
-    batch = dataset(pd.DataFrame({"id": [0, 1, 2], "text": ["old", "new", "new"]}))
+    write_jsonl(tmp_path / "batch" / "a.jsonl",
+                [{"id": i, "text": t} for i, t in enumerate(["old", "new", "new"])])
+    batch = DocumentDataset.read_jsonl(str(tmp_path / "batch"))
     first = index.query(batch)
     kept = first.kept.df.compute()["text"].tolist()
     assert first.append() == 2
-    again = index.query(batch)
+    again = index.query(DocumentDataset.read_jsonl(str(tmp_path / "batch")))
     assert again.appended_as == 2 and again.base_generation == 1
     assert again.kept.df.compute()["text"].tolist() == kept == ["new"]
     assert again.append() == 2 and index.generation == 2 and index.keys == 2
+    # The same texts from other files are another batch: all of it is in the index now.
+    write_jsonl(tmp_path / "copy" / "a.jsonl",
+                [{"id": i, "text": t} for i, t in enumerate(["old", "new", "new"])])
+    copy = index.query(DocumentDataset.read_jsonl(str(tmp_path / "copy")))
+    assert copy.appended_as is None and copy.kept.df.compute().empty
+    # A batch from memory is recognised only by a name given to it.
+    memory = dataset(pd.DataFrame({"id": [0], "text": ["newer"]}))
+    index.query(memory, batch_id="2026-12").append()
+    assert index.query(memory).kept.df.compute().empty
+    assert index.query(memory, batch_id="2026-12").appended_as == 3
 
 
 def test_as_of_compares_with_an_earlier_generation_and_cannot_append(tmp_path):

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.config import resolve_config
+from curator_dask.dedup.exact_files import fits_in_memory
 from curator_dask.dedup.index.store import (
     GENERATION_FIELD,
     IndexParameterError,
@@ -26,6 +28,7 @@ from curator_dask.dedup.index.store import (
     IndexStore,
 )
 from curator_dask.io.overlap import check_output_path
+from curator_dask.stages.io_stages import plan_token
 
 __all__ = ["DedupIndex", "IndexQuery"]
 
@@ -53,7 +56,8 @@ class IndexQuery:
         The generation of the index the batch was compared with.
     appended_as : int or None
         Set once the batch is in the index: the generation it became. A batch queried
-        again after its append (a rerun) is compared with the generation before its
+        again after its append (a rerun: read from the same files, or named by the same
+        ``batch_id``, with the same keys) is compared with the generation before its
         own, and has it set from the start.
     """
 
@@ -66,7 +70,7 @@ class IndexQuery:
     _index: Any = field(default=None, repr=False)
     _state: IndexState | None = field(default=None, repr=False)
     _rows: dd.DataFrame | None = field(default=None, repr=False)
-    _digest: str | None = field(default=None, repr=False)
+    _batch: str | None = field(default=None, repr=False)
 
     def append(self) -> int:
         """Add the batch's new keys to the index as a new generation; returns it.
@@ -149,6 +153,15 @@ class DedupIndex:
         return (f"{type(self).__name__}({self.path!r}, generation {state.generation}, "
                 f"{state.rows:,} keys in {state.partitions} partitions)")
 
+    @staticmethod
+    def _held(ds: DocumentDataset) -> DocumentDataset:
+        """``ds``, kept in memory between the query's two passes over it (its keys, then
+        the kept documents) when it fits as the exact workflow's rule allows; read twice
+        otherwise."""
+        if ds.plan is not None and fits_in_memory(2 * sum(p.nbytes for p in ds.plan)):
+            return ds.persist()
+        return ds
+
     def _plan(self, ds: DocumentDataset) -> tuple[IndexState, int]:
         """The index now (or an empty one) and its partitions; the path checked against
         the batch's inputs before anything is read."""
@@ -165,7 +178,17 @@ class DedupIndex:
                                partitions=partitions)
         return state, state.partitions
 
-    def _base(self, state: IndexState, digest: str, as_of: int | None) -> tuple[int, int | None]:
+    @staticmethod
+    def _batch_key(ds: DocumentDataset, batch_id: str | None, digest: str) -> str | None:
+        """What names a batch in the index: where it was read from (``batch_id``, by
+        default the files, sizes and partitioning of ``ds``) and a digest of its keys;
+        None for a batch read from nowhere and not named."""
+        if batch_id is None and ds.plan is not None:
+            batch_id = plan_token(ds)
+        return f"{batch_id}:{digest}" if batch_id else None
+
+    def _base(self, state: IndexState, batch: str | None,
+              as_of: int | None) -> tuple[int, int | None]:
         """``(generation to compare with, generation the batch already became)``."""
         if as_of is not None:
             if not isinstance(as_of, int) or isinstance(as_of, bool) or not (
@@ -173,12 +196,12 @@ class DedupIndex:
                 raise ValueError(f"as_of must be a generation from 0 to {state.generation}, "
                                  f"got {as_of!r}")
             return as_of, None
-        appended = state.batches.get(digest)
+        appended = state.batches.get(batch) if batch is not None else None
         if appended is not None:
             logger.warning(
-                "dedup index %s: this batch was appended as generation %d already; comparing "
-                "it with generation %d, as before, and not appending it again", self.path,
-                appended, appended - 1)
+                "dedup index %s: this batch (the same files and keys) was appended as "
+                "generation %d already; comparing it with generation %d, as before, and not "
+                "appending it again", self.path, appended, appended - 1)
             return appended - 1, appended
         return state.generation, None
 
@@ -188,15 +211,15 @@ class DedupIndex:
                 f"this batch was compared with generation {query.base_generation} of the "
                 f"dedup index at {self.path}, not with its latest ({query._state.generation}): "
                 "only a query of the latest generation can be appended (leave as_of out)")
-        return self._append_rows(query._state, query._rows, query._digest)
+        return self._append_rows(query._state, query._rows, query._batch)
 
-    def _append_rows(self, state: IndexState, rows: dd.DataFrame, digest: str | None) -> int:
+    def _append_rows(self, state: IndexState, rows: dd.DataFrame, batch: str | None) -> int:
         """Write ``rows`` (one partition per index partition) as the generation after
         ``state``'s; returns it."""
         generation = state.generation + 1
         rows = rows.map_partitions(_with_generation, generation,
                                    meta=_with_generation(rows._meta, generation))
-        return self.store.append(rows, base=state, digest=digest).generation
+        return self.store.append(rows, base=state, batch=batch).generation
 
 
 def _with_generation(df, generation: int):
@@ -205,8 +228,42 @@ def _with_generation(df, generation: int):
 
 def reason_counts(actions: dd.Series, reasons: dict[int, str]) -> tuple[int, dict[str, int], int]:
     """``(documents, removed by reason, new)`` from a persisted column of actions (0 = new,
-    other codes as ``reasons`` names them)."""
-    counts = actions.value_counts().compute()
-    counts = {int(k): int(v) for k, v in counts.items()}
-    removed = {reasons[code]: counts.get(code, 0) for code in sorted(reasons)}
-    return sum(counts.values()), removed, counts.get(0, 0)
+    other codes as ``reasons`` names them): one small task a partition, summed."""
+    width = max(reasons) + 1
+    parts = [dask.delayed(_count_actions)(part, width) for part in actions.to_delayed()]
+    counts = dask.delayed(sum)(parts, np.zeros(width, dtype=np.int64)).compute()
+    removed = {reasons[code]: int(counts[code]) for code in sorted(reasons)}
+    return int(counts.sum()), removed, int(counts[0])
+
+
+def _count_actions(actions, width: int) -> np.ndarray:
+    return np.bincount(np.asarray(actions.to_numpy(), dtype=np.int64), minlength=width)
+
+
+def member_of(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``sorted_values`` (sorted ascending), by binary search.
+
+    Examples
+    --------
+    >>> member_of(np.array([3, 1, 9]), np.array([1, 2, 3])).tolist()
+    [True, True, False]
+    """
+    if len(sorted_values) == 0:
+        return np.zeros(len(values), dtype=bool)
+    position = np.searchsorted(sorted_values, values)
+    np.minimum(position, len(sorted_values) - 1, out=position)
+    return sorted_values[position] == values
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted, each once (what a segment stores)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def removal_strategy(config, count: int) -> str:
+    """The removal's join for ``count`` documents to remove: the config's, or for
+    ``"auto"`` the choice ``remove_ids`` would make (the count is known: no second count)."""
+    if config.removal_strategy != "auto":
+        return config.removal_strategy
+    return "broadcast" if count <= config.broadcast_threshold else "shuffle"

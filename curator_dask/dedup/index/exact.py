@@ -39,7 +39,12 @@ from curator_dask.dedup.exact import (
     digests,
 )
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
-from curator_dask.dedup.index.base import DedupIndex, IndexQuery, reason_counts
+from curator_dask.dedup.index.base import (
+    DedupIndex,
+    IndexQuery,
+    reason_counts,
+    removal_strategy,
+)
 from curator_dask.dedup.index.store import PARTITION_FIELD, batch_digest
 from curator_dask.dedup.removal import REASON_FIELD, remove_ids
 from curator_dask.dropped import record_dropped, strip_dropped
@@ -114,9 +119,11 @@ class _MarkPartition:
     def __call__(self, df: pd.DataFrame, partition_info=None) -> pd.DataFrame:
         number = partition_info["number"] if partition_info is not None else 0
         df = df.reset_index(drop=True)
-        table = self.reader(self.files[number] if self.files else [])
-        found = pairs_in(df[HIGH].to_numpy(), df[LOW].to_numpy(),
-                         table.column(HIGH).to_numpy(), table.column(LOW).to_numpy())
+        high, low = df[HIGH].to_numpy(), df[LOW].to_numpy()
+        found = np.zeros(len(df), dtype=bool)
+        for segment in self.reader(self.files[number]):  # each sorted, as appended
+            found |= pairs_in(high, low, segment.column(HIGH).to_numpy(),
+                              segment.column(LOW).to_numpy())
         # Of the copies of a text the batch holds, the lowest id (then row) comes first.
         order = df.sort_values([HIGH, LOW, self.id_field, ROW_FIELD]).index
         later = np.zeros(len(df), dtype=bool)
@@ -127,18 +134,17 @@ class _MarkPartition:
 
 def pairs_in(high: np.ndarray, low: np.ndarray, index_high: np.ndarray,
              index_low: np.ndarray) -> np.ndarray:
-    """Which ``(high, low)`` pairs are among the index's pairs, by binary search.
+    """Which ``(high, low)`` pairs are among the index's pairs (sorted by high, then low,
+    as a segment stores them), by binary search.
 
     Examples
     --------
     >>> u = lambda *v: np.array(v, dtype=np.uint64)
-    >>> pairs_in(u(1, 1, 2), u(5, 6, 5), u(2, 1, 1), u(5, 6, 7)).tolist()
+    >>> pairs_in(u(1, 1, 2), u(5, 6, 5), u(1, 1, 2), u(6, 7, 5)).tolist()
     [False, True, True]
     """
     if len(index_high) == 0 or len(high) == 0:
         return np.zeros(len(high), dtype=bool)
-    order = np.lexsort((index_low, index_high))
-    index_high, index_low = index_high[order], index_low[order]
     start = np.searchsorted(index_high, high, side="left")
     stop = np.searchsorted(index_high, high, side="right")
     found = np.zeros(len(high), dtype=bool)
@@ -162,8 +168,11 @@ def _removal_list(df: pd.DataFrame, id_field: str) -> pd.DataFrame:
 
 
 def _new_keys(df: pd.DataFrame) -> pd.DataFrame:
+    """The partition's new keys, sorted (each is new once: the batch's first copy)."""
     new = df[df[_ACTION].to_numpy() == _NEW]
-    return pd.DataFrame({HIGH: new[HIGH].to_numpy(), LOW: new[LOW].to_numpy()})
+    high, low = new[HIGH].to_numpy(), new[LOW].to_numpy()
+    order = np.lexsort((low, high))
+    return pd.DataFrame({HIGH: high[order], LOW: low[order]})
 
 
 def _drop_null_text(df, text_field: str):
@@ -220,12 +229,16 @@ class ExactDedupIndex(DedupIndex):
     def parameters(self) -> dict:
         return {"hash_method": self.config.hash_method}
 
-    def query(self, ds: DocumentDataset, *, as_of: int | None = None) -> IndexQuery:
+    def query(self, ds: DocumentDataset, *, as_of: int | None = None,
+              batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
 
         Computes the batch's hashes and marks (persisted, ~40 bytes a document); the
-        kept dataset is lazy. ``as_of`` compares with an earlier generation instead of
-        the current one.
+        kept dataset is lazy (the batch is kept in cluster memory meanwhile when it fits
+        the exact workflow's rule, else read again). ``as_of`` compares with an earlier
+        generation instead of the current one. ``batch_id`` names the batch for
+        :attr:`IndexQuery.appended_as`; by default a batch read from files is named by
+        them, and one from memory has no name (it is never taken for a rerun).
         """
         c = self.config
         require_columns("ExactDedupIndex", ds.df.columns, [c.id_field, c.text_field],
@@ -233,6 +246,7 @@ class ExactDedupIndex(DedupIndex):
                         if c.id_field not in ds.df.columns
                         else "Pass text_field= in the config naming the text column.")
         state, partitions = self._plan(ds)
+        ds = self._held(ds)
         meta = _keys_partition(pd.DataFrame({c.id_field: ds.df._meta[c.id_field],
                                              c.text_field: pd.Series([], dtype=str)}),
                                c.id_field, c.text_field, c.hash_method, "skip", partitions)
@@ -240,8 +254,8 @@ class ExactDedupIndex(DedupIndex):
                                     c.on_null, partitions, meta=meta, align_dataframes=False,
                                     enforce_metadata=False)
         routed = self.store.route(keys, partitions).persist()
-        digest = batch_digest(routed, [HIGH, LOW])
-        base, appended = self._base(state, digest, as_of)
+        batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
+        base, appended = self._base(state, batch, as_of)
         files = [self.store.partition_files(state, p, base) for p in range(partitions)]
         mark = _MarkPartition(self.store.reader(KEY_SCHEMA), files, c.id_field)
         marked = routed.map_partitions(
@@ -252,7 +266,8 @@ class ExactDedupIndex(DedupIndex):
         documents, removed, new = reason_counts(marked[_ACTION], _REASONS)
         listed = marked.map_partitions(_removal_list, c.id_field,
                                        meta=_removal_list(marked._meta, c.id_field))
-        kept = remove_ids(ds, listed, id_field=c.id_field, strategy=c.removal_strategy,
+        kept = remove_ids(ds, listed, id_field=c.id_field,
+                          strategy=removal_strategy(c, sum(removed.values())),
                           broadcast_threshold=c.broadcast_threshold, reason=DUPLICATE_REASON)
         if c.on_null == "skip":
             kept = kept._derive(kept.df.map_partitions(
@@ -262,5 +277,5 @@ class ExactDedupIndex(DedupIndex):
                     "generation %d)", documents, new, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=new,
                           base_generation=base, appended_as=appended, _index=self,
-                          _state=state, _digest=digest,
+                          _state=state, _batch=batch,
                           _rows=marked.map_partitions(_new_keys, meta=_new_keys(marked._meta)))

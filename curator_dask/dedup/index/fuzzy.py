@@ -63,7 +63,14 @@ from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDup
 from curator_dask.dedup.fuzzy.lsh import BUCKET_FIELD, EDGE_FIELDS, bucket_edges
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import DuplicateIdError, check_unique_ids, repeated_ids
-from curator_dask.dedup.index.base import DedupIndex, IndexQuery, reason_counts
+from curator_dask.dedup.index.base import (
+    DedupIndex,
+    IndexQuery,
+    member_of,
+    reason_counts,
+    removal_strategy,
+    sorted_unique,
+)
 from curator_dask.dedup.index.store import PARTITION_FIELD, IndexParameterError, batch_digest
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.observe import progress
@@ -101,13 +108,10 @@ class _MarkBuckets:
     def __call__(self, df: pd.DataFrame, partition_info=None) -> pd.DataFrame:
         number = partition_info["number"] if partition_info is not None else 0
         df = df.reset_index(drop=True)
-        held = np.unique(self.reader(self.files[number]).column(BUCKET_FIELD).to_numpy())
         buckets = df[BUCKET_FIELD].to_numpy(dtype=np.uint64)
-        if len(held):
-            position = np.minimum(np.searchsorted(held, buckets), len(held) - 1)
-            found = held[position] == buckets
-        else:
-            found = np.zeros(len(df), dtype=bool)
+        found = np.zeros(len(df), dtype=bool)
+        for segment in self.reader(self.files[number]):  # each sorted, as appended
+            found |= member_of(buckets, segment.column(BUCKET_FIELD).to_numpy())
         return df.assign(**{_IN_INDEX: found})
 
 
@@ -116,7 +120,7 @@ def _edges(df: pd.DataFrame, id_field: str) -> pd.DataFrame:
     bucket the index holds to :data:`INDEX_NODE`."""
     x, y = EDGE_FIELDS
     within = bucket_edges(df[[id_field, BUCKET_FIELD]], id_field)
-    hits = np.unique(df[id_field].to_numpy()[df[_IN_INDEX].to_numpy()])
+    hits = sorted_unique(df[id_field].to_numpy()[df[_IN_INDEX].to_numpy()])
     to_index = pd.DataFrame({x: np.full(len(hits), INDEX_NODE, dtype=np.int64),
                              y: hits.astype(np.int64)})
     return pd.concat([within.astype(np.int64), to_index], ignore_index=True)
@@ -124,7 +128,7 @@ def _edges(df: pd.DataFrame, id_field: str) -> pd.DataFrame:
 
 def _new_buckets(df: pd.DataFrame) -> pd.DataFrame:
     new = df[BUCKET_FIELD].to_numpy(dtype=np.uint64)[~df[_IN_INDEX].to_numpy()]
-    return pd.DataFrame({BUCKET_FIELD: np.unique(new)})
+    return pd.DataFrame({BUCKET_FIELD: sorted_unique(new)})
 
 
 def _actions(df: pd.DataFrame, id_field: str) -> pd.DataFrame:
@@ -203,14 +207,15 @@ class FuzzyDedupIndex(DedupIndex):
                 "FuzzyDeduplicationWorkflow over the old and new documents together)")
 
     # -- queries -----------------------------------------------------------------------------
-    def query(self, ds: DocumentDataset, *, as_of: int | None = None) -> IndexQuery:
+    def query(self, ds: DocumentDataset, *, as_of: int | None = None,
+              batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
 
         Computes the batch's signatures, buckets and groups (the buckets and the groups
         persisted: 8 + 16 bytes a document a band, and 16 bytes a duplicate); the kept
         dataset is lazy. Ids must be unique integers (``AddId``), as for
-        :class:`~curator_dask.dedup.FuzzyDuplicates`. ``as_of`` compares with an earlier
-        generation instead of the current one.
+        :class:`~curator_dask.dedup.FuzzyDuplicates`. ``as_of`` and ``batch_id`` are as
+        for :meth:`ExactDedupIndex.query <curator_dask.dedup.ExactDedupIndex.query>`.
         """
         c = self.config
         require_columns("FuzzyDedupIndex", ds.df.columns, [c.id_field, c.text_field],
@@ -219,8 +224,10 @@ class FuzzyDedupIndex(DedupIndex):
                         else "Pass text_field= in the config naming the text column.")
         dedup = FuzzyDuplicates(config=c)
         state, partitions = self._plan(ds)
-        marked, documents, digest, base, appended = self._mark(
-            dedup.signatures(ds).df, state, partitions, as_of, dedup)
+        ds = self._held(ds)
+        marked, documents, batch, base, appended = self._mark(
+            dedup.signatures(ds).df, state, partitions, as_of, dedup,
+            lambda digest: self._batch_key(ds, batch_id, digest))
         edges = marked.map_partitions(_edges, c.id_field, meta=_edges(marked._meta, c.id_field),
                                       align_dataframes=False, enforce_metadata=False).persist()
         labelled = dedup.groups(edges, num_edges=len(edges))
@@ -231,23 +238,26 @@ class FuzzyDedupIndex(DedupIndex):
         for action, reason in sorted(_REASONS.items(), reverse=True):
             ids = groups.map_partitions(_ids_with, c.id_field, action,
                                         meta=groups._meta[[c.id_field]])
-            kept = remove_ids(kept, ids, id_field=c.id_field, strategy=c.removal_strategy,
+            kept = remove_ids(kept, ids, id_field=c.id_field,
+                              strategy=removal_strategy(c, removed[reason]),
                               broadcast_threshold=c.broadcast_threshold, reason=reason)
         new = self._new_buckets(marked)
         logger.info("fuzzy index query: %d documents, removed %s (compared with generation "
                     "%d)", documents, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=len(new),
                           base_generation=base, appended_as=appended, _index=self,
-                          _state=state, _digest=digest, _rows=new)
+                          _state=state, _batch=batch, _rows=new)
 
     @staticmethod
     def _new_buckets(marked):
         return marked.map_partitions(_new_buckets, meta=_new_buckets(marked._meta),
                                      align_dataframes=False, enforce_metadata=False).persist()
 
-    def _mark(self, signatures, state, partitions: int, as_of, dedup: FuzzyDuplicates):
+    def _mark(self, signatures, state, partitions: int, as_of, dedup: FuzzyDuplicates,
+              name_batch):
         """Route the batch's buckets to the index partitions and mark those the index
-        holds: ``(marked, documents, digest, base generation, appended as)``."""
+        holds: ``(marked, documents, batch key, base generation, appended as)``;
+        ``name_batch`` makes the batch's key from the digest of its buckets."""
         id_field = self.config.id_field
         if not pd.api.types.is_integer_dtype(signatures._meta[id_field].dtype):
             raise TypeError(f"FuzzyDedupIndex needs integer ids, but {id_field!r} is "
@@ -268,13 +278,14 @@ class FuzzyDedupIndex(DedupIndex):
                 "query's graph; renumber the documents with AddId()")
         digest = batch_digest(routed, [BUCKET_FIELD])
         documents = int(digest.split("-")[0], 16) // dedup.lsh.num_bands
-        base, appended = self._base(state, digest, as_of)
+        batch = name_batch(digest)
+        base, appended = self._base(state, batch, as_of)
         files = [self.store.partition_files(state, p, base) for p in range(partitions)]
         mark = _MarkBuckets(self.store.reader(KEY_SCHEMA), files)
         marked = routed.map_partitions(
             mark, meta=buckets._meta.assign(**{_IN_INDEX: np.array([], dtype=bool)}),
             align_dataframes=False, enforce_metadata=False).persist()
-        return marked, documents, digest, base, appended
+        return marked, documents, batch, base, appended
 
     # -- building from a finished fuzzy run --------------------------------------------------
     @classmethod
@@ -315,9 +326,10 @@ class FuzzyDedupIndex(DedupIndex):
         state = index.store.state()
         if state is None:
             state, _ = index._plan(DocumentDataset(signatures))
-        marked, documents, digest, base, appended = index._mark(
-            signatures, state, state.partitions, None, FuzzyDuplicates(config=config))
+        marked, documents, batch, base, appended = index._mark(
+            signatures, state, state.partitions, None, FuzzyDuplicates(config=config),
+            lambda digest: f"cache {cache_path}:{digest}")
         if appended is None:  # else the run's documents are in the index already
-            index._append_rows(state, index._new_buckets(marked), digest)
+            index._append_rows(state, index._new_buckets(marked), batch)
         logger.info("fuzzy index %s: %d documents of %s added", path, documents, cache_path)
         return index

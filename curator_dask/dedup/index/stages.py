@@ -3,9 +3,10 @@
 Each compares the whole dataset with an index directory (see
 :mod:`curator_dask.dedup.index`), streams on from the documents it keeps, and with
 ``append=True`` adds the batch to the index as its next generation. The append happens
-before the pipeline writes its output; a rerun of the same batch (after a crash, or a
-resumed run) is recognised by the index and compared with the generation before its
-own, so it keeps the same documents and is not appended twice.
+before the pipeline writes its output; a rerun of the same pipeline on the same input
+(after a crash, or a resumed run) hands the stage the same files, which the index
+recognises: it compares them with the generation before their own, so they keep the
+same documents and are not appended twice.
 
 Usage::
 

@@ -10,8 +10,9 @@ Layout, on any fsspec path::
 
 Every key (an exact hash, an LSH bucket) lives in exactly one of the ``P`` index
 partitions, chosen from the key's own bits, and every segment has one file per
-partition, so a query reads partition ``p`` of each segment in one task and never loads
-the whole index on one worker.
+partition, its keys sorted and each once, so a query reads partition ``p`` of each
+segment in one task, finds its keys there by binary search, and never loads the whole
+index on one worker.
 
 An append writes a whole new segment first (through the project's writer, which writes
 each part under a temporary name and renames it), then replaces the pointer in one move
@@ -24,10 +25,12 @@ index is still at the generation its query read, and refuses
 (:class:`IndexChangedError`) otherwise, so a concurrent append cannot be lost silently.
 
 The index records the parameters its keys were made with; opening it with others is an
-:class:`IndexParameterError` naming each difference. It also records a digest of every
-batch appended to it, so that a batch queried again after its append (a rerun after a
-crash between the append and the write of its output) is queried as of the generation
-before its own, and is not appended twice.
+:class:`IndexParameterError` naming each difference. It also records every batch
+appended to it (where it was read from, and a digest of its keys), so that a batch
+queried again after its append (a rerun after a crash between the append and the write
+of its output) is queried as of the generation before its own, and is not appended
+twice. Another batch with the same texts, read from other files, is a new batch: all its
+documents are duplicates of the index.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ class IndexState:
     partitions: int
     generation: int = 0
     segments: list[Segment] = field(default_factory=list)
-    #: Digest of each batch appended -> the generation it became.
+    #: Each batch appended (where it was read from, and a digest of its keys) -> the
+    #: generation it became.
     batches: dict[str, int] = field(default_factory=dict)
     #: Keys in the index, over all segments.
     rows: int = 0
@@ -231,7 +235,7 @@ class IndexStore:
         return PartitionReader(self.fs, schema)
 
     # -- appending ---------------------------------------------------------------------------
-    def append(self, rows: dd.DataFrame, *, base: IndexState, digest: str | None) -> IndexState:
+    def append(self, rows: dd.DataFrame, *, base: IndexState, batch: str | None) -> IndexState:
         """Write ``rows`` (already one partition per index partition) as the segment of
         generation ``base.generation + 1``, then move the pointer to it.
 
@@ -256,7 +260,7 @@ class IndexStore:
             kind=base.kind, parameters=base.parameters, partitions=base.partitions,
             generation=generation,
             segments=[*base.segments, Segment(name, generation, written.rows)],
-            batches={**base.batches, **({digest: generation} if digest else {})},
+            batches={**base.batches, **({batch: generation} if batch else {})},
             rows=base.rows + written.rows)
         self._write_state(state)
         self._remove_unreferenced(state)
@@ -285,17 +289,16 @@ class IndexStore:
 
 
 class PartitionReader:
-    """Reads one index partition from the files of its segments, as one Arrow table."""
+    """Reads one index partition's file of each segment (each sorted by its keys, as an
+    append writes it), as Arrow tables."""
 
     def __init__(self, fs, schema: pa.Schema):
         self.fs, self.schema = fs, schema
 
-    def __call__(self, files: list[str]) -> pa.Table:
+    def __call__(self, files: list[str]) -> list[pa.Table]:
         tables = []
         for file in files:
             with self.fs.open(file, "rb") as handle:
                 table = pq.read_table(handle, columns=self.schema.names, use_threads=False)
             tables.append(table.replace_schema_metadata(None).cast(self.schema))
-        if not tables:
-            return self.schema.empty_table()
-        return pa.concat_tables(tables)
+        return tables
