@@ -90,6 +90,8 @@ class DedupIndex:
 
     kind: ClassVar[str]
     config_class: ClassVar[type]
+    #: The columns a segment is sorted by (its keys).
+    key_columns: ClassVar[tuple[str, ...]]
 
     def __init__(self, path: str, *, config=None, partitions: int | None = None,
                  storage_options: dict | None = None):
@@ -163,8 +165,11 @@ class DedupIndex:
         return ds
 
     def _plan(self, ds: DocumentDataset) -> tuple[IndexState, int]:
-        """The index now (or an empty one) and its partitions; the path checked against
-        the batch's inputs before anything is read."""
+        """The index now (or an empty one), and the number of partitions the batch's keys
+        are sent to: a multiple of the index's partitions (partition ``q`` of the batch
+        meets partition ``q % partitions`` of the index), at least the batch's own count,
+        so no task holds more keys than a partition of the batch has. The index path is
+        checked against the batch's inputs before anything is read."""
         if not isinstance(ds, DocumentDataset):
             raise TypeError(f"{type(self).__name__} takes a DocumentDataset, got "
                             f"{type(ds).__name__}")
@@ -173,10 +178,13 @@ class DedupIndex:
                               storage_options=self.storage_options)
         state = self.store.state()
         if state is None:
-            partitions = self._partitions or max(1, ds.npartitions)
             state = IndexState(kind=self.kind, parameters=self.parameters(),
-                               partitions=partitions)
-        return state, state.partitions
+                               partitions=self._partitions or self._default_partitions(ds))
+        return state, state.partitions * -(-max(1, ds.npartitions) // state.partitions)
+
+    def _default_partitions(self, ds: DocumentDataset) -> int:
+        """Partitions of a new index built from ``ds``."""
+        raise NotImplementedError
 
     @staticmethod
     def _batch_key(ds: DocumentDataset, batch_id: str | None, digest: str) -> str | None:
@@ -214,8 +222,9 @@ class DedupIndex:
         return self._append_rows(query._state, query._rows, query._batch)
 
     def _append_rows(self, state: IndexState, rows: dd.DataFrame, batch: str | None) -> int:
-        """Write ``rows`` (one partition per index partition) as the generation after
-        ``state``'s; returns it."""
+        """Write ``rows`` (a multiple of the index's partitions, each sorted by its keys)
+        as the generation after ``state``'s; returns it."""
+        rows = self.store.regroup(rows, state.partitions, self.key_columns)
         generation = state.generation + 1
         rows = rows.map_partitions(_with_generation, generation,
                                    meta=_with_generation(rows._meta, generation))

@@ -38,6 +38,7 @@ from curator_dask.dedup.exact import (
     NullTextError,
     digests,
 )
+from curator_dask.dedup.exact_files import default_hash_partitions
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
@@ -90,8 +91,8 @@ def text_digests(texts, method: str = "md5") -> np.ndarray:
 
 def _keys_partition(df, id_field: str, text_field: str, method: str, on_null: str,
                     partitions: int, partition_info=None) -> pd.DataFrame:
-    """``(id, _row, high, low, partition)`` of one partition; null texts raise or are
-    left out (``remove`` drops them afterwards)."""
+    """``(id, _row, high, low, route)`` of one partition (``route``: the high half modulo
+    ``partitions``); null texts raise or are left out (and dropped afterwards)."""
     number = partition_info["number"] if partition_info is not None else 0
     rows = row_numbers(len(df), number)
     df, _ = strip_dropped(df)
@@ -114,6 +115,7 @@ class _MarkPartition:
     """Marks one routed partition of batch keys against the index's keys there."""
 
     def __init__(self, reader, files: list[list[str]], id_field: str):
+        # files: each index partition's file of each segment
         self.reader, self.files, self.id_field = reader, files, id_field
 
     def __call__(self, df: pd.DataFrame, partition_info=None) -> pd.DataFrame:
@@ -121,7 +123,8 @@ class _MarkPartition:
         df = df.reset_index(drop=True)
         high, low = df[HIGH].to_numpy(), df[LOW].to_numpy()
         found = np.zeros(len(df), dtype=bool)
-        for segment in self.reader(self.files[number]):  # each sorted, as appended
+        # Route q meets index partition q % partitions; each segment sorted, as appended.
+        for segment in self.reader(self.files[number % len(self.files)]):
             found |= pairs_in(high, low, segment.column(HIGH).to_numpy(),
                               segment.column(LOW).to_numpy())
         # Of the copies of a text the batch holds, the lowest id (then row) comes first.
@@ -195,8 +198,9 @@ class ExactDedupIndex(DedupIndex):
         to each query. Default: the index's own ``hash_method`` (or ``md5`` for a new one).
     partitions : int, optional
         Index partitions, fixed when the index is created: each query task reads one of
-        them (16 bytes a key). Default: the first batch's partition count. Choose for the
-        size the index will grow to, about 20 million keys (300 MB) a partition at most.
+        them (16 bytes a key). Default: one per 2 GiB of the first batch's input files,
+        as exact dedup's shuffle has. Choose for the size the index will grow to, about
+        20 million keys (300 MB) a partition at most.
     storage_options : dict, optional
         For fsspec.
 
@@ -225,6 +229,13 @@ class ExactDedupIndex(DedupIndex):
 
     kind = "exact"
     config_class = ExactDedupConfig
+    key_columns = (HIGH, LOW)
+
+    def _default_partitions(self, ds: DocumentDataset) -> int:
+        # As exact dedup's shuffle: one per 2 GiB of input (16 bytes a distinct text).
+        if ds.plan is not None:
+            return default_hash_partitions(sum(p.nbytes for p in ds.plan))
+        return max(1, -(-ds.npartitions // 16))
 
     def parameters(self) -> dict:
         return {"hash_method": self.config.hash_method}
@@ -245,18 +256,18 @@ class ExactDedupIndex(DedupIndex):
                         fix=id_column_fix(c.id_field, [c.id_field])
                         if c.id_field not in ds.df.columns
                         else "Pass text_field= in the config naming the text column.")
-        state, partitions = self._plan(ds)
+        state, routes = self._plan(ds)
         ds = self._held(ds)
         meta = _keys_partition(pd.DataFrame({c.id_field: ds.df._meta[c.id_field],
                                              c.text_field: pd.Series([], dtype=str)}),
-                               c.id_field, c.text_field, c.hash_method, "skip", partitions)
+                               c.id_field, c.text_field, c.hash_method, "skip", routes)
         keys = ds.df.map_partitions(_keys_partition, c.id_field, c.text_field, c.hash_method,
-                                    c.on_null, partitions, meta=meta, align_dataframes=False,
+                                    c.on_null, routes, meta=meta, align_dataframes=False,
                                     enforce_metadata=False)
-        routed = self.store.route(keys, partitions).persist()
+        routed = self.store.route(keys, routes).persist()
         batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
         base, appended = self._base(state, batch, as_of)
-        files = [self.store.partition_files(state, p, base) for p in range(partitions)]
+        files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
         mark = _MarkPartition(self.store.reader(KEY_SCHEMA), files, c.id_field)
         marked = routed.map_partitions(
             mark, meta=meta.drop(columns=PARTITION_FIELD).assign(

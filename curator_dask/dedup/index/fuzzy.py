@@ -91,6 +91,7 @@ _ACTION = "_action"
 _NEW, _DUPLICATE, _OF_INDEX = 0, 1, 2
 _REASONS = {_DUPLICATE: FUZZY_DUPLICATE_REASON, _OF_INDEX: FUZZY_INDEX_REASON}
 KEY_SCHEMA = pa.schema([(BUCKET_FIELD, pa.uint64())])
+_BYTES_PER_PARTITION = 256 << 20
 
 
 def _with_partition(df, partitions: int) -> pd.DataFrame:
@@ -110,7 +111,8 @@ class _MarkBuckets:
         df = df.reset_index(drop=True)
         buckets = df[BUCKET_FIELD].to_numpy(dtype=np.uint64)
         found = np.zeros(len(df), dtype=bool)
-        for segment in self.reader(self.files[number]):  # each sorted, as appended
+        # Route q meets index partition q % partitions; each segment sorted, as appended.
+        for segment in self.reader(self.files[number % len(self.files)]):
             found |= member_of(buckets, segment.column(BUCKET_FIELD).to_numpy())
         return df.assign(**{_IN_INDEX: found})
 
@@ -161,8 +163,9 @@ class FuzzyDedupIndex(DedupIndex):
         index's own parameters (NeMo Curator's defaults for a new one).
     partitions : int, optional
         Index partitions, fixed when the index is created: each query task reads one of
-        them (8 bytes a bucket, ``num_bands`` buckets a distinct document). Default: the
-        first batch's partition count. About 2 million documents a partition at most.
+        them (8 bytes a bucket, ``num_bands`` buckets a distinct document). Default: one
+        per 256 MiB of the first batch's input files. Choose for the size the index will
+        grow to, about 2 million documents a partition at most.
     storage_options : dict, optional
         For fsspec.
 
@@ -192,6 +195,13 @@ class FuzzyDedupIndex(DedupIndex):
 
     kind = "fuzzy"
     config_class = FuzzyDedupConfig
+    key_columns = (BUCKET_FIELD,)
+
+    def _default_partitions(self, ds: DocumentDataset) -> int:
+        # About 160 bytes of buckets a distinct document: one partition per 256 MiB of input.
+        if ds.plan is not None:
+            return max(1, -(-sum(p.nbytes for p in ds.plan) // _BYTES_PER_PARTITION))
+        return max(1, -(-ds.npartitions // 2))
 
     def parameters(self) -> dict:
         c = self.config
@@ -223,10 +233,10 @@ class FuzzyDedupIndex(DedupIndex):
                         if c.id_field not in ds.df.columns
                         else "Pass text_field= in the config naming the text column.")
         dedup = FuzzyDuplicates(config=c)
-        state, partitions = self._plan(ds)
+        state, routes = self._plan(ds)
         ds = self._held(ds)
         marked, documents, batch, base, appended = self._mark(
-            dedup.signatures(ds).df, state, partitions, as_of, dedup,
+            dedup.signatures(ds).df, state, routes, as_of, dedup,
             lambda digest: self._batch_key(ds, batch_id, digest))
         edges = marked.map_partitions(_edges, c.id_field, meta=_edges(marked._meta, c.id_field),
                                       align_dataframes=False, enforce_metadata=False).persist()
@@ -253,7 +263,7 @@ class FuzzyDedupIndex(DedupIndex):
         return marked.map_partitions(_new_buckets, meta=_new_buckets(marked._meta),
                                      align_dataframes=False, enforce_metadata=False).persist()
 
-    def _mark(self, signatures, state, partitions: int, as_of, dedup: FuzzyDuplicates,
+    def _mark(self, signatures, state, routes: int, as_of, dedup: FuzzyDuplicates,
               name_batch):
         """Route the batch's buckets to the index partitions and mark those the index
         holds: ``(marked, documents, batch key, base generation, appended as)``;
@@ -263,12 +273,12 @@ class FuzzyDedupIndex(DedupIndex):
             raise TypeError(f"FuzzyDedupIndex needs integer ids, but {id_field!r} is "
                             f"{signatures._meta[id_field].dtype}; assign them with AddId()")
         buckets = dedup.lsh.buckets(signatures, range(dedup.lsh.num_bands))
-        keyed = buckets.map_partitions(_with_partition, partitions,
-                                       meta=_with_partition(buckets._meta, partitions),
+        keyed = buckets.map_partitions(_with_partition, routes,
+                                       meta=_with_partition(buckets._meta, routes),
                                        align_dataframes=False, enforce_metadata=False)
         # The id checks share the MinHash pass with the buckets.
         routed, repeated, lowest = progress.persist(
-            self.store.route(keyed, partitions), repeated_ids(signatures, id_field),
+            self.store.route(keyed, routes), repeated_ids(signatures, id_field),
             signatures[id_field].min())
         check_unique_ids(repeated, id_field, who="FuzzyDedupIndex")
         lowest = lowest.compute()
@@ -280,7 +290,7 @@ class FuzzyDedupIndex(DedupIndex):
         documents = int(digest.split("-")[0], 16) // dedup.lsh.num_bands
         batch = name_batch(digest)
         base, appended = self._base(state, batch, as_of)
-        files = [self.store.partition_files(state, p, base) for p in range(partitions)]
+        files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
         mark = _MarkBuckets(self.store.reader(KEY_SCHEMA), files)
         marked = routed.map_partitions(
             mark, meta=buckets._meta.assign(**{_IN_INDEX: np.array([], dtype=bool)}),
@@ -323,11 +333,13 @@ class FuzzyDedupIndex(DedupIndex):
         signatures = read_parquet_parts(posixpath.join(cache_path.rstrip("/"), "fuzzy",
                                                        "minhash"), schema,
                                         storage_options=storage_options)
-        state = index.store.state()
-        if state is None:
-            state, _ = index._plan(DocumentDataset(signatures))
+        if partitions is None and index.store.state() is None:
+            # As for the run's input files, which the MinHash phase records.
+            index._partitions = max(1, -(-sum(size for _, size in fingerprint["files"])
+                                         // _BYTES_PER_PARTITION))
+        state, routes = index._plan(DocumentDataset(signatures))
         marked, documents, batch, base, appended = index._mark(
-            signatures, state, state.partitions, None, FuzzyDuplicates(config=config),
+            signatures, state, routes, None, FuzzyDuplicates(config=config),
             lambda digest: f"cache {cache_path}:{digest}")
         if appended is None:  # else the run's documents are in the index already
             index._append_rows(state, index._new_buckets(marked), batch)

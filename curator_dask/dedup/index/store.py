@@ -282,10 +282,28 @@ class IndexStore:
 
     # -- routing -----------------------------------------------------------------------------
     @staticmethod
-    def route(keys: dd.DataFrame, partitions: int) -> dd.DataFrame:
-        """Send each row of ``keys`` (with a :data:`PARTITION_FIELD` column) to its index
-        partition: one shuffle of the batch's keys, never of the index."""
-        return route_to_partitions(keys, PARTITION_FIELD, partitions)
+    def route(keys: dd.DataFrame, routes: int) -> dd.DataFrame:
+        """Send each row of ``keys`` (with a :data:`PARTITION_FIELD` column, the key modulo
+        ``routes``) to its partition: one shuffle of the batch's keys, never of the index."""
+        return route_to_partitions(keys, PARTITION_FIELD, routes)
+
+    @staticmethod
+    def regroup(rows: dd.DataFrame, partitions: int, keys: tuple[str, ...]) -> dd.DataFrame:
+        """Rows routed to a multiple of ``partitions`` as one partition per index
+        partition: partition ``p`` gathers routes ``p``, ``p + partitions``, ..., sorted
+        by ``keys`` (each route is already)."""
+        if rows.npartitions == partitions:
+            return rows
+        parts = rows.to_delayed()
+        gathered = [dask.delayed(_sorted_concat)(parts[p::partitions], list(keys))
+                    for p in range(partitions)]
+        return dd.from_delayed(gathered, meta=rows._meta, verify_meta=False)
+
+
+def _sorted_concat(frames, keys: list[str]):
+    import pandas as pd
+
+    return pd.concat(frames, ignore_index=True).sort_values(keys, ignore_index=True)
 
 
 class PartitionReader:
