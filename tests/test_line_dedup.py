@@ -161,3 +161,21 @@ def test_in_a_pipeline_on_a_cluster(client, tmp_path):
     assert len(out) == 40
     assert sorted(out["text"])[:2] == ["Menu\nstory 0\nFooter line", "story 1\n"]
     assert result.counters["line_dedup.removed_lines"] == 78
+
+
+whitespace_and_letters = st.text(alphabet=st.sampled_from(
+    list(" \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+         "\u200bab\u00e9Z")), max_size=12)
+
+
+@given(st.lists(whitespace_and_letters, min_size=1, max_size=30))
+def test_spans_compare_as_python_splits_and_lowers_them(texts):
+    import pyarrow as pa
+
+    from curator_dask.dedup.spans import span_hashes
+
+    as_is, chars = span_hashes(pa.array(texts, pa.large_string()))
+    python = [" ".join(t.split()).lower() for t in texts]
+    normalised, _ = span_hashes(pa.array(python, pa.large_string()), lowercase=False)
+    assert (as_is == normalised).all()
+    assert chars.tolist() == [len(t) for t in python]

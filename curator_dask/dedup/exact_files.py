@@ -69,7 +69,7 @@ from curator_dask.io.writers import (
 from curator_dask.observe import progress
 
 __all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions",
-           "fits_in_memory"]
+           "fits_in_memory", "held"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,15 @@ def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
 
         memory = psutil.virtual_memory().available
     return nbytes <= fraction * memory
+
+
+def held(ds):
+    """``ds`` kept in (cluster) memory when twice its input fits (:func:`fits_in_memory`),
+    for an operation that passes over it twice (its keys, then its kept documents);
+    otherwise ``ds`` itself, read again by the second pass."""
+    if ds.plan is not None and fits_in_memory(2 * sum(p.nbytes for p in ds.plan)):
+        return ds.persist()
+    return ds
 
 
 def default_hash_partitions(input_bytes: int) -> int:

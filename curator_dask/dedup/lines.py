@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.exact_files import held
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import default_shuffle_method, raise_mismatch, route_to_partitions
 from curator_dask.dedup.spans import UNITS, SpanUnit, cut, join_kept, span_hashes, windows
@@ -88,13 +89,13 @@ class SpanDedupStats:
 
 # -- partition functions ----------------------------------------------------------------------
 
-def _counted(texts, unit: str, lowercase: bool, min_chars: int):
-    """The segments of a partition, and the positions, documents and hashes of those
-    long enough to count."""
+def _counted(texts, unit: str, lowercase: bool, min_chars: int, hashing: bool = True):
+    """The segments of a partition, the positions of those long enough to count, and
+    (when ``hashing``) their hashes."""
     parts = cut(texts, unit)
-    hashes, chars = span_hashes(parts.segments, lowercase=lowercase)
+    hashes, chars = span_hashes(parts.segments, lowercase=lowercase, hashing=hashing)
     counted = np.flatnonzero(chars >= min_chars)
-    return parts, counted, hashes[counted]
+    return parts, counted, hashes[counted] if hashing else None
 
 
 def _span_keys(df, text_field: str, unit: str, size: int, lowercase: bool, min_chars: int,
@@ -153,7 +154,8 @@ class _Apply:
         number = partition_info["number"] if partition_info is not None else 0
         routed = to_host(routed)
         texts = df[self.text_field]
-        parts, counted, _ = _counted(to_host(texts), self.unit, self.lowercase, self.min_chars)
+        parts, counted, _ = _counted(to_host(texts), self.unit, self.lowercase, self.min_chars,
+                                     hashing=False)
         first = routed[_POSITION].to_numpy()
         docs = routed[ROW_FIELD].to_numpy() - first_row(number)
         if (first.max() + self.size > len(counted)
@@ -290,14 +292,15 @@ class LineDedup(WholeDatasetStage):
         the list of spans to remove, which are computed)."""
         require_columns(self.stage_name, ds.df.columns, [self.text_field],
                         fix="Pass text_field= naming the text column.")
+        ds = held(ds)  # read once for both passes, where it fits
         meta = _span_keys(pd.DataFrame({self.text_field: pd.Series([], dtype=str)}),
                           self.text_field, self.unit, self.size, self.lowercase, self.min_chars)
         keys = ds.df.map_partitions(_span_keys, self.text_field, self.unit, self.size,
                                     self.lowercase, self.min_chars, meta=meta,
                                     align_dataframes=False, enforce_metadata=False)
-        shuffled = keys.shuffle(on=_HIGH, ignore_index=True,
-                                npartitions=self.hash_partitions or ds.npartitions,
-                                shuffle_method=default_shuffle_method())
+        buckets = self.hash_partitions or ds.npartitions
+        shuffled = keys.shuffle(on=_HIGH, ignore_index=True, npartitions=buckets,
+                                shuffle_method=default_shuffle_method(keys.npartitions * buckets))
         listed = shuffled.map_partitions(_to_remove, self.max_occurrences, self.keep,
                                          meta=_to_remove(meta, 1, "first"))
         sizes = shuffled.map_partitions(_repeated_sizes, self.max_occurrences,

@@ -17,10 +17,12 @@ partition, vectorised over the whole partition:
        closing quote or bracket after it), or after a ``\\n``.
 
    The segments are one Arrow string array over the same buffer (no text is copied).
-2. **Normalise and hash**: trim each segment, collapse its inner whitespace to one space
-   and (by default) lower-case it, with Arrow's Unicode kernels (Unicode whitespace and
-   case, as Python's ``" ".join(s.split()).lower()`` for all but a few code points);
-   hash the result with 128-bit MurmurHash3. Segments shorter than ``min_chars`` after normalising (blank
+2. **Normalise and hash**: lower-case each segment (by default; Arrow's Unicode
+   kernel), then, in one numba pass, drop its leading and trailing whitespace, read each
+   inner run of whitespace as one space (whitespace as Python's ``str.split`` sees it)
+   and hash the result with 128-bit MurmurHash3: Python's
+   ``" ".join(s.split()).lower()``, but for the few code points whose case Arrow and
+   Python map differently. Segments shorter than ``min_chars`` after normalising (blank
    lines) are never counted or removed.
 3. **Window**: a *span* is ``size`` consecutive counted segments of one document (C4
    counts three-sentence spans); its hash combines theirs in order.
@@ -133,19 +135,65 @@ def _cut(data, offsets, unit, starts, docs, fill):
     return count
 
 
+@njit(inline="always")
+def _space_at(data, p, end):
+    """Bytes of the whitespace character at ``p`` (as Python's ``str.split`` sees it),
+    else 0."""
+    b = data[p]
+    if b < 0x80:
+        return 1 if (9 <= b <= 13) or (28 <= b <= 32) else 0
+    if b == 0xC2 and p + 1 < end and (data[p + 1] == 0x85 or data[p + 1] == 0xA0):
+        return 2
+    if b == 0xE1 and p + 2 < end and data[p + 1] == 0x9A and data[p + 2] == 0x80:
+        return 3  # U+1680
+    if b == 0xE2 and p + 2 < end:
+        c, d = data[p + 1], data[p + 2]
+        if c == 0x80 and (d <= 0x8A or d == 0xA8 or d == 0xA9 or d == 0xAF):
+            return 3  # U+2000-200A, U+2028, U+2029, U+202F
+        if c == 0x81 and d == 0x9F:
+            return 3  # U+205F
+    if b == 0xE3 and p + 2 < end and data[p + 1] == 0x80 and data[p + 2] == 0x80:
+        return 3  # U+3000
+    return 0
+
+
 @njit(nogil=True, cache=True)
-def _hash_all(data, offsets, seed, out, chars):
+def _hash_normalised(data, offsets, seed, out, chars, hashing):
+    """Each string's length in characters, and (when ``hashing``) its hash, with its
+    whitespace normalised: leading and trailing whitespace dropped, each inner run
+    written as one space."""
+    longest = 0
     for k in range(offsets.shape[0] - 1):
-        start = offsets[k]
-        length = offsets[k + 1] - start
-        h1, h2 = mmh3_x64_128(data, start, length, seed)
-        out[k, 0] = h1
-        out[k, 1] = h2
+        longest = max(longest, offsets[k + 1] - offsets[k])
+    scratch = np.empty(longest, dtype=np.uint8)
+    for k in range(offsets.shape[0] - 1):
+        p = offsets[k]
+        end = offsets[k + 1]
         n = 0
-        for p in range(start, start + length):
-            if (data[p] & 0xC0) != 0x80:
+        count = 0
+        pending = False
+        while p < end:
+            width = _space_at(data, p, end)
+            if width:
+                pending = n > 0
+                p += width
+                continue
+            if pending:
+                scratch[n] = 32
                 n += 1
-        chars[k] = n
+                count += 1
+                pending = False
+            b = data[p]
+            scratch[n] = b
+            n += 1
+            if (b & 0xC0) != 0x80:
+                count += 1
+            p += 1
+        chars[k] = count
+        if hashing:
+            h1, h2 = mmh3_x64_128(scratch, 0, n, seed)
+            out[k, 0] = h1
+            out[k, 1] = h2
 
 
 def _buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -212,9 +260,11 @@ def cut(texts, unit: SpanUnit) -> Segments:
     return Segments(arrow, segments, docs)
 
 
-def span_hashes(segments: pa.Array, *, lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def span_hashes(segments: pa.Array, *, lowercase: bool = True,
+                hashing: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(hashes, chars)``: each segment's normalised 128-bit hash (``(n, 2)`` uint64) and
-    its length in characters after normalising.
+    its length in characters after normalising (``hashing=False``: the lengths alone,
+    the hashes left unset).
 
     Examples
     --------
@@ -222,16 +272,11 @@ def span_hashes(segments: pa.Array, *, lowercase: bool = True) -> tuple[np.ndarr
     >>> bool((h[0] == h[1]).all()), bool((h[0] == h[2]).all()), n.tolist()
     (True, False, [9, 9, 1])
     """
-    # Trimmed first: splitting keeps an empty word for leading or trailing whitespace.
-    words = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(as_large_strings(segments)))
-    normal = pc.binary_join(words, pa.scalar(" ", pa.large_string()))
-    if lowercase:
-        normal = pc.utf8_lower(normal)
-    normal = as_large_strings(normal)
+    normal = as_large_strings(pc.utf8_lower(segments) if lowercase else segments)
     data, offsets = _buffers(normal)
-    hashes = np.empty((len(normal), 2), dtype=np.uint64)
+    hashes = np.empty((len(normal) if hashing else 0, 2), dtype=np.uint64)
     chars = np.empty(len(normal), dtype=np.int64)
-    _hash_all(data, offsets, np.uint64(_SEED), hashes, chars)
+    _hash_normalised(data, offsets, np.uint64(_SEED), hashes, chars, hashing)
     return hashes, chars
 
 

@@ -20,7 +20,6 @@ import numpy as np
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.config import resolve_config
-from curator_dask.dedup.exact_files import fits_in_memory
 from curator_dask.dedup.index.store import (
     GENERATION_FIELD,
     IndexParameterError,
@@ -154,15 +153,6 @@ class DedupIndex:
             return f"{type(self).__name__}({self.path!r}, empty)"
         return (f"{type(self).__name__}({self.path!r}, generation {state.generation}, "
                 f"{state.rows:,} keys in {state.partitions} partitions)")
-
-    @staticmethod
-    def _held(ds: DocumentDataset) -> DocumentDataset:
-        """``ds``, kept in memory between the query's two passes over it (its keys, then
-        the kept documents) when it fits as the exact workflow's rule allows; read twice
-        otherwise."""
-        if ds.plan is not None and fits_in_memory(2 * sum(p.nbytes for p in ds.plan)):
-            return ds.persist()
-        return ds
 
     def _plan(self, ds: DocumentDataset) -> tuple[IndexState, int]:
         """The index now (or an empty one), and the number of partitions the batch's keys

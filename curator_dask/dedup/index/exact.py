@@ -38,7 +38,7 @@ from curator_dask.dedup.exact import (
     NullTextError,
     digests,
 )
-from curator_dask.dedup.exact_files import default_hash_partitions
+from curator_dask.dedup.exact_files import default_hash_partitions, held
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
@@ -257,7 +257,7 @@ class ExactDedupIndex(DedupIndex):
                         if c.id_field not in ds.df.columns
                         else "Pass text_field= in the config naming the text column.")
         state, routes = self._plan(ds)
-        ds = self._held(ds)
+        ds = held(ds)  # read once for both passes, where it fits
         meta = _keys_partition(pd.DataFrame({c.id_field: ds.df._meta[c.id_field],
                                              c.text_field: pd.Series([], dtype=str)}),
                                c.id_field, c.text_field, c.hash_method, "skip", routes)
