@@ -24,18 +24,18 @@ boilerplate: every document gets one to three header lines and one to three foot
 lines from a pool of 40 (menus, cookie notices, copyright lines). ``LineDedup`` (lines,
 keep the first) on the cluster above, against datatrove's sentence dedup set to lines
 (``SentDedupConfig(split_sentences=False, n_sentences=1)``, its three steps in one
-process, ``LocalPipelineExecutor``), on the corpus and on it made 8 times larger. MB of text per CPU-second (datatrove writes uncompressed JSONL,
-we write Parquet), and the peak resident memory of the largest worker and of both, at 1x
-and 8x with the same blocksize. ``LineDedup`` runs twice at each size: as a user runs
-it (a corpus that fits in a quarter of the workers' memory is kept there between its
-two passes, the exact workflow's rule), and with that rule off (read twice): the
-memory of the passes themselves.
+process, ``LocalPipelineExecutor``), on the corpus and on it made 8 times larger. MB of
+text per CPU-second (datatrove writes uncompressed JSONL, we write Parquet), and the
+peak resident memory of the largest worker and of both, at 1x and 8x with the same
+blocksize. ``LineDedup`` runs twice at each size: as a user runs it (a corpus that fits
+in a quarter of the workers' memory is kept there between its two passes, the exact
+workflow's rule), and with that rule off (read twice): the memory of the passes
+themselves.
 
 Every operation runs once on a small corpus first, so imports and compiled kernels load
 outside the measurements. Run: ``python benchmarks/incremental.py [--base-mb 200]
-[--lines-mb 20]``. With
-``/work/corpus/scale1`` present (JSONL shards of real diverse text), one more row
-deduplicates a tenth of it against the rest.
+[--lines-mb 20]``. With ``/work/corpus/scale1`` present (JSONL shards of real diverse
+text), one more row deduplicates a tenth of it against the rest.
 """
 
 from __future__ import annotations

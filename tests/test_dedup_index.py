@@ -9,7 +9,6 @@ import sys
 import tempfile
 import textwrap
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -38,14 +37,7 @@ from conftest import wait_until, write_jsonl
 FUZZY = FuzzyDedupConfig(char_ngrams=5, num_bands=10, minhashes_per_band=3)
 
 
-@pytest.fixture(autouse=True)
-def _synchronous(request):
-    """Small graphs run fastest in-process; the tests on a cluster use its client."""
-    if "client" in request.fixturenames:
-        yield
-        return
-    with dask.config.set(scheduler="sync"):
-        yield
+pytestmark = pytest.mark.usefixtures("sync_scheduler")
 
 
 def dataset(df: pd.DataFrame, npartitions: int = 2) -> DocumentDataset:

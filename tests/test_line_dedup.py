@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,14 +19,7 @@ from curator_dask.dedup.spans import cut
 from conftest import write_jsonl
 
 
-@pytest.fixture(autouse=True)
-def _synchronous(request):
-    """Small graphs run fastest in-process; the tests on a cluster use its client."""
-    if "client" in request.fixturenames:
-        yield
-        return
-    with dask.config.set(scheduler="sync"):
-        yield
+pytestmark = pytest.mark.usefixtures("sync_scheduler")
 
 
 def dataset(texts, npartitions: int = 2, **columns) -> DocumentDataset:

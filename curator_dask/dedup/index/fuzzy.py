@@ -184,7 +184,8 @@ class FuzzyDedupIndex(DedupIndex):
     >>> config = FuzzyDedupConfig(char_ngrams=5, num_bands=10, minhashes_per_band=4)
     >>> index = FuzzyDedupIndex(tempfile.mkdtemp() + "/index", config=config)
     >>> fox = "the quick brown fox jumps over the lazy dog " * 4
-    >>> first = DocumentDataset.from_pandas(pd.DataFrame({"id": [0, 1], "text": [fox, "unrelated"]}))
+    >>> first = DocumentDataset.from_pandas(
+    ...     pd.DataFrame({"id": [0, 1], "text": [fox, "unrelated"]}))
     >>> index.query(first).append()
     1
     >>> batch = DocumentDataset.from_pandas(pd.DataFrame(
