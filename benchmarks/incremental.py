@@ -27,10 +27,7 @@ keep the first) on the cluster above, against datatrove's sentence dedup set to 
 process, ``LocalPipelineExecutor``), on the corpus and on it made 8 times larger. MB of
 text per CPU-second (datatrove writes uncompressed JSONL, we write Parquet), and the
 peak resident memory of the largest worker and of both, at 1x and 8x with the same
-blocksize. ``LineDedup`` runs twice at each size: as a user runs it (a corpus that fits
-in a quarter of the workers' memory is kept there between its two passes, the exact
-workflow's rule), and with that rule off (read twice): the memory of the passes
-themselves.
+blocksize.
 
 Every operation runs once on a small corpus first, so imports and compiled kernels load
 outside the measurements. Run: ``python benchmarks/incremental.py [--base-mb 200]
@@ -204,34 +201,27 @@ def incremental_rows(client, base: Path, batch_dir: Path, batch: pd.DataFrame,
 
 def line_rows(client, work: Path, size_mb: int) -> list[dict]:
     from curator_dask import DocumentDataset
-    from curator_dask.dedup import LineDedup, exact_files
+    from curator_dask.dedup import LineDedup
 
     rows = []
     warm = work / "lines-warm-up"
     make_line_corpus(warm, 1)
     LineDedup()(DocumentDataset.read_jsonl(str(warm))).df.compute()  # outside measurements
-    in_memory = exact_files.IN_MEMORY_FRACTION
     for scale in (1, 8):
         directory = work / f"lines-{scale}x"
         megabytes = make_line_corpus(directory, size_mb * scale)
-        # As a user runs it (a corpus that fits is kept in memory between the two passes),
-        # then never kept: the memory the passes themselves take.
-        for fraction, how in ((in_memory, ""), (0.0, ", read twice")):
-            exact_files.IN_MEMORY_FRACTION = fraction
 
-            def run():
-                stage = LineDedup()
-                ds = DocumentDataset.read_jsonl(str(directory), blocksize=BLOCKSIZE)
-                written = stage(ds).to_parquet(str(work / f"lines-out-{scale}x"),
-                                               mode="overwrite")
-                return {"removed_lines": written.counters.get(stage.counter, 0),
-                        "emptied": written.dropped.get(stage.reason, 0)}
+        def run():
+            stage = LineDedup()
+            ds = DocumentDataset.read_jsonl(str(directory), blocksize=BLOCKSIZE)
+            written = stage(ds).to_parquet(str(work / f"lines-out-{scale}x"), mode="overwrite")
+            return {"removed_lines": written.counters.get(stage.counter, 0),
+                    "emptied": written.dropped.get(stage.reason, 0)}
 
-            measured = _measured(client, run)
-            rows.append({"method": f"curator-dask LineDedup {scale}x{how}",
-                         "mb": round(megabytes, 1), **measured,
-                         "mb_per_cpu_second": round(megabytes / measured["cpu_seconds"], 2)})
-        exact_files.IN_MEMORY_FRACTION = in_memory
+        measured = _measured(client, run)
+        rows.append({"method": f"curator-dask LineDedup {scale}x", "mb": round(megabytes, 1),
+                     **measured,
+                     "mb_per_cpu_second": round(megabytes / measured["cpu_seconds"], 2)})
         rows.append(datatrove_lines(directory, work / "datatrove", megabytes, scale))
     return rows
 

@@ -68,8 +68,7 @@ from curator_dask.io.writers import (
 )
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions",
-           "fits_in_memory", "held"]
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,34 +81,6 @@ _HI, _LO = "_hash_hi", "_hash_lo"
 #: Inputs up to this share of the workers' memory (counted twice: a table and its
 #: filtered copy) skip the staged copy and stay in memory from hash to write.
 IN_MEMORY_FRACTION = 0.25
-
-
-def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
-    """Whether ``nbytes`` stay under ``fraction`` (default :data:`IN_MEMORY_FRACTION`) of
-    the workers' memory (of this machine's available memory without a ``distributed``
-    client): the rule for keeping an input in memory between two passes over it."""
-    fraction = IN_MEMORY_FRACTION if fraction is None else fraction
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
-        memory = sum(int(w.get("memory_limit") or 0) for w in workers)
-    except (ImportError, ValueError, TypeError):
-        memory = 0
-    if not memory:
-        import psutil
-
-        memory = psutil.virtual_memory().available
-    return nbytes <= fraction * memory
-
-
-def held(ds):
-    """``ds`` kept in (cluster) memory when twice its input fits (:func:`fits_in_memory`),
-    for an operation that passes over it twice (its keys, then its kept documents);
-    otherwise ``ds`` itself, read again by the second pass."""
-    if ds.plan is not None and fits_in_memory(2 * sum(p.nbytes for p in ds.plan)):
-        return ds.persist()
-    return ds
 
 
 def default_hash_partitions(input_bytes: int) -> int:
@@ -401,8 +372,20 @@ class ExactFilesRun:
         """Whether the input, held as Arrow between the steps, stays under ``fraction``
         (default :data:`IN_MEMORY_FRACTION`) of the workers' memory (of this machine's
         available memory without a ``distributed`` client)."""
-        # The table and its filtered copy.
-        return fits_in_memory(2 * sum(p.nbytes for p in self.ds.plan), fraction)
+        fraction = IN_MEMORY_FRACTION if fraction is None else fraction
+        need = 2 * sum(p.nbytes for p in self.ds.plan)  # the table and its filtered copy
+        try:
+            from distributed import default_client
+
+            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            memory = sum(int(w.get("memory_limit") or 0) for w in workers)
+        except (ImportError, ValueError, TypeError):
+            memory = 0
+        if not memory:
+            import psutil
+
+            memory = psutil.virtual_memory().available
+        return need <= fraction * memory
 
     def in_one_pass(self, list_path: str, list_fingerprint, output_path: str, mode: str,
                     output_fingerprint, strategy: str, inputs) -> tuple[Identified, WriteResult]:

@@ -40,7 +40,6 @@ import pyarrow.compute as pc
 
 from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.exact_files import held
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import default_shuffle_method, raise_mismatch, route_to_partitions
 from curator_dask.dedup.spans import UNITS, SpanUnit, cut, join_kept, span_hashes, windows
@@ -292,7 +291,6 @@ class LineDedup(WholeDatasetStage):
         the list of spans to remove, which are computed)."""
         require_columns(self.stage_name, ds.df.columns, [self.text_field],
                         fix="Pass text_field= naming the text column.")
-        ds = held(ds)  # read once for both passes, where it fits
         meta = _span_keys(pd.DataFrame({self.text_field: pd.Series([], dtype=str)}),
                           self.text_field, self.unit, self.size, self.lowercase, self.min_chars)
         keys = ds.df.map_partitions(_span_keys, self.text_field, self.unit, self.size,

@@ -38,7 +38,7 @@ from curator_dask.dedup.exact import (
     NullTextError,
     digests,
 )
-from curator_dask.dedup.exact_files import default_hash_partitions, held
+from curator_dask.dedup.exact_files import default_hash_partitions
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
@@ -245,8 +245,7 @@ class ExactDedupIndex(DedupIndex):
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
 
         Computes the batch's hashes and marks (persisted, ~40 bytes a document); the
-        kept dataset is lazy (the batch is kept in cluster memory meanwhile when it fits
-        the exact workflow's rule, else read again). ``as_of`` compares with an earlier
+        kept dataset is lazy (it reads the batch again). ``as_of`` compares with an earlier
         generation instead of the current one. ``batch_id`` names the batch for
         :attr:`IndexQuery.appended_as`; by default a batch read from files is named by
         them, and one from memory has no name (it is never taken for a rerun).
@@ -257,7 +256,6 @@ class ExactDedupIndex(DedupIndex):
                         if c.id_field not in ds.df.columns
                         else "Pass text_field= in the config naming the text column.")
         state, routes = self._plan(ds)
-        ds = held(ds)  # read once for both passes, where it fits
         meta = _keys_partition(pd.DataFrame({c.id_field: ds.df._meta[c.id_field],
                                              c.text_field: pd.Series([], dtype=str)}),
                                c.id_field, c.text_field, c.hash_method, "skip", routes)

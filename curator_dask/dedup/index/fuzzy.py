@@ -58,7 +58,6 @@ from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import MARKER, read_parquet_parts
 from curator_dask.dedup.config import FuzzyDedupConfig
-from curator_dask.dedup.exact_files import held
 from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.lsh import BUCKET_FIELD, EDGE_FIELDS, bucket_edges
@@ -236,7 +235,6 @@ class FuzzyDedupIndex(DedupIndex):
                         else "Pass text_field= in the config naming the text column.")
         dedup = FuzzyDuplicates(config=c)
         state, routes = self._plan(ds)
-        ds = held(ds)  # read once for both passes, where it fits
         marked, documents, batch, base, appended = self._mark(
             dedup.signatures(ds).df, state, routes, as_of, dedup,
             lambda digest: self._batch_key(ds, batch_id, digest))
