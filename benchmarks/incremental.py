@@ -79,7 +79,8 @@ def _read_jsonl(directory: Path) -> pd.DataFrame:
 
 
 def _write_shards(df: pd.DataFrame, directory: Path, shard_docs: int = 4000) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(directory, ignore_errors=True)  # an earlier run's shards
+    directory.mkdir(parents=True)
     for i, start in enumerate(range(0, len(df), shard_docs)):
         df.iloc[start:start + shard_docs].to_json(directory / f"shard-{i:04d}.jsonl",
                                                   orient="records", lines=True,
@@ -122,7 +123,6 @@ def make_line_corpus(directory: Path, size_mb: int, seed: int = 0) -> float:
     feet = ["\n".join(pool[rng.integers(0, len(pool), rng.integers(1, 4))])
             for _ in range(len(docs))]
     docs["text"] = [f"{h}\n{t}\n{f}" for h, t, f in zip(heads, docs["text"], feet)]
-    shutil.rmtree(directory, ignore_errors=True)
     _write_shards(docs[["id", "text"]], directory)
     return docs["text"].str.len().sum() / 1e6
 
@@ -146,7 +146,7 @@ def _measured(client, run) -> dict:
 
 
 def incremental_rows(client, base: Path, batch_dir: Path, batch: pd.DataFrame,
-                     work: Path, label: str) -> list[dict]:
+                     work: Path, label: str, kinds=("exact", "fuzzy")) -> list[dict]:
     from curator_dask import DocumentDataset
     from curator_dask.dedup import (
         ExactDedupIndex,
@@ -159,6 +159,8 @@ def incremental_rows(client, base: Path, batch_dir: Path, batch: pd.DataFrame,
     rows = []
     for kind, workflow, index_class in (("exact", ExactDeduplicationWorkflow, ExactDedupIndex),
                                         ("fuzzy", FuzzyDeduplicationWorkflow, FuzzyDedupIndex)):
+        if kind not in kinds:
+            continue
         out = work / f"{label}-{kind}"
         shutil.rmtree(out, ignore_errors=True)  # what an earlier run of the benchmark left
 
@@ -271,22 +273,34 @@ def main(argv=None) -> int:
     parser.add_argument("--lines-mb", type=int, default=20)
     parser.add_argument("--skip", choices=("incremental", "lines"), action="append",
                         default=[])
+    parser.add_argument("--kinds", default="exact,fuzzy",
+                        help="the incremental rows to run (default: %(default)s)")
+    parser.add_argument("--label", default="generated",
+                        help="the generated corpus's name in the table (default: %(default)s)")
     parser.add_argument("--work", default=None, help="scratch directory (default: a new one)")
     args = parser.parse_args(argv)
     from distributed import Client, LocalCluster
 
     work = Path(args.work or tempfile.mkdtemp(prefix="incremental-bench-"))
-    results: dict = {"machine": platform.platform(), "date": time.strftime("%Y-%m-%d")}
+    # A run of one part keeps the other part's last figures.
+    results: dict = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results.update({"machine": platform.platform(), "date": time.strftime("%Y-%m-%d")})
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         if "incremental" not in args.skip:
+            kinds = tuple(args.kinds.split(","))
             incremental_rows(client, *make_incremental_corpora(work / "warm-up", 2),
-                             work, "warm-up")
+                             work, "warm-up", kinds)
             base, batch_dir, batch = make_incremental_corpora(work, args.base_mb)
-            rows = incremental_rows(client, base, batch_dir, batch, work, "generated")
+            rows = incremental_rows(client, base, batch_dir, batch, work, args.label, kinds)
             if len(list(SCALE1.glob("*.jsonl"))) >= 2:  # once the corpus is written
-                rows += incremental_rows(client, *_split_real(SCALE1, work), work, "scale1")
+                rows += incremental_rows(client, *_split_real(SCALE1, work), work, "scale1",
+                                         kinds)
+            # Rows of other sizes or kinds from earlier runs stay beside these.
+            rows = [*[r for r in results.get("incremental", [])
+                      if (r["corpus"], r["kind"]) not in {(n["corpus"], n["kind"])
+                                                          for n in rows}], *rows]
             results["incremental"] = rows
             print_table(("corpus", "kind", "scratch wall s", "scratch CPU s", "incr. wall s",
                          "incr. CPU s", "wall share", "CPU share", "index build s",
@@ -314,17 +328,15 @@ def main(argv=None) -> int:
 
 
 def _split_real(directory: Path, work: Path) -> tuple[Path, Path, pd.DataFrame]:
-    """The real corpus as base (nine tenths of its files) and batch (the rest), with ids
-    in that order."""
-    files = sorted(directory.glob("*.jsonl"))
-    cut = max(1, len(files) // 10)
-    base = pd.concat([pd.read_json(f, lines=True) for f in files[cut:]], ignore_index=True)
-    batch = pd.concat([pd.read_json(f, lines=True) for f in files[:cut]], ignore_index=True)
-    base = base.assign(id=np.arange(len(base), dtype=np.int64))[["id", "text"]]
-    batch = batch.assign(id=np.arange(len(batch), dtype=np.int64) + len(base))[["id", "text"]]
-    _write_shards(base, work / "scale1-base")
-    _write_shards(batch, work / "scale1-batch")
-    return work / "scale1-base", work / "scale1-batch", batch
+    """The real corpus as base (its first nine tenths of documents) and batch (the last
+    tenth), with ids in that order."""
+    docs = pd.concat([pd.read_json(f, lines=True) for f in sorted(directory.glob("*.jsonl"))],
+                     ignore_index=True)[["text"]]
+    docs = docs.assign(id=np.arange(len(docs), dtype=np.int64))[["id", "text"]]
+    cut = len(docs) - len(docs) // 10
+    _write_shards(docs.iloc[:cut], work / "scale1-base")
+    _write_shards(docs.iloc[cut:], work / "scale1-batch")
+    return work / "scale1-base", work / "scale1-batch", docs.iloc[cut:]
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def test_as_of_compares_with_an_earlier_generation_and_cannot_append(tmp_path):
     assert query.kept.df.compute()["text"].tolist() == ["b"]
     with pytest.raises(IndexParameterError, match="latest"):
         query.append()
-    with pytest.raises(ValueError, match="from 0 to 2"):
+    with pytest.raises(IndexParameterError, match="from 0 to 2"):
         index.query(batch, as_of=3)
 
 

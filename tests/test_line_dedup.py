@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset, JsonlReader, ParquetWriter, Pipeline, StreamingExecutor
 from curator_dask.dedup import LineDedup
+from curator_dask.dedup.lines import LineDedupParameterError
 from curator_dask.dedup.spans import cut
 
 from conftest import write_jsonl
@@ -136,7 +137,7 @@ def test_segments_cover_each_document_exactly():
 def test_bad_parameters_are_refused():
     for bad in ({"unit": "word"}, {"keep": "last"}, {"max_occurrences": 0}, {"span": 0},
                 {"min_chars": True}):
-        with pytest.raises(ValueError, match=next(iter(bad))):
+        with pytest.raises(LineDedupParameterError, match=next(iter(bad))):
             LineDedup(**bad)
 
 

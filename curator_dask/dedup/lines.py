@@ -44,10 +44,11 @@ from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_
 from curator_dask.dedup.removal import default_shuffle_method, raise_mismatch, route_to_partitions
 from curator_dask.dedup.spans import UNITS, SpanUnit, cut, join_kept, span_hashes, windows
 from curator_dask.dropped import record_counter, record_dropped
+from curator_dask.errors import CuratorError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["LineDedup", "SpanDedupStats", "KEEP"]
+__all__ = ["LineDedup", "LineDedupParameterError", "SpanDedupStats", "KEEP"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ _HIGH, _LOW, _POSITION, _COUNT = "_span_high", "_span_low", "_span_position", "_
 _PARTITION = "_partition"
 #: Segments a span covers when ``span`` is not given: C4's three sentences, else one.
 DEFAULT_SPAN = {"line": 1, "paragraph": 1, "sentence": 3}
+
+
+class LineDedupParameterError(CuratorError, ValueError):
+    """A :class:`LineDedup` parameter out of its range or choices."""
 
 
 @dataclass
@@ -246,16 +251,17 @@ class LineDedup(WholeDatasetStage):
                  min_chars: int = 1, text_field: str = "text", hash_partitions: int | None = None,
                  name: str = "line_dedup"):
         if unit not in UNITS:
-            raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+            raise LineDedupParameterError(f"unit must be one of {UNITS}, got {unit!r}")
         if keep not in KEEP:
-            raise ValueError(f"keep must be one of {KEEP}, got {keep!r}")
+            raise LineDedupParameterError(f"keep must be one of {KEEP}, got {keep!r}")
         for what, value, least in (("span", span, 1), ("max_occurrences", max_occurrences, 1),
                                    ("min_chars", min_chars, 1),
                                    ("hash_partitions", hash_partitions, 1)):
             if value is None and what in ("span", "hash_partitions"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{what} must be an integer of {least} or more, got {value!r}")
+                raise LineDedupParameterError(
+                    f"{what} must be an integer of {least} or more, got {value!r}")
         self.unit = unit
         self.span = span
         self.max_occurrences = max_occurrences

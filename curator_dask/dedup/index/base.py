@@ -96,7 +96,8 @@ class DedupIndex:
                  storage_options: dict | None = None):
         if partitions is not None and (not isinstance(partitions, int)
                                        or isinstance(partitions, bool) or partitions < 1):
-            raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
+            raise IndexParameterError(f"partitions must be a positive integer, got "
+                                      f"{partitions!r}")
         self.path = path
         self.storage_options = storage_options
         self.store = IndexStore(path, self.kind, storage_options)
@@ -191,8 +192,8 @@ class DedupIndex:
         if as_of is not None:
             if not isinstance(as_of, int) or isinstance(as_of, bool) or not (
                     0 <= as_of <= state.generation):
-                raise ValueError(f"as_of must be a generation from 0 to {state.generation}, "
-                                 f"got {as_of!r}")
+                raise IndexParameterError(f"as_of must be a generation from 0 to "
+                                          f"{state.generation}, got {as_of!r}")
             return as_of, None
         appended = state.batches.get(batch) if batch is not None else None
         if appended is not None:
