@@ -13,7 +13,7 @@ How it scales
    span is hashed (:mod:`curator_dask.dedup.spans`); only ``(hash, row, position)`` of
    each span, 32 bytes, leaves the task.
 2. Those are shuffled on the hash (dask's P2P shuffle on a cluster, spilled through
-   disk), so every occurrence of a span meets in one partition, where they are counted
+   disk; plain tasks when it is a few partitions), so every occurrence of a span meets in one partition, where they are counted
    and ordered: no worker holds more than its share of the distinct spans.
 3. The spans to remove (``(row, position)``) are sent back to the partitions that hold
    them (one shuffle of that list alone), and each partition cuts its documents again
