@@ -51,7 +51,7 @@ from curator_dask.stages.fingerprint import digest, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
            "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
-           "plan_token", "input_identity"]
+           "plan_token", "content_token", "input_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +354,15 @@ def input_identity(ds: DocumentDataset) -> dict:
 def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
     """A short hash of :func:`input_identity` (computed unless given)."""
     identity = input_identity(ds) if identity is None else identity
+    return digest(identity) if identity else ""
+
+
+def content_token(ds: DocumentDataset) -> str:
+    """:func:`plan_token` without the files' modification times: the same for input
+    written again with the same bytes (a barrier's input, recomputed by a rerun)."""
+    identity = input_identity(ds)
+    if "files" in identity:
+        identity = {**identity, "files": [[f[0], f[1], *f[3:]] for f in identity["files"]]}
     return digest(identity) if identity else ""
 
 
