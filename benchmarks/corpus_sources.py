@@ -2,7 +2,7 @@
 
 The lower half of ``diverse_corpus.py``: which files are read (:class:`Source`,
 :func:`default_sources`), how one becomes plain text (:func:`file_text`: HTML through
-resiliparse, troff and Python docstrings by hand, plain text as it is), how a text is cut at
+resiliparse, troff, Perl POD and Python docstrings by hand, plain text as it is), how a text is cut at
 paragraph boundaries into documents of web-like lengths (:func:`split_documents`), which are
 kept (:func:`is_prose`), and the character 24-gram hashes that tell near duplicates apart
 (:func:`shingle_hashes`, :func:`guard_keys`).
@@ -11,6 +11,7 @@ kept (:func:`is_prose`), and the character 24-gram hashes that tell near duplica
 from __future__ import annotations
 
 import ast
+import glob
 import gzip
 import os
 import re
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from curator_dask.errors import CuratorError  # noqa: E402
 
 MB = 1_000_000
-MIN_WORDS, MEDIAN_WORDS, MAX_WORDS = 50, 400, 6000
+MIN_WORDS, MEDIAN_WORDS, MAX_WORDS = 50, 300, 6000
 MAX_FILE_BYTES = 16 * MB
 SHINGLE = 24
 GUARD_BANDS, GUARD_ROWS = 20, 5
@@ -58,10 +59,15 @@ def default_sources() -> list[Source]:
     """The text on this machine, by kind (a file goes to the first kind that lists it)."""
     home = Path.home()
     toolchains = sorted(str(p) for p in home.glob(".rustup/toolchains/*/share/doc/rust/html"))
-    # One toolchain only: the pages of two releases are near copies of each other.
+    # One release only of each: two releases' pages are near copies of each other.
     rust = [t for t in toolchains if "/stable-" in t][:1] or toolchains[:1]
+    pyenv = sorted(home.glob(".pyenv/versions/*/lib/python3*"),
+                   key=lambda p: [int(n) for n in re.findall(r"\d+", p.name)])
     pythons = sorted(str(p) for p in Path("/usr/lib").glob("python3*"))
-    pythons += sorted(str(p) for p in home.glob(".pyenv/versions/*/lib/python*/site-packages"))
+    pythons += [str(p) for p in pyenv[-1:]]  # the newest standard library, with its packages
+    pythons += sorted(str(p / "site-packages") for p in pyenv[:-1])
+    pythons += ["/usr/lib/google-cloud-sdk"]
+    perl = ["/usr/share/perl", "/usr/share/perl5", *sorted(glob.glob("/usr/lib/*/perl"))]
     covered = ("/usr/share/doc", "/usr/share/man", "/usr/share/common-licenses", "/work",
                *rust, *pythons)
     return [
@@ -70,6 +76,7 @@ def default_sources() -> list[Source]:
         Source("debian-doc", ("/usr/share/doc",)),
         Source("license", ("/usr/share/common-licenses",)),
         Source("python-docstring", tuple(pythons), (".py",)),
+        Source("perl-pod", tuple(perl), (".pm", ".pod")),
         Source("markup", ("/usr", str(home)), (".md", ".rst", ".txt"), covered),
     ]
 
@@ -188,6 +195,38 @@ def python_docstrings(source: str) -> str:
                        if (doc := ast.get_docstring(node)))
 
 
+_POD_CODE = re.compile(r"([A-Z])(?:<([^<>]*)>|<<+\s+(.*?)\s+>>+)")  # X<...> or X<< ... >>
+_POD_ESCAPES = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/"}
+
+
+def _pod_inline(text: str) -> str:
+    def replace(match):
+        letter, inner = match.group(1), match.group(2) or match.group(3) or ""
+        if letter == "E":
+            return _POD_ESCAPES.get(inner, "")
+        return inner.split("|")[0] if letter == "L" else inner
+    previous = None
+    while previous != text:  # codes nest: B<I<...>>
+        previous, text = text, _POD_CODE.sub(replace, text)
+    return text
+
+
+def pod_to_text(source: str) -> str:
+    """Plain text of the POD documentation in a Perl module (``=head1`` ... ``=cut``)."""
+    out, inside = [], False
+    for line in source.splitlines():
+        if line.startswith("=") and line[1:2].isalpha():
+            command, _, rest = line[1:].partition(" ")
+            inside = command != "cut"
+            if command.startswith(("head", "item")):
+                out += ["", _pod_inline(rest), ""]
+            else:
+                out.append("")
+        elif inside:
+            out.append(_pod_inline(line))
+    return "\n".join(out)
+
+
 def file_text(path: str) -> str:
     """The plain text of one file, by its format; ``""`` for code, data, binary or huge.
 
@@ -216,6 +255,8 @@ def file_text(path: str) -> str:
         return html_to_text(text)
     if suffix == ".py":
         return python_docstrings(text)
+    if suffix in (".pm", ".pod"):
+        return pod_to_text(text)
     if re.fullmatch(r"\.[1-9][a-z]*", suffix):
         return troff_to_text(text)
     return text if suffix in PLAIN_SUFFIXES else ""

@@ -8,15 +8,17 @@ machine instead, of several kinds so that vocabulary and lengths vary:
 * ``man``: manual pages in every installed language, troff turned into plain text;
 * ``debian-doc``: ``/usr/share/doc`` (changelogs, copyright files, READMEs, HTML);
 * ``license``: ``/usr/share/common-licenses``;
-* ``python-docstring``: module, class and function docstrings of installed Python packages;
+* ``python-docstring``: module, class and function docstrings of installed Python code
+  (the newest standard library, every site-packages, the Google Cloud SDK);
+* ``perl-pod``: the POD documentation of installed Perl modules;
 * ``markup``: ``.md``, ``.rst`` and ``.txt`` files anywhere under ``/usr`` and the home
   directory.
 
 Long files are cut at paragraph boundaries into documents whose target length is drawn
-from a log-normal distribution (median 400 words, from 60 to 6,000), documents of fewer
+from a log-normal distribution (median 300 words, from 60 to 6,000), documents of fewer
 than 50 words or mostly not letters are dropped, and the rest are deduplicated twice:
 exactly (BLAKE2 of the text) and near (a one-permutation MinHash of character 24-grams,
-100 bins in 20 bands of 5, which makes a candidate of almost every pair above Jaccard 0.6,
+100 bins in 20 bands of 5, which makes a candidate of 97% of the pairs at Jaccard 0.7,
 far stricter than the 20 x 13 bands of fuzzy deduplication). What remains is the *base*:
 distinct documents, none a near duplicate of another.
 

@@ -230,6 +230,17 @@ def test_a_manual_page_becomes_plain_text(tmp_path):
     assert "\\f" not in text and ".TH" not in text and ".ft" not in text
 
 
+def test_perl_documentation_becomes_plain_text_and_code_is_left_out(tmp_path):
+    module = tmp_path / "Tool.pm"
+    module.write_text("package Tool;\nsub run { return 1 }\n\n=head1 NAME\n\nTool - do "
+                      "B<one> thing with I<C<$x>> and E<lt>tagsE<gt>, see L<the guide|Guide>.\n"
+                      "\n=cut\n\nsub hidden { 2 }\n")
+    text = file_text(str(module))
+    assert "Tool - do one thing with $x and <tags>, see the guide." in text
+    assert "NAME" in text
+    assert "sub run" not in text and "sub hidden" not in text
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\r"), min_size=1,
                         max_size=60).map(str.strip).filter(bool), min_size=1, max_size=40),
