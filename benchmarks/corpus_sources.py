@@ -417,6 +417,3 @@ def fingerprint_files(files: list[tuple[str, str]]) -> dict:
     for kind, path in files:
         sizes[kind] += os.stat(path).st_size
     return {kind: {"files": counts[kind], "bytes": sizes[kind]} for kind in sorted(counts)}
-
-
-_OWN_FILE = re.compile(r"shard-\d{5}\.(jsonl|parquet)|ground_truth\.json")

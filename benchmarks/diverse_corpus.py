@@ -80,6 +80,7 @@ SUBSTITUTE_RATE, COIN_RATE, SPLICE_RATE = 0.2, 0.05, 0.3
 VARIANT_CHECK_DOCUMENTS = 64
 CHUNK = 256
 GENERATOR = "diverse_corpus/1"
+_OWN_FILE = re.compile(r"shard-\d{5}\.(jsonl|parquet)|ground_truth\.json")
 
 
 # ---------------------------------------------------------------------------- the base

@@ -12,7 +12,7 @@ import gzip
 import html
 import json
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +202,20 @@ def test_parquet_holds_the_same_records_as_jsonl(corpus, tmp_path):
     assert read_corpus(tmp_path / "parquet") == read_corpus(tmp_path / "jsonl")
     assert 0.2e6 <= sum(len(r["text"].encode()) for r in read_corpus(tmp_path / "jsonl")
                         .values()) < 0.4e6
+
+
+def test_a_rebuild_with_other_arguments_leaves_nothing_of_the_last(tmp_path):
+    sources = {"prose": [tmp_path / "sources"]}
+    (tmp_path / "sources").mkdir()
+    for number, text in enumerate(sample_documents()["text"].tolist()[:60]):
+        (tmp_path / "sources" / f"page{number}.txt").write_text(text)
+    out = tmp_path / "out"
+    first = build(out, seed=1, shard_mb=0.01, sources=sources, jobs=1)
+    second = build(out, seed=2, shard_mb=1, sources=sources, jobs=1)
+    assert len(first["files"]) > len(second["files"]) == 1
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        second["files"] + ["_manifest.json", "ground_truth.json"])
+    assert len(read_corpus(out)) == second["documents"]
 
 
 def test_output_that_is_not_ours_or_overlaps_a_source_is_refused(tmp_path):
