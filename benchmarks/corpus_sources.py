@@ -2,10 +2,10 @@
 
 The lower half of ``diverse_corpus.py``: which files are read (:class:`Source`,
 :func:`default_sources`), how one becomes plain text (:func:`file_text`: HTML through
-resiliparse, troff, Perl POD and Python docstrings by hand, plain text as it is), how a text is cut at
-paragraph boundaries into documents of web-like lengths (:func:`split_documents`), which are
-kept (:func:`is_prose`), and the character 24-gram hashes that tell near duplicates apart
-(:func:`shingle_hashes`, :func:`guard_keys`).
+resiliparse; troff, Perl POD and Python docstrings by hand; plain text as it is), how a
+text is cut at paragraph boundaries into documents of web-like lengths
+(:func:`split_documents`), which are kept (:func:`is_prose`), and the character 24-gram
+hashes that tell near duplicates apart (:func:`shingle_hashes`, :func:`guard_keys`).
 """
 
 from __future__ import annotations

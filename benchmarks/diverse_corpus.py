@@ -117,7 +117,8 @@ class Base:
         return self.kinds[self.kind_codes[index]]
 
 
-def build_base(files: list[tuple[str, str]], staging: Path, seed: int, pool_map) -> tuple[Base, dict]:
+def build_base(files: list[tuple[str, str]], staging: Path, seed: int,
+               pool_map) -> tuple[Base, dict]:
     """Extract, split, filter and deduplicate (exactly, then near) the source files."""
     kinds = sorted({kind for kind, _ in files})
     seen, offsets, kind_codes, keys, words = set(), [0], [], [], []
@@ -222,7 +223,10 @@ def near_duplicate(text: str, rng: np.random.Generator,
         for slot in rng.choice(words, size=min(len(words), round(edits)), replace=False):
             action = rng.random()
             pick = vocabulary[rng.integers(0, len(vocabulary))]
-            parts[slot] = "" if action < 0.25 else pick if action < 0.75 else f"{parts[slot]} {pick}"
+            if action < 0.25:
+                parts[slot] = ""
+            else:
+                parts[slot] = pick if action < 0.75 else f"{parts[slot]} {pick}"
         candidate = "".join(parts)
         if candidate == text:
             continue
@@ -469,7 +473,8 @@ def _write(directory: Path, base: Base, arguments: dict, pool_map) -> dict:
     spread = max(2, int(2 * shard_bytes / mean_bytes))
     placement = np.random.default_rng([seed, 1 << 20])
     pending: list = []  # heap of (position due, order, text, kind, words, record to complete)
-    exact_groups, near_pairs, words, per_source, distinct_per_source = [], [], [], Counter(), Counter()
+    exact_groups, near_pairs, words = [], [], []
+    per_source, distinct_per_source = Counter(), Counter()
     vocabulary, samples = Vocabulary(), {}
     distinct_bytes = 0
 

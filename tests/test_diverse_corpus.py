@@ -235,7 +235,8 @@ def test_output_that_is_not_ours_or_overlaps_a_source_is_refused(tmp_path):
 def test_a_manual_page_becomes_plain_text(tmp_path):
     page = tmp_path / "tool.1.gz"
     page.write_bytes(gzip.compress(
-        b'.TH TOOL 1\n.SH NAME\ntool \\- do a thing\n.SH OPTIONS\n.TP\n.BR \\-v ", " \\-\\-verbose\n'
+        b'.TH TOOL 1\n.SH NAME\ntool \\- do a thing\n.SH OPTIONS\n.TP\n'
+        b'.BR \\-v ", " \\-\\-verbose\n'
         b"Say \\fImore\\fR about \\(lqit\\(rq.\n.de XX\n.ft B\n..\n"))
     text = file_text(str(page))
     assert "tool - do a thing" in text
