@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from curator_dask.errors import CuratorError  # noqa: E402
 
 MB = 1_000_000
-MIN_WORDS, MEDIAN_WORDS, MAX_WORDS = 50, 300, 6000
+MIN_WORDS, MEDIAN_WORDS, MAX_WORDS = 50, 250, 6000
 MAX_FILE_BYTES = 16 * MB
 SHINGLE = 24
 GUARD_BANDS, GUARD_ROWS = 20, 5

@@ -15,7 +15,7 @@ machine instead, of several kinds so that vocabulary and lengths vary:
   directory.
 
 Long files are cut at paragraph boundaries into documents whose target length is drawn
-from a log-normal distribution (median 300 words, from 60 to 6,000), documents of fewer
+from a log-normal distribution (median 250 words, from 60 to 6,000), documents of fewer
 than 50 words or mostly not letters are dropped, and the rest are deduplicated twice:
 exactly (BLAKE2 of the text) and near (a one-permutation MinHash of character 24-grams,
 100 bins in 20 bands of 5, which makes a candidate of 97% of the pairs at Jaccard 0.7,
