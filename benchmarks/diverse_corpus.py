@@ -37,7 +37,7 @@ up to two shards later. ``ground_truth.json`` lists the groups by id.
 
 Files: ``shard-00000.jsonl`` ... (or ``.parquet``), each record ``{"id", "source", "text"}``
 with ``id`` unique; ``ground_truth.json``; ``_manifest.json`` with the counts. A rerun with
-the same arguments and the same source files reuses the directory.
+the same arguments, the same source files and the same code reuses the directory.
 
     python benchmarks/diverse_corpus.py --out /data/corpus --scale 1
 """
@@ -65,6 +65,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus_sources  # noqa: E402
 from corpus_sources import (MB, MIN_WORDS, CorpusError, Source, as_sources,  # noqa: E402
                             check_output, file_text, fingerprint_files, guard_keys,
                             is_prose, jaccard, list_files, near_duplicate_mask,
@@ -429,7 +430,7 @@ def build(out, scale: int = 1, seed: int = 0, shard_mb: float = 64, size_mb: flo
     sources = as_sources(sources)
     check_output(directory, sources)
     arguments = {"scale": scale, "seed": seed, "shard_mb": shard_mb, "size_mb": size_mb,
-                 "format": fmt}
+                 "format": fmt, "builder": _builder_digest()}
     files = list_files(sources, directory)
     fingerprint = fingerprint_files(files)
     manifest = _reuse_or_clear(directory, arguments, fingerprint)
@@ -460,6 +461,14 @@ def build(out, scale: int = 1, seed: int = 0, shard_mb: float = 64, size_mb: flo
                                 "largest_worker": usage[resource.RUSAGE_CHILDREN]}}
     (directory / "_manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def _builder_digest() -> str:
+    """A digest of this builder's code: a corpus made by other code is not reused."""
+    digest = hashlib.blake2b(digest_size=8)
+    for module in (__file__, corpus_sources.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()
 
 
 def _write(directory: Path, base: Base, arguments: dict, pool_map) -> dict:
