@@ -215,7 +215,7 @@ def _prepare_lines(args):
                 ("documents written", f"{written.rows:,}"),
                 ("output", written.path)]
 
-    return go
+    return go, guard
 
 
 def _prepare_index(args):

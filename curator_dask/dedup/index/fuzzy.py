@@ -335,7 +335,7 @@ class FuzzyDedupIndex(DedupIndex):
                                         storage_options=storage_options)
         if partitions is None and index.store.state() is None:
             # As for the run's input files, which the MinHash phase records.
-            index._partitions = max(1, -(-sum(size for _, size in fingerprint["files"])
+            index._partitions = max(1, -(-sum(entry[1] for entry in fingerprint["files"])
                                          // _BYTES_PER_PARTITION))
         state, routes = index._plan(DocumentDataset(signatures))
         marked, documents, batch, base, appended = index._mark(

@@ -53,6 +53,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.removal import route_to_partitions
 from curator_dask.errors import CuratorError
 from curator_dask.io import atomic
+from curator_dask.io.lease import LEASE
 from curator_dask.stages.fingerprint import param_changes
 
 __all__ = ["IndexState", "Segment", "IndexParameterError", "IndexChangedError", "IndexStore",
@@ -200,7 +201,8 @@ class IndexStore:
     def _foreign_entries(self) -> list[str]:
         return [e for e in self.fs.ls(self.root, detail=False)
                 if not _SEGMENT.match(posixpath.basename(e.rstrip("/")))
-                and not posixpath.basename(e).startswith(f".{POINTER}.tmp-")]
+                and not posixpath.basename(e).startswith(f".{POINTER}.tmp-")
+                and posixpath.basename(e.rstrip("/")) != LEASE]
 
     def check_parameters(self, recorded: dict, given: dict) -> None:
         """Raise :class:`IndexParameterError` naming every parameter that differs."""
