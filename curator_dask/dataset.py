@@ -55,9 +55,11 @@ from curator_dask.io.writers import (
     WriteMode,
     WriteSpec,
     claim_files,
+    finish_output,
     prepare_output,
     write_partition,
 )
+from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
 from curator_dask.observe import progress
 
 __all__ = ["DocumentDataset", "WriteResult"]
@@ -388,6 +390,7 @@ class DocumentDataset:
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
+                   target_file_size: int | str | None = None,
                    storage_options: dict | None = None,
                    fingerprint: dict | None = None) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
@@ -402,6 +405,11 @@ class DocumentDataset:
             earlier write of curator-dask made there (and refuse if anything else is
             there); delete everything in the directory first; or add parts after the
             existing ones.
+        target_file_size : int or str, optional
+            Cut each partition's part into files of at most this size, named
+            ``part-00042-00000.parquet``, ``part-00042-00001.parquet``, ...: bytes
+            (``"256MiB"``, counted before compression) or documents (``"100000
+            documents"``); see :mod:`curator_dask.io.rollover`.
         fingerprint : dict, optional
             What the output is computed from (JSON), recorded in the directory's
             manifest (``.curator-output.json``) for whoever resumes into it.
@@ -422,20 +430,82 @@ class DocumentDataset:
         >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
         'part-00000.parquet'
         """
-        return self._write(path, "parquet", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint)
+        spec = WriteSpec(path=path, fmt="parquet", compression=compression,
+                         filename_field=filename_field if write_to_filename else None,
+                         keep_filename_column=keep_filename_column,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint)
 
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
+                 target_file_size: int | str | None = None,
                  storage_options: dict | None = None,
                  fingerprint: dict | None = None) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
-        Other parameters are those of :meth:`to_parquet`.
+        Other parameters are those of :meth:`to_parquet`; a ``target_file_size`` in bytes
+        counts the lines' bytes exactly (before compression).
         """
-        return self._write(path, "jsonl", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint)
+        spec = WriteSpec(path=path, fmt="jsonl", compression=compression,
+                         filename_field=filename_field if write_to_filename else None,
+                         keep_filename_column=keep_filename_column,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint)
+
+    def to_megatron(self, path: str, tokenizer: str, *, text_field: str = "text",
+                    bos: bool | str = False, eos: bool | str = False,
+                    add_special_tokens: bool = False,
+                    target_file_size: int | str | None = None,
+                    source_field: str | None = None, mode: WriteMode = "error",
+                    storage_options: dict | None = None,
+                    fingerprint: dict | None = None) -> WriteResult:
+        """Tokenize every document and write Megatron-LM token files: one ``.bin`` +
+        ``.idx`` pair per partition (``part-00042.bin``, ``part-00042.idx``), which
+        megatron-core's ``IndexedDataset("path/part-00042")`` reads.
+
+        Parameters
+        ----------
+        tokenizer : str
+            A local directory with a Hugging Face fast tokenizer (``tokenizer.json``,
+            as ``save_pretrained`` writes it); see
+            :class:`~curator_dask.io.tokens.TokenizerSpec`. Never fetched from a hub.
+        text_field : str, default "text"
+        bos, eos : bool or str, default False
+            Put the tokenizer's BOS (EOS) token, or the token given by its text, before
+            (after) every document.
+        add_special_tokens : bool, default False
+            Apply the tokenizer's post-processor (``[CLS] ... [SEP]`` of a BERT one).
+        target_file_size : int or str, optional
+            Cut each part into pairs of at most this size: tokens (``"50M tokens"``),
+            documents, or bytes of the ``.bin`` (``"1GiB"``).
+        source_field : str, optional
+            Count tokens per value of this column too (``WriteResult.counters``).
+        mode, storage_options, fingerprint
+            As for :meth:`to_parquet`.
+
+        Returns
+        -------
+        WriteResult
+            ``counters["tokens"]`` holds the tokens written (and ``tokens.<source>`` per
+            source); the output's manifest records them with the tokenizer.
+
+        Examples
+        --------
+        >>> import pandas as pd, tempfile
+        >>> from curator_dask.testing.tokenizer import save_bpe_tokenizer
+        >>> tokenizer = save_bpe_tokenizer(tempfile.mkdtemp())
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a cat", "a dog"]}))
+        >>> result = ds.to_megatron(tempfile.mkdtemp(), tokenizer, eos=True, mode="overwrite")
+        >>> result.counters, [f.rsplit("/", 1)[-1] for f in result.files]
+        ({'tokens': 8}, ['part-00000.bin', 'part-00000.idx'])
+        """
+        encoder = MegatronEncoder(TokenizerSpec(tokenizer, bos=bos, eos=eos,
+                                                add_special_tokens=add_special_tokens),
+                                  text_field=text_field, source_field=source_field)
+        spec = WriteSpec(path=path, fmt="encoded", encoder=encoder,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
@@ -450,24 +520,22 @@ class DocumentDataset:
         renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
         return self.to_jsonl(output_path, **options)
 
-    def _write(self, path, fmt, compression, write_to_filename, filename_field,
-               keep_filename_column, mode, storage_options, fingerprint) -> WriteResult:
+    def _write(self, path, spec: WriteSpec, mode, storage_options, fingerprint) -> WriteResult:
+        """Write every partition as ``spec`` says (its options checked when it was made,
+        before the output directory is touched)."""
         fs, root = url_to_fs(path, **(storage_options or {}))
         root = root.rstrip("/") or root
+        write_to_filename = spec.filename_field is not None
         if write_to_filename:
-            if filename_field not in self.df.columns:
+            if spec.filename_field not in self.df.columns:
                 raise KeyError(
-                    f"write_to_filename needs the column {filename_field!r}; read with "
+                    f"write_to_filename needs the column {spec.filename_field!r}; read with "
                     f"add_filename=True (columns: {list(self.df.columns)})"
                 )
             self._check_whole_files()
-        # Validate the format options before touching the output directory.
-        spec = WriteSpec(path=root, fmt=fmt, compression=compression,
-                         filename_field=filename_field if write_to_filename else None,
-                         keep_filename_column=keep_filename_column)
         inputs = [self.sources] if self.sources is not None else []
         first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
-        spec = replace(spec, first_index=first)
+        spec = replace(spec, path=root, first_index=first)
         token = dask.base.tokenize(self.df, spec)
         tasks = [
             dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
@@ -480,6 +548,7 @@ class DocumentDataset:
             # Files named after their sources are the project's only by this record.
             claim_files(fs, root, [f[len(root) + 1:] for f in files
                                    if f.startswith(root + "/") and f != f"{root}/{MANIFEST}"])
+        finish_output(fs, root, spec, stats)
         dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),

@@ -605,6 +605,7 @@ class Executor:
             elif output is not None:
                 sink = Sink(replace(output, source=plan_token(source.dataset)), layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
+                layout.writer.finish(sink.output, state.write_stats + state.skipped_stats)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
                                                           first=k == 0))

@@ -47,24 +47,35 @@ from curator_dask.backends import to_host
 from curator_dask.dropped import get_counts
 from curator_dask.io.errors import ForeignFilesError
 from curator_dask.io.overlap import InputPaths, check_output_path
+from curator_dask.io.rollover import (
+    FileSize,
+    FileSizeError,
+    FrameEncoded,
+    output_pieces,
+    stale_pieces,
+)
 
 __all__ = ["WriteSpec", "prepare_output", "write_partition", "part_name", "MODES", "FORMATS",
            "MANIFEST", "check_mode", "read_manifest", "claim_files", "own_files",
-           "remove_leftovers"]
+           "remove_leftovers", "record_in_manifest", "finish_output"]
 
 logger = logging.getLogger(__name__)
 
 WriteMode = Literal["error", "overwrite", "overwrite_all", "append"]
 MODES = get_args(WriteMode)
 #: ``arrow`` (Arrow IPC files, uncompressed) is for the project's own intermediate data:
-#: written at memory speed and read back as a memory map.
-FORMATS = ("parquet", "jsonl", "arrow")
+#: written at memory speed and read back as a memory map. ``encoded`` is a format whose
+#: files a writer's encoder makes (Megatron's token files, see ``io/rollover.py``).
+FORMATS = ("parquet", "jsonl", "arrow", "encoded")
 COMPRESSIONS = {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 #: The manifest every write records in its output directory, before any part.
 MANIFEST = ".curator-output.json"
 _MANIFEST_FORMAT = 1
-_PART = re.compile(r"^part-(\d+)\.")
-_PART_FILE = re.compile(r"^part-\d{5,}(\.parquet|\.arrow|\.jsonl(\.gz|\.zst|\.bz2)?)$")
+_PART = re.compile(r"^part-(\d+)[.-]")
+# A part is one file, or pieces ``part-00042-00003.*`` under a target_file_size; an
+# encoder's parts are Megatron's ``.bin``/``.idx`` pairs.
+_PART_FILE = re.compile(r"^part-\d{5,}(-\d{5,})?"
+                        r"(\.parquet|\.arrow|\.bin|\.idx|\.jsonl(\.gz|\.zst|\.bz2)?)$")
 _MARKER_FILE = re.compile(r"^\.part-\d{5,}\.done$")
 _TMP_FILE = re.compile(r"^\..+\.tmp-[0-9a-f]{32}$")
 _MANIFEST_TMP = re.compile(r"^" + re.escape(f"{MANIFEST}.tmp-") + r"[0-9a-f]{32}$")
@@ -83,12 +94,26 @@ class WriteSpec:
     keep_filename_column: bool = False
     first_index: int = 0  # part numbering offset (append mode)
     storage_options: dict = field(default_factory=dict)
+    #: Cut each part into files of at most this size (io/rollover.py); None: one file.
+    target_file_size: FileSize | None = None
+    #: For fmt "encoded": turns a partition into its files (``encode(df)``, io/rollover.py).
+    encoder: object = None
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.fmt!r}")
+        if (self.fmt == "encoded") != (self.encoder is not None):
+            raise ValueError("an encoder goes with the format 'encoded', and only with it")
+        object.__setattr__(self, "target_file_size", FileSize.parse(self.target_file_size))
         allowed = {"jsonl": COMPRESSIONS, "parquet": (None, "snappy", "zstd", "gzip"),
-                   "arrow": (None,)}[self.fmt]
+                   "arrow": (None,), "encoded": (None,)}[self.fmt]
+        if self.target_file_size is not None and self.target_file_size.unit == "tokens" \
+                and self.encoder is None:
+            raise FileSizeError("target_file_size in tokens is for the tokenizing writers; "
+                                "give this writer bytes ('256MiB') or documents")
+        if self.target_file_size is not None and self.filename_field is not None:
+            raise ValueError("target_file_size cuts parts into files of a size, "
+                             "write_to_filename writes a file per source file: not both")
         if self.compression not in allowed:
             raise ValueError(
                 f"compression for {self.fmt} must be one of {list(allowed)}, "
@@ -97,6 +122,8 @@ class WriteSpec:
 
     @property
     def suffix(self) -> str:
+        if self.fmt == "encoded":
+            return ""  # the encoder names its files' suffixes
         if self.fmt in ("parquet", "arrow"):
             return "." + self.fmt
         return ".jsonl" + COMPRESSIONS[self.compression]
@@ -203,6 +230,24 @@ def claim_files(fs, path: str, names: Iterable[str]) -> None:
     if new:
         manifest["files"] = sorted(files | set(new))
         _write_manifest(fs, path, manifest)
+
+
+def record_in_manifest(fs, path: str, key: str, value) -> None:
+    """Record ``value`` (JSON) under ``key`` in the manifest of the output directory
+    ``path``: what a reader of the output should know about all of it (a tokenized
+    output's tokenizer and token counts). Does nothing where there is no manifest."""
+    manifest = read_manifest(fs, path)
+    if manifest is not None:
+        manifest[key] = value
+        _write_manifest(fs, path, manifest)
+
+
+def finish_output(fs, path: str, spec: WriteSpec, stats: list[dict]) -> None:
+    """Once every part of an output is written: an encoder's summary of the parts
+    (``stats``, as :func:`write_partition` returns them) goes into the manifest."""
+    summary = getattr(spec.encoder, "summary", None)
+    if summary is not None:
+        record_in_manifest(fs, path, "encoded", summary(stats))
 
 
 def own_files(fs, path: str, manifest: dict | None = None) -> tuple[list[str], list[str]]:
@@ -337,7 +382,11 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     tmp = posixpath.join(posixpath.dirname(target),
                          f".{posixpath.basename(target)}.tmp-{uuid.uuid4().hex}")
     try:
-        if isinstance(df, pa.Table) and spec.fmt == "parquet":
+        if hasattr(df, "write_to"):  # encoded already (io/rollover.py)
+            with fs.open(tmp, "wb", compression=spec.compression if spec.fmt == "jsonl"
+                         else None) as handle:
+                df.write_to(handle)
+        elif isinstance(df, pa.Table) and spec.fmt == "parquet":
             # Arrow all the way: no pandas frame is made for a table read as Arrow.
             with fs.open(tmp, "wb") as handle:
                 pq.write_table(df, handle, compression=spec.compression or "snappy")
@@ -390,9 +439,18 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
              "dropped": counts}
     if spec.filename_field is None:
-        target = posixpath.join(spec.path, part_name(spec.first_index + index, spec.suffix))
-        stats["bytes"] = _write_frame(df, fs, target, spec)
-        stats["files"].append(target)
+        base = part_name(spec.first_index + index, "")
+        encoded = (spec.encoder.encode(df) if spec.encoder is not None
+                   else FrameEncoded(df, spec.fmt, spec.suffix))
+        for name, content in output_pieces(encoded, base, spec.target_file_size):
+            target = posixpath.join(spec.path, name)
+            stats["bytes"] += _write_frame(content, fs, target, spec)
+            stats["files"].append(target)
+        if spec.target_file_size is not None:
+            for stale in stale_pieces(fs, spec.path, base, stats["files"]):
+                fs.rm(stale)  # an earlier attempt's piece beyond this one's: its rows again
+        for name, count in encoded.counts().items():
+            counts[name] = counts.get(name, 0) + int(count)
         return stats
     if spec.filename_field not in df.columns:
         raise KeyError(
