@@ -88,6 +88,7 @@ from curator_dask.stages.io_stages import (
     ParquetWriter,
     WarcReader,
 )
+from curator_dask.training import BlendReader, MegatronWriter
 
 __all__ = ["ConfigError", "PipelineConfig", "load_config", "load_config_text",
            "TOP_LEVEL_KEYS", "READERS", "WRITERS"]
@@ -95,8 +96,9 @@ __all__ = ["ConfigError", "PipelineConfig", "load_config", "load_config_text",
 #: The keys a pipeline file may have at its top level.
 TOP_LEVEL_KEYS = ("name", "description", "cluster", "executor", "reader", "stages", "writer",
                   "report", "performance_report")
-READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader}
-WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter}
+READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader,
+           "blend": BlendReader}
+WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter, "megatron": MegatronWriter}
 
 
 class ConfigError(CuratorError, ValueError):
@@ -386,8 +388,9 @@ def _io_stage(check: _Checker, top: _Mapping, key: str, classes: dict[str, type]
     given = _keys_only(section, [k for k in section if k != "type"])
     parameters = parameters_of(cls)
     check.keys(given, [p.name for p in parameters], f"{kind} {key} option")
-    if "path" not in given:
-        check.fail(top.line_of(key), f"the {key} needs a 'path:'")
+    for parameter in parameters:
+        if parameter.required and parameter.name not in given:
+            check.fail(top.line_of(key), f"the {key} needs a '{parameter.name}:'")
     options = check.values(given, parameters, f"{kind} {key}")
     return check.build(cls, options, given, f"{kind} {key}")
 

@@ -152,8 +152,9 @@ class TokenFiles:
     """
 
     def __init__(self, ids: np.ndarray, lengths: np.ndarray, counter_prefix: str,
-                 sources: np.ndarray | None = None):
+                 sources: np.ndarray | None = None, dropped: dict[str, int] | None = None):
         self.ids, self.lengths, self.prefix, self.sources = ids, lengths, counter_prefix, sources
+        self.dropped = dict(dropped or {})
         self.offsets = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
 
@@ -173,13 +174,15 @@ class TokenFiles:
         return TokenFiles(ids, self.lengths[start:stop], self.prefix, sources)
 
     def files(self) -> list[tuple[str, object]]:
+        if not self.ids.size:  # Megatron cannot map an empty .bin: no documents, no files
+            return []
         return [(".bin", _ArrayBytes(self.ids)),
                 (".idx", _ArrayBytes(index_bytes(self.lengths, self.ids.dtype)))]
 
     def counts(self) -> dict[str, int]:
         """The tokens, as the counter ``<prefix>`` and, with sources, ``<prefix>.<source>``
-        (marked as counters, see :mod:`curator_dask.dropped`)."""
-        counts = {COUNTER_MARK + self.prefix: int(self.offsets[-1])}
+        (marked as counters, see :mod:`curator_dask.dropped`), and the documents dropped."""
+        counts = {**self.dropped, COUNTER_MARK + self.prefix: int(self.offsets[-1])}
         if self.sources is not None and len(self):
             names, codes = np.unique(self.sources, return_inverse=True)
             per_source = np.bincount(codes, weights=self.lengths, minlength=names.size)
@@ -213,14 +216,18 @@ def dataset_prefixes(fs, path: str) -> list[str]:
 
 
 def merge_datasets(fs, prefixes: Sequence[str], output: str, *, num_shards: int | None = None,
-                   target_file_size: int | str | FileSize | None = None) -> list[dict]:
+                   target_file_size: int | str | FileSize | None = None,
+                   output_fs=None) -> list[dict]:
     """Concatenate Megatron datasets, in order, into shards ``part-00000.bin/.idx``, ...
     in the directory ``output`` (prepared by the caller).
 
     Give ``num_shards`` (shards balanced by tokens: a document goes to the shard its
     first token falls in) or ``target_file_size`` (shards filled in order up to a size in
     tokens, documents or ``.bin`` bytes). Every document stays whole and in order, and
-    every shard is written under a temporary name and renamed when complete.
+    every shard is written under a temporary name and renamed when complete. A shard no
+    document falls in is not written (Megatron cannot read an empty ``.bin``): fewer
+    documents than ``num_shards``, or one longer than a shard, give fewer shards.
+    ``output_fs`` is the filesystem of ``output`` when it is not ``fs``.
 
     Returns one dict per shard: ``files``, ``documents``, ``tokens``, ``bytes``.
     """
@@ -237,7 +244,7 @@ def merge_datasets(fs, prefixes: Sequence[str], output: str, *, num_shards: int 
                                   "they were written with different tokenizers")
     dtype = dtypes.pop() if dtypes else np.dtype(np.uint16)
     total_tokens = sum(fs.size(p + ".bin") // dtype.itemsize for p in prefixes)
-    shards = _ShardSink(fs, output, dtype)
+    shards = _ShardSink(fs, output_fs or fs, output, dtype)
     filled = 0  # tokens before the current part
     open_shard, fill = -1, 0  # target_file_size: the shard being filled, and its size
     for prefix in prefixes:
@@ -252,8 +259,6 @@ def merge_datasets(fs, prefixes: Sequence[str], output: str, *, num_shards: int 
             shard_of, open_shard, fill = _greedy_shards(sizes, target.limit, open_shard, fill)
         shards.add(prefix, lengths, shard_of)
         filled += int(lengths.sum())
-    if num_shards is not None:
-        shards.pad_to(num_shards)
     return shards.close()
 
 
@@ -288,9 +293,9 @@ def _greedy_shards(sizes: np.ndarray, limit: int, shard: int, fill: int
 class _ShardSink:
     """Shards written in order: token bytes copied in blocks, the index at the end."""
 
-    def __init__(self, fs, output: str, dtype: np.dtype):
-        self.fs, self.output, self.dtype = fs, output, dtype
-        self.current = -1
+    def __init__(self, fs, output_fs, output: str, dtype: np.dtype):
+        self.fs, self.out_fs, self.output, self.dtype = fs, output_fs, output, dtype
+        self.current = -1  # the shard being written (as the caller numbers them)
         self.handle = None
         self.tmp = None
         self.lengths: list[np.ndarray] = []
@@ -315,30 +320,29 @@ class _ShardSink:
                     left -= len(block)
 
     def _switch(self, shard: int) -> None:
-        while self.current < shard:
+        """Write into ``shard`` from here on; shards are named in order of writing, so a
+        shard no document fell in leaves no gap."""
+        if shard != self.current:
             self._finish()
-            self.current += 1
-            name = posixpath.join(self.output, f"part-{self.current:05d}")
+            self.current = shard
+            name = posixpath.join(self.output, f"part-{len(self.done):05d}")
             self.tmp = f"{posixpath.dirname(name)}/.{posixpath.basename(name)}.bin.tmp-" \
                        f"{uuid.uuid4().hex}"
-            self.handle = self.fs.open(self.tmp, "wb")
+            self.handle = self.out_fs.open(self.tmp, "wb")
             self.lengths = []
-
-    def pad_to(self, shards: int) -> None:
-        self._switch(shards - 1)
 
     def _finish(self) -> None:
         if self.handle is None:
             return
         self.handle.close()
-        prefix = posixpath.join(self.output, f"part-{self.current:05d}")
+        prefix = posixpath.join(self.output, f"part-{len(self.done):05d}")
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
         idx_tmp = f"{posixpath.dirname(prefix)}/.{posixpath.basename(prefix)}.idx.tmp-" \
                   f"{uuid.uuid4().hex}"
-        with self.fs.open(idx_tmp, "wb") as out:
+        with self.out_fs.open(idx_tmp, "wb") as out:
             out.write(index_bytes(lengths, self.dtype))
-        self.fs.mv(self.tmp, prefix + ".bin")
-        self.fs.mv(idx_tmp, prefix + ".idx")
+        self.out_fs.mv(self.tmp, prefix + ".bin")
+        self.out_fs.mv(idx_tmp, prefix + ".idx")
         tokens = int(lengths.sum())
         self.done.append({"files": [prefix + ".bin", prefix + ".idx"],
                           "documents": int(lengths.size), "tokens": tokens,

@@ -24,13 +24,15 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from curator_dask.backends import to_host
 from curator_dask.dropped import COUNTER_MARK
 from curator_dask.errors import CuratorError
 from curator_dask.io.megatron import TokenFiles, token_dtype
 
-__all__ = ["TokenizerError", "TokenizerSpec", "LoadedTokenizer", "encode", "MegatronEncoder"]
+__all__ = ["TokenizerError", "TokenizerSpec", "LoadedTokenizer", "encode", "token_lengths",
+           "MegatronEncoder"]
 
 logger = logging.getLogger(__name__)
 
@@ -209,10 +211,7 @@ def encode(loaded: LoadedTokenizer, texts) -> tuple[np.ndarray, np.ndarray]:
     >>> lengths.tolist(), int(ids[-1]) == spec.load().eos_id
     ([4, 1], True)
     """
-    texts = ["" if t is None else t for t in texts]
-    tokenizer = loaded.tokenizer
-    batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    id_lists = [e.ids for e in batch(texts, add_special_tokens=loaded.add_special_tokens)]
+    id_lists = [e.ids for e in _encodings(loaded, texts)]
     lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
     ids = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=loaded.dtype,
                       count=int(lengths.sum()))
@@ -234,18 +233,45 @@ def encode(loaded: LoadedTokenizer, texts) -> tuple[np.ndarray, np.ndarray]:
     return out, new_lengths
 
 
+def token_lengths(loaded: LoadedTokenizer, texts) -> np.ndarray:
+    """The number of tokens of each text (as :func:`encode` counts them, BOS and EOS
+    included), without gathering the ids."""
+    encodings = _encodings(loaded, texts)
+    extra = (loaded.bos_id is not None) + (loaded.eos_id is not None)
+    return np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings)) + extra
+
+
+def _encodings(loaded: LoadedTokenizer, texts) -> list:
+    """One batched call of the tokenizer (its fast path: no character offsets)."""
+    texts = ["" if t is None or t is pd.NA else t for t in texts]
+    tokenizer = loaded.tokenizer
+    batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    return batch(texts, add_special_tokens=loaded.add_special_tokens)
+
+
 @dataclass(frozen=True)
 class MegatronEncoder:
     """A partition as Megatron token files: the encoder of the tokenizing writer.
 
-    ``counter`` names the counter of the tokens its parts carry (and ``<counter>.<source>``
-    per value of ``source_field``).
+    ``stage`` names what its parts carry: the counter ``<stage>.tokens`` (and
+    ``<stage>.tokens.<source>`` per value of ``source_field``), and the drop reason
+    ``<stage>.no_tokens`` of documents the tokenizer makes no token of (an empty text
+    without BOS or EOS: a sequence of nothing to train on, which Megatron's samplers do
+    not expect). Without a stage, ``tokens`` and ``no_tokens``.
     """
 
     tokenizer: TokenizerSpec
     text_field: str = "text"
     source_field: str | None = None
-    counter: str = "tokens"
+    stage: str | None = None
+
+    @property
+    def counter(self) -> str:
+        return f"{self.stage}.tokens" if self.stage else "tokens"
+
+    @property
+    def empty_reason(self) -> str:
+        return f"{self.stage}.no_tokens" if self.stage else "no_tokens"
 
     def encode(self, df) -> TokenFiles:
         if self.text_field not in df.columns:
@@ -259,7 +285,12 @@ class MegatronEncoder:
                 raise KeyError(f"tokenizing: no column {self.source_field!r} to count tokens "
                                f"by source (columns: {list(frame.columns)})")
             sources = frame[self.source_field].astype(str).to_numpy(dtype=object)
-        return TokenFiles(ids, lengths, self.counter, sources)
+        empty = lengths == 0
+        if empty.any():  # their ids are none: only the lengths and sources lose rows
+            lengths = lengths[~empty]
+            sources = sources[~empty] if sources is not None else None
+        return TokenFiles(ids, lengths, self.counter, sources,
+                          dropped={self.empty_reason: int(empty.sum())} if empty.any() else {})
 
     def fingerprint(self) -> dict:
         return {**self.tokenizer.fingerprint(), "text_field": self.text_field}

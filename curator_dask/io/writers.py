@@ -451,6 +451,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
                 fs.rm(stale)  # an earlier attempt's piece beyond this one's: its rows again
         for name, count in encoded.counts().items():
             counts[name] = counts.get(name, 0) + int(count)
+        stats["rows"] = len(encoded)  # an encoder may drop (and count) documents
         return stats
     if spec.filename_field not in df.columns:
         raise KeyError(
