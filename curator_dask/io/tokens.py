@@ -74,7 +74,8 @@ class TokenizerSpec:
             value = getattr(self, name)
             if not isinstance(value, (bool, str)) or value == "":
                 raise TokenizerError(f"{name} must be True, False or a token's text, got {value!r}")
-        path = os.fspath(self.path)
+        # Absolute here, on the client: workers may run in another directory.
+        path = os.path.abspath(os.fspath(self.path))
         object.__setattr__(self, "path", path)
         if not os.path.exists(path):
             raise TokenizerError(f"tokenizer {path!r} does not exist: give a local directory "

@@ -37,13 +37,14 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal
 
 import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from typing_extensions import NotRequired, TypedDict  # pydantic checks these on 3.11
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import add_dropped, get_counts, record_counter, record_dropped
