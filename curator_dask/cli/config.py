@@ -11,7 +11,7 @@ A pipeline file::
       type: streaming               # streaming | batch | local
       max_in_flight: 8              # the executor's own options
     reader:
-      type: jsonl                   # jsonl | parquet | warc
+      type: jsonl                   # jsonl | parquet | warc | blend
       path: data/
       blocksize: 64MiB
     stages:                         # in order; names from `curator-dask stages`
@@ -22,7 +22,7 @@ A pipeline file::
           score_field: word_count   # a filter also takes ScoreFilter's options
       - ExactDedup
     writer:
-      type: parquet                 # parquet | jsonl
+      type: parquet                 # parquet | jsonl | megatron
       path: out/
       mode: overwrite
     report: out/report.html         # the curation report (optional)

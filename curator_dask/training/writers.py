@@ -72,6 +72,8 @@ class MegatronWriter(WriterStage):
     mode : {"error", "overwrite", "overwrite_all", "append"}, default "error"
     storage_options : dict, optional
 
+    Notes
+    -----
     Counters (``RunResult.counters``): ``write_megatron.tokens``, and
     ``write_megatron.tokens.<source>`` with ``source_field``. A document the tokenizer
     makes no token of (an empty text, without BOS or EOS) is not written: it is counted
