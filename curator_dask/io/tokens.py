@@ -86,7 +86,7 @@ class TokenizerSpec:
 
     def load(self) -> LoadedTokenizer:
         """The tokenizer, loaded once per process (and again if its files change)."""
-        key = (self.path, self.digest, self.bos, self.eos)
+        key = (self.path, self.digest, self.bos, self.eos, self.add_special_tokens)
         with _lock:
             loaded = _loaded.get(key)
             if loaded is None:
