@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--generated-mb", type=int, default=48)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--blocksize", default="16MiB")
+    parser.add_argument("--blocksize", default="8MiB")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "bench-tokenize"))
     parser.add_argument("--real", default="/work/corpus/scale1")
     parser.add_argument("--json", default="benchmarks/results/tokenize.json")

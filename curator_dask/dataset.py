@@ -460,35 +460,14 @@ class DocumentDataset:
                     source_field: str | None = None, mode: WriteMode = "error",
                     storage_options: dict | None = None,
                     fingerprint: dict | None = None) -> WriteResult:
-        """Tokenize every document and write Megatron-LM token files: one ``.bin`` +
-        ``.idx`` pair per partition (``part-00042.bin``, ``part-00042.idx``), which
-        megatron-core's ``IndexedDataset("path/part-00042")`` reads.
+        """Tokenize every document and write Megatron-LM token files, a ``.bin`` +
+        ``.idx`` pair per partition (``part-00042.bin``) that megatron-core's
+        ``IndexedDataset("path/part-00042")`` reads.
 
-        Parameters
-        ----------
-        tokenizer : str
-            A local directory with a Hugging Face fast tokenizer (``tokenizer.json``,
-            as ``save_pretrained`` writes it); see
-            :class:`~curator_dask.io.tokens.TokenizerSpec`. Never fetched from a hub.
-        text_field : str, default "text"
-        bos, eos : bool or str, default False
-            Put the tokenizer's BOS (EOS) token, or the token given by its text, before
-            (after) every document.
-        add_special_tokens : bool, default False
-            Apply the tokenizer's post-processor (``[CLS] ... [SEP]`` of a BERT one).
-        target_file_size : int or str, optional
-            Cut each part into pairs of at most this size: tokens (``"50M tokens"``),
-            documents, or bytes of the ``.bin`` (``"1GiB"``).
-        source_field : str, optional
-            Count tokens per value of this column too (``WriteResult.counters``).
-        mode, storage_options, fingerprint
-            As for :meth:`to_parquet`.
-
-        Returns
-        -------
-        WriteResult
-            ``counters["tokens"]`` holds the tokens written (and ``tokens.<source>`` per
-            source); the output's manifest records them with the tokenizer.
+        ``tokenizer`` is a local directory with a Hugging Face fast tokenizer; the other
+        options are :class:`~curator_dask.training.MegatronWriter`'s, and ``mode``,
+        ``storage_options``, ``fingerprint`` those of :meth:`to_parquet`. The result's
+        ``counters["tokens"]`` (and ``tokens.<source>``) count the tokens written.
 
         Examples
         --------

@@ -185,3 +185,18 @@ def test_a_file_that_is_not_an_index_is_refused_naming_it(tmp_path):
     (tmp_path / "x.idx").write_bytes(b"not an index")
     with pytest.raises(MegatronFormatError, match="x.idx: not a Megatron index"):
         read_index(fsspec.filesystem("file"), str(tmp_path / "x.idx"))
+
+
+def test_a_partition_tokenized_in_many_calls_is_tokenized_as_in_one(bpe, monkeypatch):
+    from curator_dask.io import tokens
+
+    texts = [f"document {i}: " + "some words " * (i % 9) for i in range(60)] + ["", None]
+    ds = DocumentDataset.from_pandas(pd.DataFrame({"text": texts}))
+    whole = read_back(prefixes_of(ds.to_megatron(tempfile.mkdtemp(), bpe, eos=True,
+                                                 mode="overwrite").files))
+    monkeypatch.setattr(tokens, "CHUNK_CHARS", 37)  # a call every two or three documents
+    pieces = read_back(prefixes_of(ds.to_megatron(tempfile.mkdtemp(), bpe, eos=True,
+                                                  mode="overwrite").files))
+    tokenizer, _, eos = reference(bpe)
+    assert pieces == whole == [tokenizer.encode(t or "", add_special_tokens=False).ids + [eos]
+                               for t in texts]
