@@ -155,3 +155,21 @@ writer: {{type: parquet, path: {tmp_path / 'out'}}}
     bad = "reader:\n  type: blend\n  sources: [{path: x, weight: heavy}]\n  target_size: 4\nstages: []\n"
     with pytest.raises(ValueError, match="blend.yaml, line 3: .*sources expects"):
         load_config_text(bad, "blend.yaml")
+
+
+def test_by_tokens_with_repeated_texts_the_cut_counts_every_copy(tmp_path_factory):
+    """Equal texts share a key: at the cut they are taken together, their tokens summed."""
+    tokenizer_dir = save_bpe_tokenizer(tmp_path_factory.mktemp("tok"), vocab_size=300, limit=20)
+    texts = [f"text number {i % 7} " + "x " * (i % 7) for i in range(70)]  # 7 texts x 10
+    ds = DocumentDataset.from_pandas(pd.DataFrame({"text": texts}), npartitions=3)
+    tokenizer = tokenizers.Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json"))
+    size = {t: len(tokenizer.encode(t, add_special_tokens=False).ids) for t in set(texts)}
+    for target in (1, 40, 150, sum(size[t] for t in texts)):
+        out = blend_datasets(target, [ds], [1], by="tokens", tokenizer=tokenizer_dir,
+                             seed=2).df.compute()
+        taken = sum(size[t] for t in out["text"])
+        # Whole groups of equal texts, in key order, until the target is reached.
+        assert taken >= target
+        groups = out["text"].value_counts()
+        assert (groups == 10).all()
+        assert taken - target < 10 * max(size.values())

@@ -47,7 +47,13 @@ import pyarrow as pa
 from typing_extensions import NotRequired, TypedDict  # pydantic checks these on 3.11
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dropped import add_dropped, get_counts, record_counter, record_dropped
+from curator_dask.dropped import (
+    add_dropped,
+    get_counts,
+    record_counter,
+    record_dropped,
+    strip_dropped,
+)
 from curator_dask.errors import CuratorError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import InputPaths, input_paths
@@ -174,14 +180,13 @@ def shares_of(target: int, weights: Sequence[float]) -> list[int]:
 
 
 def _keyed(df, source: int, seed: int, text_field: str, tokenizer: TokenizerSpec | None):
-    """A partition's keys (sorted) and sizes in the blend's unit, aligned."""
+    """A partition's keys and sizes in the blend's unit, aligned."""
     keys = blend_keys(df[text_field], seed, source)
     if tokenizer is None:
         sizes = np.ones(keys.size, dtype=np.int64)
     else:
         sizes = token_lengths(tokenizer.load(), df[text_field].tolist())
-    order = np.argsort(keys, kind="stable")
-    return keys[order], sizes[order]
+    return keys, sizes
 
 
 def _histogram(keyed) -> np.ndarray:
@@ -271,11 +276,11 @@ def _threshold(hist: np.ndarray, remainder: int, parts: list) -> int | None:
     before = int(cumulative[bucket - 1]) if bucket else 0
     found = dask.compute(*[dask.delayed(_in_bucket)(k, bucket) for k in parts])
     keys = np.concatenate([k for k, _ in found])
-    sizes = np.concatenate([s for _, s in found])
+    order = np.argsort(keys, kind="stable")
+    keys, sizes = keys[order], np.concatenate([s for _, s in found])[order]
+    # Equal keys (equal texts) are taken together: their sizes summed per key.
     unique, first = np.unique(keys, return_index=True)
-    per_key = np.add.reduceat(sizes[np.argsort(keys, kind="stable")], first) \
-        if keys.size else sizes
-    reached = before + np.cumsum(per_key)
+    reached = before + np.cumsum(np.add.reduceat(sizes, first))
     return int(unique[int(np.searchsorted(reached, remainder, side="left"))])
 
 
@@ -302,11 +307,9 @@ class _ReadBlendPartition:
         self.readers, self.plan, self.columns = readers, plan, columns
 
     def __call__(self, part: BlendPart):
-        df = self.readers[part.source](part.spec)
-        counts = get_counts(df)
-        df = df[self.columns]
-        df.attrs = {"curator_dropped": counts} if counts else {}
-        return self.plan.apply(df, part.source, part.position)
+        df, counts = strip_dropped(self.readers[part.source](part.spec))
+        return self.plan.apply(add_dropped(df[self.columns], counts), part.source,
+                               part.position)
 
     def table(self, part: BlendPart) -> tuple[pa.Table, dict[str, int]]:
         """The partition as an Arrow table, and its drop counts (for Arrow-only readers)."""
