@@ -7,7 +7,9 @@ JSONL, in one run:
   ``StreamingExecutor`` on a local cluster of ``--workers`` single-threaded workers;
 - datatrove 0.10: ``JsonlReader -> DocumentTokenizer`` (no shuffling) and ``JsonlReader ->
   MegatronDocumentTokenizer`` (the same .bin/.idx format), ``LocalPipelineExecutor`` with
-  ``--workers`` tasks and workers.
+  ``--workers`` tasks and workers;
+- the tokenizer alone: the library's batched call over the same texts on one thread in
+  one process, nothing written: the ceiling of any tool built on it.
 
 Each run is a child process. Its process tree is sampled every 0.1 s: CPU seconds are
 the sum of each process's user and system time at its last sample (start-up included),
@@ -93,7 +95,35 @@ def run_datatrove(data: str, out: str, tokenizer: str, workers: int, megatron: b
     return sum(p.stat().st_size for p in Path(out).rglob("*.ds")) // 2  # uint16 tokens
 
 
+def tokenizer_alone(data: str, tokenizer: str) -> int:
+    """The ceiling of any tool built on the library: ``encode_batch_fast`` over the texts
+    in calls of ~1M characters, on one thread, nothing read or written."""
+    import pyarrow.json as pajson
+    from tokenizers import Tokenizer
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    model = Tokenizer.from_file(os.path.join(tokenizer, "tokenizer.json"))
+    eos = model.token_to_id(EOS)
+    tokens = 0
+    for path in sorted(Path(data).glob("*.jsonl")):
+        texts = pajson.read_json(path).column("text").to_pylist()
+        start = 0
+        while start < len(texts):
+            stop, chars = start, 0
+            while stop < len(texts) and chars < 1 << 20:
+                chars += len(texts[stop])
+                stop += 1
+            tokens += sum(len(e.ids) + (eos is not None)
+                          for e in model.encode_batch_fast(texts[start:stop],
+                                                           add_special_tokens=False))
+            start = stop
+    return tokens
+
+
 def child(args) -> None:
+    if args.child == "tokenizer-alone":
+        print(json.dumps({"tokens": int(tokenizer_alone(args.data, args.tokenizer))}))
+        return
     if args.child == "ours":
         tokens = run_ours(args.data, args.out, args.tokenizer, args.workers, args.blocksize)
     else:
@@ -222,7 +252,7 @@ def main() -> None:
     for label, data in inputs.items():
         mb = sum(p.stat().st_size for p in Path(data).glob("*.jsonl")) / 1e6
         runs = {system: measure(system, data, tokenizer, args.workers, args.blocksize)
-                for system in ("ours", "datatrove", "datatrove-megatron")}
+                for system in ("ours", "datatrove", "datatrove-megatron", "tokenizer-alone")}
         if len({r["tokens"] for r in runs.values()}) != 1:
             raise SystemExit(f"{label}: the runs wrote different token counts: {runs}")
         for system, run in runs.items():
