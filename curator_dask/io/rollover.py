@@ -39,7 +39,7 @@ from curator_dask.backends import to_host
 from curator_dask.errors import CuratorError
 
 __all__ = ["FileSize", "FileSizeError", "Encoded", "FrameEncoded", "RawBytes", "cut_points",
-           "output_pieces", "stale_pieces", "UNITS"]
+           "jsonl_lines", "output_pieces", "stale_pieces", "UNITS"]
 
 UNITS = ("bytes", "documents", "tokens")
 _UNIT_WORDS = {"document": "documents", "documents": "documents", "docs": "documents",
@@ -201,7 +201,7 @@ class FrameEncoded:
                                 "tokenizing writers")
         if self.fmt == "jsonl":
             if self.lines is None:
-                self.lines = _jsonl_lines(self.df)
+                self.lines = jsonl_lines(self.df)
             return np.diff(self.lines[1])
         return arrow_row_bytes(_as_table(self.df))
 
@@ -223,8 +223,9 @@ class FrameEncoded:
         return {}
 
 
-def _jsonl_lines(df) -> tuple[bytes, np.ndarray]:
-    """The JSONL bytes of ``df`` and the offsets of its lines (one more than its rows).
+def jsonl_lines(df) -> tuple[bytes, np.ndarray]:
+    """The JSONL bytes of ``df`` (every writer's JSON: pandas' ``to_json``, UTF-8 as it
+    is) and the offsets of its lines (one more than its rows).
 
     Newlines inside values are escaped by the JSON writer, so every raw newline ends a
     line.

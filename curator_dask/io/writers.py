@@ -51,6 +51,7 @@ from curator_dask.io.rollover import (
     FileSize,
     FileSizeError,
     FrameEncoded,
+    jsonl_lines,
     output_pieces,
     stale_pieces,
 )
@@ -400,15 +401,8 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
                 out.write_table(table)
         else:
             # cuDF frames and Arrow tables are written through pandas: one JSON writer.
-            if isinstance(df, pa.Table):
-                df = df.to_pandas()
-            frame = to_host(df)
             with fs.open(tmp, "wb", compression=spec.compression) as handle:
-                if len(frame):
-                    text = frame.to_json(orient="records", lines=True, force_ascii=False)
-                    handle.write(text.encode("utf-8"))
-                    if not text.endswith("\n"):
-                        handle.write(b"\n")
+                handle.write(jsonl_lines(df)[0])
     except BaseException:
         if fs.exists(tmp):
             fs.rm(tmp)
