@@ -63,7 +63,8 @@ def run_ours(data: str, out: str, tokenizer: str, workers: int, blocksize: str) 
 
     with get_client(n_workers=workers, threads_per_worker=1, dashboard_address=None):
         result = (Pipeline("tokenize")
-                  .add_stage(JsonlReader(data, blocksize=blocksize, columns=["text"]))
+                  .add_stage(JsonlReader(os.path.join(data, "*.jsonl"), blocksize=blocksize,
+                                         columns=["text"]))
                   .add_stage(MegatronWriter(out, tokenizer=tokenizer, eos=True,
                                             mode="overwrite"))
                   .run(StreamingExecutor(progress=False)))
@@ -220,6 +221,8 @@ def main() -> None:
     parser.add_argument("--blocksize", default="8MiB")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "bench-tokenize"))
     parser.add_argument("--real", default="/work/corpus/scale1")
+    parser.add_argument("--inputs", default="sample,generated,real,memory",
+                        help="what to run, of sample, generated, real, memory")
     parser.add_argument("--json", default="benchmarks/results/tokenize.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
@@ -237,13 +240,19 @@ def main() -> None:
     tokenizer = str(work / f"bpe-{args.vocab}")
     if not (Path(tokenizer) / "tokenizer.json").exists():
         save_bpe_tokenizer(tokenizer, vocab_size=args.vocab)
+    wanted = set(args.inputs.split(","))
     sample = work / f"sample-{args.size_mb}mb"
-    build(sample, args.size_mb)
-    generated = work / f"generated-{args.generated_mb}mb"
-    generate(generated, args.generated_mb)
-    inputs = {f"sample x{args.size_mb} MB": sample, f"generated {args.generated_mb} MB": generated}
+    if wanted & {"sample", "memory"}:
+        build(sample, args.size_mb)
+    inputs = {}
+    if "sample" in wanted:
+        inputs[f"sample x{args.size_mb} MB"] = sample
+    if "generated" in wanted:
+        generated = work / f"generated-{args.generated_mb}mb"
+        generate(generated, args.generated_mb)
+        inputs[f"generated {args.generated_mb} MB"] = generated
     real = Path(args.real)
-    if real.is_dir() and any(real.glob("*.jsonl")):
+    if "real" in wanted and real.is_dir() and any(real.glob("*.jsonl")):
         inputs["diverse corpus (scale1)"] = real
     load_before = os.getloadavg()
 
@@ -262,24 +271,27 @@ def main() -> None:
                          f"{ratio:.2f}"])
         results["speed"][label] = {"MB": round(mb, 1), **runs}
 
-    small = subset(sample, 8, work / f"sample-{args.size_mb}mb-eighth")
     memory = {}
-    for label, data in (("1x", small), ("8x", sample)):
+    if "memory" in wanted:
+        small = subset(sample, 8, work / f"sample-{args.size_mb}mb-eighth")
+    for label, data in ((("1x", small), ("8x", sample)) if "memory" in wanted else ()):
         memory[label] = measure("ours", data, tokenizer, args.workers, args.blocksize)
         memory[label]["MB"] = round(sum(p.stat().st_size for p in Path(data).glob("*.jsonl"))
                                     / 1e6, 1)
-    results["memory"] = {**memory, "ratio_8x": round(memory["8x"]["peak_rss_MB"]
-                                                     / memory["1x"]["peak_rss_MB"], 2)}
+    if memory:
+        results["memory"] = {**memory, "ratio_8x": round(memory["8x"]["peak_rss_MB"]
+                                                         / memory["1x"]["peak_rss_MB"], 2)}
     results["load_average"] = {"before": load_before, "after": os.getloadavg()}
 
     print(f"tokenizer: byte-level BPE, {args.vocab} tokens; {args.workers} workers; "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     print_table(["input", "MB", "system", "tokens", "wall s", "CPU s", "tokens / CPU-s",
                  "peak MB", "curator-dask x"], rows)
-    print_table(["input", "MB", "peak RSS MB", "tokens / CPU-s"],
-                [[label, m["MB"], m["peak_rss_MB"], f"{m['tokens_per_cpu_s']:,}"]
-                 for label, m in memory.items()])
-    print(f"peak memory, 8x the input in streaming mode: {results['memory']['ratio_8x']}x")
+    if memory:
+        print_table(["input", "MB", "peak RSS MB", "tokens / CPU-s"],
+                    [[label, m["MB"], m["peak_rss_MB"], f"{m['tokens_per_cpu_s']:,}"]
+                     for label, m in memory.items()])
+        print(f"peak memory, 8x the input in streaming mode: {results['memory']['ratio_8x']}x")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=2))
 
