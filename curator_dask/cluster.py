@@ -51,7 +51,17 @@ from curator_dask._distributed import (
     last_heartbeat,
     name_new_workers,
     own_adaptive_target,
+    scheduler_workers,
     set_adaptive_target,
+)
+from curator_dask.compat import nemo_keywords
+from curator_dask.errors import WorkerLifetimeError
+from curator_dask.bounds import (
+    Duration,
+    MemorySize,
+    NonNegativeInt,
+    PositiveInt,
+    PositiveNumber,
 )
 
 __all__ = [
@@ -88,24 +98,25 @@ ADAPTIVE_KEY = "curator-dask-adaptive"
 DEMAND_STALE_SECONDS = 60.0
 
 
+@nemo_keywords()
 def get_client(
     *,
     cluster_type: Literal["cpu", "gpu", "mixed"] = "cpu",
     scheduler_address: str | None = None,
     scheduler_file: str | None = None,
-    n_workers: int | None = None,
-    threads_per_worker: int = 1,
-    memory_limit: str | float | None = "auto",
-    n_gpu_workers: int | None = None,
-    worker_lifetime: str | float | None = None,
-    worker_lifetime_stagger: str | float | None = None,
+    n_workers: NonNegativeInt | None = None,
+    threads_per_worker: PositiveInt = 1,
+    memory_limit: MemorySize | None = "auto",
+    n_gpu_workers: NonNegativeInt | None = None,
+    worker_lifetime: Duration | None = None,
+    worker_lifetime_stagger: Duration | None = None,
     worker_lifetime_restart: bool = True,
-    worker_lifetime_max_retiring: int | float = 1,
+    worker_lifetime_max_retiring: PositiveNumber = 1,
     dashboard_address: str | None = "127.0.0.1:8787",
     protocol: str | None = None,
     rmm_pool_size: str | int | None = None,
     enable_cudf_spill: bool = False,
-    no_workers_timeout: str | float | None = NO_WORKERS_TIMEOUT,
+    no_workers_timeout: Duration | None = NO_WORKERS_TIMEOUT,
     cluster=None,
     adaptive: Mapping | None = None,
     **cluster_kwargs,
@@ -147,7 +158,7 @@ def get_client(
         :class:`WorkerRecycler`: never the last running worker, and the next one only
         once the replacement of the previous one is up, so the cluster never empties.
         At least ``MIN_WORKER_LIFETIME`` (2 s). A task that runs longer than the
-        lifetime fails with :class:`~curator_dask.executors.WorkerLifetimeError`.
+        lifetime fails with :class:`~curator_dask.errors.WorkerLifetimeError`.
     worker_lifetime_stagger : str or float, optional
         The first lifetimes of the workers started here are spread evenly over
         ``[worker_lifetime - stagger, worker_lifetime]`` so that their recycling does not
@@ -172,7 +183,7 @@ def get_client(
         On a cluster started here: a task whose resources no worker offers for this long
         fails with ``NoValidWorkerError`` instead of waiting forever (a lost GPU worker),
         and with no worker at all for this long, a run fails with
-        :class:`~curator_dask.executors.NoWorkersError` naming the workers that left.
+        :class:`~curator_dask.errors.NoWorkersError` naming the workers that left.
         Keep it above the time a worker takes to restart. ``None`` waits forever.
     cluster : distributed cluster object, optional
         A cluster you made (``SLURMCluster(...)``, ``KubeCluster(...)``): the client
@@ -578,7 +589,7 @@ class WorkerRecycler(SchedulerPlugin):
     counting as failures.
 
     A task that runs longer than the lifetime would keep its worker past it; such a task
-    fails with :class:`~curator_dask.executors.WorkerLifetimeError`, which names it, its
+    fails with :class:`~curator_dask.errors.WorkerLifetimeError`, which names it, its
     stage and the lifetime.
 
     Parameters
@@ -674,8 +685,6 @@ class WorkerRecycler(SchedulerPlugin):
 
     def refuse_long_tasks(self) -> None:
         """Fail every task that has run longer than the lifetime (as its worker reports)."""
-        from curator_dask.executors.base import WorkerLifetimeError
-
         for ws in list(self.scheduler.workers.values()):
             for ts, seconds in executing_seconds(ws).items():
                 if seconds <= self.lifetime or ts.key in self.refused:
@@ -870,5 +879,5 @@ def dashboard_link(client: Client) -> str | None:
 
 def worker_resources(client: Client) -> dict[str, Mapping[str, float]]:
     """``{worker address: advertised resources}`` of the workers connected now."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = scheduler_workers(client)
     return {addr: dict(info.get("resources") or {}) for addr, info in workers.items()}

@@ -4,10 +4,12 @@ Code written for NeMo Curator 0.x (``DocumentDataset.read_json``, ``ExactDuplica
 cache_dir=...)``, ``FuzzyDuplicates(config=FuzzyDuplicatesConfig(...))``,
 ``identify_duplicates``) and the ``Pipeline(name, stages=[...])`` of NeMo Curator 1.x runs
 here. Where curator-dask names a thing differently, the NeMo Curator name still works and
-warns (``DeprecationWarning``) with the curator-dask name; a NeMo Curator parameter that
-has no counterpart here is a ``TypeError`` that says what to write instead. The table in
-the migration guide (``docs/migrating.md``) lists every such call; the test suite runs
-each of its rows.
+warns (:class:`NeMoCuratorWarning`, shown by default, at the line that used it) with the
+curator-dask name; a NeMo Curator parameter that has no counterpart here is a
+:class:`NeMoKeywordError` (a ``TypeError``) that says what to write instead. Which
+keyword goes where is one table, :mod:`curator_dask.migrate.mapping`, which
+``curator-dask migrate`` rewrites scripts with. The migration guide
+(``docs/migrating.md``) lists such calls; the test suite runs each of its rows.
 
 Examples
 --------
@@ -24,57 +26,148 @@ True
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["FuzzyDuplicatesConfig", "nemo_keywords", "renamed"]
+from curator_dask.errors import CuratorError
+from curator_dask.migrate.mapping import Ignored, Refused, keyword_rules
+
+__all__ = ["FuzzyDuplicatesConfig", "NeMoCuratorWarning", "NeMoKeywordError", "nemo_keywords",
+           "renamed", "warn_nemo"]
 
 logger = logging.getLogger(__name__)
 
 
-def renamed(nemo: str, ours: str, *, stacklevel: int = 3) -> None:
-    """Warn that ``nemo`` is NeMo Curator's spelling of curator-dask's ``ours``."""
+class NeMoCuratorWarning(CuratorError, FutureWarning):
+    """NeMo Curator's spelling was used: the code runs, and the message gives curator-dask's.
+
+    A :class:`FutureWarning`, so Python shows it by default wherever the call is (a
+    ``DeprecationWarning`` is hidden outside ``__main__``); it points at the line that
+    used the NeMo Curator spelling. Silence it with
+    ``warnings.filterwarnings("ignore", category=NeMoCuratorWarning)``; turned into an
+    error (``-W error``) it is a :class:`~curator_dask.errors.CuratorError` like the
+    project's others.
+    """
+
+
+class NeMoKeywordError(CuratorError, TypeError):
+    """A NeMo Curator keyword without a counterpart here; the message says what to write."""
+
+
+def _outside_the_package() -> int:
+    """The ``stacklevel`` that points :func:`warnings.warn`, called by the function that
+    calls this one, at the first frame outside curator-dask: through decorators,
+    constructors calling ``super().__init__`` and generated dataclass methods (their
+    globals are the module's), to the caller's own line."""
+    frame = sys._getframe(1)  # the function that calls warnings.warn
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] \
+            == "curator_dask":
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn_nemo(message: str) -> None:
+    """Warn (:class:`NeMoCuratorWarning`) at the caller's line, outside curator-dask."""
+    warnings.warn(message, NeMoCuratorWarning, stacklevel=_outside_the_package())
+
+
+def renamed(nemo: str, ours: str) -> None:
+    """Warn that ``nemo`` is NeMo Curator's spelling of curator-dask's ``ours``, at the
+    line of the caller's code that used it."""
     warnings.warn(f"{nemo} is NeMo Curator's spelling; in curator-dask it is {ours}",
-                  DeprecationWarning, stacklevel=stacklevel)
+                  NeMoCuratorWarning, stacklevel=_outside_the_package())
 
 
-def nemo_keywords(*, renamed_keywords: Mapping[str, str] | None = None,
-                  unsupported: Mapping[str, str] | None = None) -> Callable:
-    """Decorate a constructor (or method) to take NeMo Curator's keyword arguments.
+def _owner(func: Callable, args: tuple) -> str:
+    """How a message names the decorated callable: ``JsonlReader``,
+    ``ExactDuplicates.remove``, ``get_client``."""
+    if "." not in func.__qualname__ or not args:
+        return func.__name__
+    this = args[0] if isinstance(args[0], type) else type(args[0])
+    return this.__name__ if func.__name__ == "__init__" else f"{this.__name__}.{func.__name__}"
+
+
+def _translate(owner: str, rules: Mapping, kwargs: dict, positional: set[str]) -> dict:
+    """``kwargs`` with NeMo Curator's keywords renamed or dropped (warning), or an error;
+    ``positional`` names the parameters the call gave positionally."""
+    for nemo in [name for name in kwargs if name in rules]:
+        rule = rules[nemo]
+        if isinstance(rule, Refused):
+            raise NeMoKeywordError(f"{owner}: {nemo}= is NeMo Curator's and has no "
+                                   f"counterpart in curator-dask; {rule.fix}")
+        if isinstance(rule, Ignored):
+            if rule.refuse_if is not None and rule.refuse_if(kwargs[nemo]):
+                raise NeMoKeywordError(f"{owner}: {nemo}={kwargs[nemo]!r} is NeMo Curator's "
+                                       f"and has no counterpart in curator-dask; {rule.refusal}")
+            warn_nemo(f"{owner}({nemo}=...) is NeMo Curator's and has no effect in "
+                      f"curator-dask: {rule.reason}")
+            del kwargs[nemo]
+            continue
+        if rule.ours in kwargs or rule.ours in positional:
+            raise NeMoKeywordError(f"{owner}: give {rule.ours}= only ({nemo}= is NeMo "
+                                   "Curator's name for it)")
+        value = kwargs.pop(nemo)
+        if rule.convert is not None:
+            value = rule.convert(value)
+            renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}={value!r})")
+        else:
+            renamed(f"{owner}({nemo}=...)", f"{owner}({rule.ours}=...)")
+        kwargs[rule.ours] = value
+    return kwargs
+
+
+def nemo_keywords(*, nemo_config: type | None = None) -> Callable:
+    """Decorate a function, constructor or method to take NeMo Curator's keyword arguments.
+
+    Its rules come from :data:`curator_dask.migrate.mapping.KEYWORDS` under the
+    function's dotted path (``curator_dask.stages.io_stages.JsonlReader.__init__``), the
+    table ``curator-dask migrate`` rewrites scripts with; a NeMo keyword is passed on
+    under curator-dask's name (:class:`~curator_dask.migrate.rules.Renamed`), dropped
+    (:class:`~curator_dask.migrate.rules.Ignored`), both with a
+    :class:`NeMoCuratorWarning` at the caller's line, or refused with a
+    :class:`NeMoKeywordError` saying what to write
+    (:class:`~curator_dask.migrate.rules.Refused`).
+
+    The table is the only place a keyword rule lives, so the codemod rewrites a script
+    the way the callable reads it; a ``Renamed`` rule's ``convert`` also converts the
+    value (``autocast=False`` -> ``dtype="float32"``).
 
     Parameters
     ----------
-    renamed_keywords : mapping
-        NeMo Curator's name -> curator-dask's: passed on under our name, with a
-        ``DeprecationWarning``.
-    unsupported : mapping
-        NeMo Curator's name -> what to write instead: a ``TypeError`` saying so.
+    nemo_config : type, optional
+        NeMo Curator's configuration class (one with an ``options()`` method giving
+        curator-dask's keywords), taken as ``config=`` or as the first positional
+        argument after ``self``: its options are passed on as keywords, under those
+        given beside it.
 
     The decorated function keeps its signature (``inspect.signature`` follows
     ``__wrapped__``), so the CLI and the documentation show curator-dask's parameters.
     """
-    renamed_keywords = dict(renamed_keywords or {})
-    unsupported = dict(unsupported or {})
-
     def decorate(func: Callable) -> Callable:
+        rules = dict(keyword_rules(f"{func.__module__}.{func.__qualname__}"))
+        if not rules and nemo_config is None:
+            raise ValueError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
+                             "keywords in curator_dask.migrate.mapping.KEYWORDS")
+        positional = [p.name for p in inspect.signature(func).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
         @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            owner = type(self).__name__ if func.__name__ == "__init__" else \
-                f"{type(self).__name__}.{func.__name__}"
-            for name, fix in unsupported.items():
-                if name in kwargs:
-                    raise TypeError(f"{owner}: {name}= is NeMo Curator's and has no "
-                                    f"counterpart in curator-dask; {fix}")
-            for nemo, ours in renamed_keywords.items():
-                if nemo in kwargs:
-                    if ours in kwargs:
-                        raise TypeError(f"{owner}: give {ours}= only ({nemo}= is NeMo "
-                                        "Curator's name for it)")
-                    renamed(f"{owner}({nemo}=...)", f"{owner}({ours}=...)")
-                    kwargs[ours] = kwargs.pop(nemo)
-            return func(self, *args, **kwargs)
+        def wrapper(*args, **kwargs):
+            if nemo_config is not None:
+                if len(args) > 1 and isinstance(args[1], nemo_config):  # Cls(config)
+                    kwargs["config"], args = args[1], args[:1] + args[2:]
+                if isinstance(kwargs.get("config"), nemo_config):
+                    kwargs = {**kwargs.pop("config").options(), **kwargs}
+            if not rules.keys().isdisjoint(kwargs):
+                kwargs = _translate(_owner(func, args), rules, kwargs,
+                                    set(positional[:len(args)]))
+            return func(*args, **kwargs)
 
         return wrapper
 
@@ -129,17 +222,17 @@ class FuzzyDuplicatesConfig:
 
     def __post_init__(self):
         if self.profile_dir is not None:
-            raise TypeError("FuzzyDuplicatesConfig: profile_dir= is NeMo Curator's and has no "
-                            "counterpart in curator-dask; profile with "
-                            "distributed.performance_report(filename=...)")
+            raise NeMoKeywordError("FuzzyDuplicatesConfig: profile_dir= is NeMo Curator's and "
+                                   "has no counterpart in curator-dask; profile with "
+                                   "distributed.performance_report(filename=...)")
         renamed("FuzzyDuplicates(config=FuzzyDuplicatesConfig(...))",
                 "FuzzyDuplicates(seed=..., char_ngrams=..., num_bands=..., "
                 "minhashes_per_band=..., bands_per_iteration=..., ...)")
         unused = [name for name in _FUZZY_UNUSED if getattr(self, name) is not None]
         if unused:
-            warnings.warn(f"FuzzyDuplicatesConfig: {', '.join(unused)} tune NeMo Curator's "
-                          "false-positive check and are not used here: curator-dask scores "
-                          "each candidate pair directly", UserWarning, stacklevel=3)
+            warn_nemo(f"FuzzyDuplicatesConfig: {', '.join(unused)} tune NeMo Curator's "
+                      "false-positive check and are not used here: curator-dask scores "
+                      "each candidate pair directly")
         self.num_hashes = self.num_buckets * self.hashes_per_bucket
 
     def options(self) -> dict:

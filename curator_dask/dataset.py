@@ -15,10 +15,12 @@ import dask
 import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
+from curator_dask._compute import compute
+from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.guard import guarded
 from curator_dask.io.jsonl import (
     ENCODING_ERRORS,
     ON_BAD_LINES,
@@ -36,11 +38,11 @@ from curator_dask.io.parquet import (
     read_parquet_table,
 )
 from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.tables import (
     Backend,
     check_backend,
     schema_with_overrides,
-    to_frame,
     with_text_column,
 )
 from curator_dask.io.warc import (
@@ -50,17 +52,10 @@ from curator_dask.io.warc import (
     WARC_SCHEMA,
     read_warc_partition,
 )
-from curator_dask.io.writers import (
-    MANIFEST,
-    WriteMode,
-    WriteSpec,
-    claim_files,
-    finish_output,
-    prepare_output,
-    write_partition,
-)
+from curator_dask.io.output_state import finish_output
+from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
-from curator_dask.observe import progress
+from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
@@ -151,12 +146,17 @@ class DocumentDataset:
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
         self.blocksize: int | None = None
+        #: The Arrow schema the data was read with (None for data not read from files),
+        #: kept by every dataset derived from this one: writers give string columns the
+        #: type it records (``string`` or ``large_string``).
+        self.schema: pa.Schema | None = None
 
     def _derive(self, df: dd.DataFrame) -> DocumentDataset:
         keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
         derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
                                   sources=self.sources)
         derived.blocksize = self.blocksize if keep_plan else None
+        derived.schema = self.schema
         return derived
 
     @property
@@ -168,6 +168,7 @@ class DocumentDataset:
 
     # -- reading ----------------------------------------------------------------------
     @classmethod
+    @nemo_keywords()
     def read_jsonl(
         cls,
         path: str | Sequence[str],
@@ -260,12 +261,11 @@ class DocumentDataset:
     @classmethod
     def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
         """NeMo Curator's name of :meth:`read_jsonl` (warns); same options."""
-        from curator_dask.compat import renamed
-
         renamed("DocumentDataset.read_json(...)", "DocumentDataset.read_jsonl(...)")
         return cls.read_jsonl(input_files, **options)
 
     @classmethod
+    @nemo_keywords()
     def read_parquet(
         cls,
         path: str | Sequence[str],
@@ -379,6 +379,7 @@ class DocumentDataset:
         ds = cls(df, plan=plan, sources=sources)
         ds.partition_reader = reader
         ds.blocksize = blocksize
+        ds.schema = full
         return ds
 
     @classmethod
@@ -387,12 +388,13 @@ class DocumentDataset:
         return cls(dd.from_pandas(df, npartitions=npartitions, sort=False))
 
     # -- writing ----------------------------------------------------------------------
+    @nemo_keywords()
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
-                   target_file_size: int | str | None = None,
+                   target_file_size: TargetFileSize | None = None,
                    storage_options: dict | None = None,
-                   fingerprint: dict | None = None) -> WriteResult:
+                   fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
 
         Parameters
@@ -413,12 +415,18 @@ class DocumentDataset:
         fingerprint : dict, optional
             What the output is computed from (JSON), recorded in the directory's
             manifest (``.curator-output.json``) for whoever resumes into it.
+        force : bool, default False
+            Take over the directory's lease when the run that held it stopped
+            heart-beating (see :mod:`curator_dask.io.lease`); a live one is refused.
 
         Raises
         ------
         OutputOverlapsInputError
-            ``path`` is, contains or lies inside a path this dataset was read from;
-            checked before anything is deleted or written.
+            ``path`` is, contains or lies inside a path this dataset was read from (or,
+            inside a run, another output of the run); checked before anything is
+            deleted or written.
+        OutputInUseError
+            Another run is writing ``path`` (it holds the directory's lease).
         ForeignFilesError
             ``mode="overwrite"`` and ``path`` holds files curator-dask did not write.
 
@@ -430,44 +438,45 @@ class DocumentDataset:
         >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
         'part-00000.parquet'
         """
-        spec = WriteSpec(path=path, fmt="parquet", compression=compression,
+        spec = WriteSpec(path=str(path), fmt="parquet", compression=compression,
                          filename_field=filename_field if write_to_filename else None,
                          keep_filename_column=keep_filename_column,
                          target_file_size=target_file_size)
-        return self._write(path, spec, mode, storage_options, fingerprint)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
+    @nemo_keywords()
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
-                 target_file_size: int | str | None = None,
+                 target_file_size: TargetFileSize | None = None,
                  storage_options: dict | None = None,
-                 fingerprint: dict | None = None) -> WriteResult:
+                 fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
         Other parameters are those of :meth:`to_parquet`; a ``target_file_size`` in bytes
         counts the lines' bytes exactly (before compression).
         """
-        spec = WriteSpec(path=path, fmt="jsonl", compression=compression,
+        spec = WriteSpec(path=str(path), fmt="jsonl", compression=compression,
                          filename_field=filename_field if write_to_filename else None,
                          keep_filename_column=keep_filename_column,
                          target_file_size=target_file_size)
-        return self._write(path, spec, mode, storage_options, fingerprint)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_megatron(self, path: str, tokenizer: str, *, text_field: str = "text",
                     bos: bool | str = False, eos: bool | str = False,
                     add_special_tokens: bool = False,
-                    target_file_size: int | str | None = None,
+                    target_file_size: TargetFileSize | None = None,
                     source_field: str | None = None, mode: WriteMode = "error",
                     storage_options: dict | None = None,
-                    fingerprint: dict | None = None) -> WriteResult:
+                    fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Tokenize every document and write Megatron-LM token files, a ``.bin`` +
         ``.idx`` pair per partition (``part-00042.bin``) that megatron-core's
         ``IndexedDataset("path/part-00042")`` reads.
 
         ``tokenizer`` is a local directory with a Hugging Face fast tokenizer; the other
         options are :class:`~curator_dask.training.MegatronWriter`'s, and ``mode``,
-        ``storage_options``, ``fingerprint`` those of :meth:`to_parquet`. The result's
-        ``counters["tokens"]`` (and ``tokens.<source>``) count the tokens written.
+        ``storage_options``, ``fingerprint``, ``force`` those of :meth:`to_parquet`. The
+        result's ``counters["tokens"]`` (and ``tokens.<source>``) count the tokens written.
 
         Examples
         --------
@@ -482,15 +491,13 @@ class DocumentDataset:
         encoder = MegatronEncoder(TokenizerSpec(tokenizer, bos=bos, eos=eos,
                                                 add_special_tokens=add_special_tokens),
                                   text_field=text_field, source_field=source_field)
-        spec = WriteSpec(path=path, fmt="encoded", encoder=encoder,
+        spec = WriteSpec(path=str(path), fmt="encoded", encoder=encoder,
                          target_file_size=target_file_size)
-        return self._write(path, spec, mode, storage_options, fingerprint)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
         """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
-        from curator_dask.compat import renamed
-
         if partition_on is not None:
             raise TypeError(
                 "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "
@@ -499,35 +506,29 @@ class DocumentDataset:
         renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
         return self.to_jsonl(output_path, **options)
 
-    def _write(self, path, spec: WriteSpec, mode, storage_options, fingerprint) -> WriteResult:
+    def _write(self, path, spec: WriteSpec, mode, storage_options, fingerprint,
+               force) -> WriteResult:
         """Write every partition as ``spec`` says (its options checked when it was made,
         before the output directory is touched)."""
-        fs, root = url_to_fs(path, **(storage_options or {}))
-        root = root.rstrip("/") or root
-        write_to_filename = spec.filename_field is not None
-        if write_to_filename:
+        if spec.filename_field is not None:
             if spec.filename_field not in self.df.columns:
                 raise KeyError(
                     f"write_to_filename needs the column {spec.filename_field!r}; read with "
                     f"add_filename=True (columns: {list(self.df.columns)})"
                 )
             self._check_whole_files()
-        inputs = [self.sources] if self.sources is not None else []
-        first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
-        spec = replace(spec, path=root, first_index=first)
-        token = dask.base.tokenize(self.df, spec)
-        tasks = [
-            dask.delayed(write_partition)(part, spec, i, fs, dask_key_name=f"write-{token}-{i}")
-            for i, part in enumerate(self.df.to_delayed())
-        ]
-        # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-        stats = list(progress.compute(*tasks))
+        with guarded(path, "output directory", inputs=[self.sources],
+                     storage_options=storage_options, force=force) as out:
+            first = prepare_output(out, mode, fingerprint=fingerprint)
+            spec = replace(spec, path=out.path, first_index=first, schema=self.schema)
+            token = dask.base.tokenize(self.df, spec)
+            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
+                                              dask_key_name=f"write-{token}-{i}")
+                     for i, part in enumerate(self.df.to_delayed())]
+            # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
+            stats = list(compute(*tasks))
+            finish_output(out.fs, out.path, spec.encoder, stats)
         files = sorted(f for s in stats for f in s["files"])
-        if write_to_filename:
-            # Files named after their sources are the project's only by this record.
-            claim_files(fs, root, [f[len(root) + 1:] for f in files
-                                   if f.startswith(root + "/") and f != f"{root}/{MANIFEST}"])
-        finish_output(fs, root, spec, stats)
         dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
         return WriteResult(
             path=path, files=files, rows=sum(s["rows"] for s in stats),
@@ -564,7 +565,9 @@ class DocumentDataset:
             df = self.df.repartition(npartitions=npartitions)
         else:
             df = self.df.repartition(partition_size=partition_size)
-        return DocumentDataset(df, sources=self.sources)
+        repartitioned = DocumentDataset(df, sources=self.sources)
+        repartitioned.schema = self.schema
+        return repartitioned
 
     def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
         """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources

@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-__all__ = ["DROPPED_ATTR", "COUNTER_MARK", "record_dropped", "record_counter", "get_dropped",
+import numpy as np
+
+__all__ = ["DROPPED_ATTR", "COUNTER_MARK", "DISTRIBUTION_MARK", "record_dropped",
+           "record_counter", "record_distribution", "distribution_value", "get_dropped",
            "get_counters", "get_counts", "strip_dropped", "add_dropped", "sum_dropped",
            "split_counts", "join_counts"]
 
@@ -96,6 +99,46 @@ def record_counter(df, name: str, count: int):
     ({'pii.EMAIL_ADDRESS': 2}, {})
     """
     return record_dropped(df, COUNTER_MARK + name, count)
+
+
+#: Separates a distribution counter's field from its value: ``"<owner>.<field>=<value>"``.
+DISTRIBUTION_MARK = "="
+
+
+def record_distribution(df, owner: str, field: str, values):
+    """Count each distinct value in ``values`` as the counter ``<owner>.<field>=<value>``.
+
+    How a classifier reports its label distribution: the counters travel like any other
+    and the curation report draws one chart per ``(owner, field)``. Returns ``df``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = record_distribution(pd.DataFrame({"text": ["a", "b", "c"]}), "quality",
+    ...                          "quality_pred", ["High", "Low", "High"])
+    >>> get_counters(df)
+    {'quality.quality_pred=High': 2, 'quality.quality_pred=Low': 1}
+    """
+    uniques, counts = np.unique(np.asarray(values).astype(str), return_counts=True)
+    for value, count in zip(uniques.tolist(), counts.tolist()):
+        record_counter(df, f"{owner}.{field}{DISTRIBUTION_MARK}{value}", count)
+    return df
+
+
+def distribution_value(name: str, owner: str) -> tuple[str, str] | None:
+    """``(field, value)`` of a counter recorded by :func:`record_distribution` for
+    ``owner``, or None for any other counter.
+
+    >>> distribution_value("quality.quality_pred=High", "quality")
+    ('quality_pred', 'High')
+    >>> distribution_value("pii.EMAIL_ADDRESS", "pii") is None
+    True
+    """
+    prefix = owner + "."
+    if not name.startswith(prefix) or DISTRIBUTION_MARK not in name[len(prefix):]:
+        return None
+    field, value = name[len(prefix):].split(DISTRIBUTION_MARK, 1)
+    return field, value
 
 
 def strip_dropped(df):

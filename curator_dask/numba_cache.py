@@ -17,9 +17,9 @@ beside the source) cannot be written. The choice is exported as ``NUMBA_CACHE_DI
 before numba compiles anything, so worker processes started from this one (a
 ``LocalCluster``) share it.
 
-:func:`precompile` compiles (or loads) the kernels ahead of need; ``curator-dask demo``
-runs it in a background thread while its cluster starts, so not even a first run on a
-fresh machine compiles on a worker.
+:func:`curator_dask.precompile.precompile` compiles (or loads) the kernels ahead of need;
+``curator-dask demo`` runs it in a background thread while its cluster starts, so not even
+a first run on a fresh machine compiles on a worker.
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir", "default_cache_dir", "configure", "njit", "precompile",
-           "precompile_in_background"]
+__all__ = ["CACHE_ENV", "cache_dir", "default_cache_dir", "configure", "njit"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,51 +87,3 @@ def njit(*args, **kwargs):
 
     kwargs.setdefault("cache", True)
     return numba.njit(*args, **kwargs)
-
-
-def precompile() -> float:
-    """Compile, or load from the cache, the kernels a curation job uses; returns seconds.
-
-    Runs each kernel once on a tiny input of the types the stages pass, so the
-    signatures cached are the ones the stages will ask for.
-    """
-    import time
-
-    import pandas as pd
-
-    start = time.perf_counter()
-    from curator_dask.stages.filters import heuristic, repetition
-
-    texts = pd.Series(["one two three one two\nhttp://a.b 12 ...", ""], dtype="str")
-    filters = [repetition.RepeatingTopNGramsFilter(n=2),
-               repetition.RepeatingDuplicateNGramsFilter(n=5)]
-    for name in dir(heuristic):
-        cls = getattr(heuristic, name)
-        if (isinstance(cls, type) and cls.__module__ == heuristic.__name__
-                and hasattr(cls, "score") and not name.startswith("_")):
-            try:
-                filters.append(cls())
-            except TypeError:  # needs arguments: not a default filter
-                continue
-    for document_filter in filters:
-        try:
-            document_filter.score(texts)
-        except Exception:  # noqa: BLE001 - warming up is best effort, never an error
-            logger.debug("precompile: %s", type(document_filter).__name__, exc_info=True)
-    try:
-        from curator_dask.dedup.fuzzy.minhash import MinHash
-
-        MinHash(char_ngrams=5, num_hashes=4).signatures(texts)
-        MinHash(char_ngrams=24, num_hashes=4, use_64_bit_hash=True).signatures(texts)
-    except Exception:  # noqa: BLE001
-        logger.debug("precompile: minhash", exc_info=True)
-    seconds = time.perf_counter() - start
-    logger.info("kernels compiled or loaded from %s in %.1f s", cache_dir(), seconds)
-    return seconds
-
-
-def precompile_in_background() -> threading.Thread:
-    """:func:`precompile` in a daemon thread (started); join it to wait."""
-    thread = threading.Thread(target=precompile, name="curator-dask-precompile", daemon=True)
-    thread.start()
-    return thread

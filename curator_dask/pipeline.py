@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from curator_dask.executors.base import Layout
+from curator_dask.compat import nemo_keywords
+from curator_dask.executors.base import Executor, Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
-from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage
+from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage, unique_name
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
 
 __all__ = ["Pipeline", "RunResult", "StageMetrics"]
@@ -57,7 +58,7 @@ class Pipeline:
         self.name = name
         self.description = description or ""
         self.stages: list = []
-        #: The :class:`RunResult` of the latest :meth:`run` (also when it returned a dataset).
+        #: The :class:`RunResult` of the latest :meth:`run`.
         self.last_result: RunResult | None = None
         for stage in stages or ():
             self.add_stage(stage)
@@ -95,16 +96,12 @@ class Pipeline:
         """``stage``, or a copy named ``<name>_2``, ``_3``... if a stage of this pipeline
         has its name: stages count their drops under their name, and two counts under
         one name could not be told apart (the same object added twice included)."""
-        taken = {s.stage_name for s in self.stages}
-        base = stage.stage_name
-        if base not in taken and not any(s is stage for s in self.stages):
+        name = unique_name(stage.name, [s.name for s in self.stages])
+        if name == stage.name:
             return stage
-        n = 2
-        while f"{base}_{n}" in taken:
-            n += 1
         logger.info("pipeline %r: a stage is already named %r; naming this one %r",
-                    self.name, base, f"{base}_{n}")
-        return stage.with_(name=f"{base}_{n}")
+                    self.name, stage.name, name)
+        return stage.with_(name=name)
 
     def describe(self) -> str:
         """The stages in order, each with its resources."""
@@ -130,7 +127,8 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"<Pipeline {self.name!r}: {len(self.stages)} stages>"
 
-    def run(self, executor=None, report: str | None = None):
+    @nemo_keywords()
+    def run(self, executor: Executor | None = None, report: str | None = None) -> RunResult:
         """Run the pipeline.
 
         Parameters
@@ -146,17 +144,17 @@ class Pipeline:
         Returns
         -------
         RunResult
-            Per-stage metrics, the output files and drop counts. A pipeline without a
-            writer returns its result as a :class:`~curator_dask.DocumentDataset`
-            instead (held in cluster memory); its metrics are in :attr:`last_result`.
+            Per-stage metrics, the output files and drop counts; a pipeline without a
+            writer holds its result in :attr:`RunResult.dataset` (in cluster memory).
+            Iterating it gives one :class:`~curator_dask.observe.run_result.OutputTask`
+            per output, as NeMo Curator 1.x's ``run()`` listed its output tasks. Also
+            kept as :attr:`last_result`.
         """
         executor = executor if executor is not None else _default_executor()
         layout = Layout.of(self.name, self.stages)
         logger.debug("running %s with %r", self.describe(), executor)
         result = executor.run(layout, report=report)
         self.last_result = result
-        if layout.writer is None:
-            return result.dataset
         return result
 
 

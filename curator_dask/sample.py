@@ -40,6 +40,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from curator_dask.io import atomic
+from curator_dask.io.guard import guarded
+
 __all__ = ["SAMPLE_FILE", "sample_documents", "noisy_sample", "write_shards"]
 
 #: The bundled sample, inside the ``curator_dask.data`` package.
@@ -198,12 +201,13 @@ def noisy_sample(limit: int | None = None, *, exact_duplicate_fraction: float = 
 def write_shards(docs: pd.DataFrame, directory: str | Path, shards: int = 4) -> Path:
     """Write ``docs`` as ``shards`` JSONL files (``shard-00.jsonl``...) in ``directory``."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("shard-*.jsonl"):
-        old.unlink()
-    per_shard = -(-len(docs) // shards)
-    for shard in range(shards):
-        chunk = docs.iloc[shard * per_shard:(shard + 1) * per_shard]
-        chunk.to_json(directory / f"shard-{shard:02d}.jsonl", orient="records", lines=True,
-                      force_ascii=False)
+    with guarded(str(directory), "sample directory") as out:
+        for old in directory.glob("shard-*.jsonl"):
+            atomic.remove(out.fs, str(old))
+        per_shard = -(-len(docs) // shards)
+        for shard in range(shards):
+            chunk = docs.iloc[shard * per_shard:(shard + 1) * per_shard]
+            text = chunk.to_json(orient="records", lines=True, force_ascii=False)
+            atomic.write_bytes(out.fs, out.join(f"shard-{shard:02d}.jsonl"),
+                               text.encode("utf-8"))
     return directory

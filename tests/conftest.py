@@ -9,6 +9,10 @@ import time
 
 import pytest
 
+#: NeMo Curator scripts kept as data for the migration tests (tests/test_migrate_scripts.py):
+#: never collected, since they import nemo_curator and some start clusters at import.
+collect_ignore = ["nemo_scripts"]
+
 
 @pytest.fixture(scope="session")
 def cluster():
@@ -28,6 +32,19 @@ def client(cluster):
 
     with Client(cluster) as client:
         yield client
+
+
+@pytest.fixture
+def sync_scheduler(request):
+    """Dask's in-process scheduler for the test (small graphs run fastest there), unless
+    the test uses the shared cluster's ``client``."""
+    if "client" in request.fixturenames:
+        yield
+        return
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        yield
 
 
 def write_jsonl(path, rows) -> None:

@@ -16,8 +16,9 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import WorkerWatch, docs, wait_until, write_jsonl
+from conftest import docs, wait_until, write_jsonl
 from distributed import LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from curator_dask import Resources, processing_stage
 from curator_dask import cluster as cluster_module
@@ -58,21 +59,35 @@ def assert_every_document_exactly_once(path) -> None:
     assert out["text"].str.startswith("DOC").all()
 
 
+class JoinedWorkers(SchedulerPlugin):
+    """Records the resources of every worker that joins, as it joins."""
+
+    name = "test-joined-workers"
+
+    def __init__(self):
+        self.resources: list[dict] = []
+
+    def add_worker(self, scheduler, worker) -> None:
+        self.resources.append(dict(scheduler.workers[worker].resources))
+
+
 @pytest.mark.slow
 def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus):
     client = get_client(n_workers=1, adaptive={"minimum": 1, "maximum": 3, "target_duration": "2s",
                                                **FAST},
                         dashboard_address=None, silence_logs=logging.CRITICAL)
-    with client, WorkerWatch(client) as watch:
-        started = time.time()
+    scheduler = client.cluster.scheduler  # a local cluster's scheduler runs in this process
+    joined = JoinedWorkers()
+    client.cluster.loop.add_callback(scheduler.add_plugin, joined)
+    with client:
+        assert wait_until(lambda: joined.name in scheduler.plugins, timeout=10)
         result = pipeline(corpus, heavy).run(StreamingExecutor(progress=False))
-        ended = time.time()
-        # About 16 s of work for one worker; the run's backlog makes adapt ask for more.
-        assert max(watch.counts(started, ended)) > 1
-        assert len(result.stage("heavy").workers) > 1  # the new workers took partitions
+        # About 16 s of work for one worker; the run's backlog makes adapt ask for more,
+        # and the workers it started took partitions.
+        assert len(result.stage("heavy").workers) > 1
         assert wait_until(lambda: len(worker_resources(client)) == 1, timeout=30)
     # Workers that adapt started advertise what the first one did.
-    assert {tuple(r.items()) for _, w in watch.samples for r in w.values()} == {(("CPU", 1),)}
+    assert joined.resources and all(r == {"CPU": 1} for r in joined.resources)
     assert result.rows == N_DOCS
     assert_every_document_exactly_once(corpus / "out")
 

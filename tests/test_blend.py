@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset, LocalExecutor, Pipeline, StreamingExecutor
 from curator_dask.cli.config import load_config_text
+from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.stages.io_stages import ParquetWriter
 from curator_dask.testing.tokenizer import save_bpe_tokenizer
 from curator_dask.training import BlendError, BlendReader, blend_datasets
@@ -173,3 +174,17 @@ def test_by_tokens_with_repeated_texts_the_cut_counts_every_copy(tmp_path_factor
         groups = out["text"].value_counts()
         assert (groups == 10).all()
         assert taken - target < 10 * max(size.values())
+
+
+def test_a_resumed_blend_refuses_a_source_file_edited_since(two_sources):
+    def run(resume: bool):
+        reader, _ = blend(two_sources)
+        return (Pipeline("blend").add_stage(reader)
+                .add_stage(ParquetWriter(str(two_sources / "out")))
+                .run(LocalExecutor(resume=resume, progress=False)))
+
+    run(False)
+    edited = two_sources / "books" / "b.jsonl"
+    edited.write_text(edited.read_text().replace("book document 3 ", "book document X "))
+    with pytest.raises(ResumeMismatchError, match="b.jsonl"):
+        run(True)

@@ -286,19 +286,20 @@ def test_stages_lists_every_stage_with_its_parameters_and_defaults(capsys):
 
 
 def test_stages_derive_from_the_stage_classes():
-    from curator_dask.stages import filters, modifiers
+    from curator_dask.stages import filters, langid, modifiers
 
     catalog = stage_catalog()
-    exported_filters = {n for n in filters.__all__
-                        if isinstance(getattr(filters, n), type)
-                        and issubclass(getattr(filters, n), filters.DocumentFilter)}
+    exported_filters = {n for module in (filters, langid) for n in module.__all__
+                        if isinstance(getattr(module, n), type)
+                        and issubclass(getattr(module, n), filters.DocumentFilter)}
     assert exported_filters - {"DocumentFilter", "TokenCountFilter"} == \
         {n for n, s in catalog.items() if s.kind == "filter"}
     assert {n for n, s in catalog.items() if s.kind == "modifier"} == \
         set(modifiers.__all__) - {"DocumentModifier", "Modify"}
     # "dedup" is the catalog's kind for every whole-dataset stage (a pipeline barrier).
     assert {n for n, s in catalog.items() if s.kind == "dedup"} == {
-        "ExactDedup", "FuzzyDedup", "SemanticDedup", "Shuffle", "TaskDecontamination"}
+        "ExactDedup", "FuzzyDedup", "SemanticDedup", "TaskDecontamination", "LineDedup",
+        "ExactIndexDedup", "FuzzyIndexDedup", "Shuffle"}
     assert {"AddId", "LanguageIdFilter", "ClassifierStage", "EmbeddingStage",
             "PiiRedactor"} <= set(catalog)
 
@@ -325,7 +326,7 @@ def test_one_stage_shows_its_whole_description_without_markup(capsys):
 
 
 @pytest.mark.parametrize("argv", [[], ["demo"], ["run"], ["dedup"], ["dedup", "exact"],
-                                  ["dedup", "fuzzy"], ["stages"]])
+                                  ["dedup", "fuzzy"], ["stages"], ["migrate"]])
 def test_every_command_has_help(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--help"])

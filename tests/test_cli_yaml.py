@@ -42,14 +42,14 @@ def dry_run(workdir, body: str, capsys) -> tuple[int, str]:
        path: data/
        blocksize: lots
      stages: []
-     """, 4, "blocksize must be a number of bytes or a size such as '256MiB', got 'lots'"),
+     """, 4, "blocksize expects int >= 1 <= 2**40 | str (a size such as '256MiB', of at most 1 TiB) | None, got 'lots'"),
     ("""
      reader:
        type: jsonl
        path: data/
        blocksize: [1, 2]
      stages: []
-     """, 4, "jsonl reader: blocksize expects int | str | None, got [1, 2]"),
+     """, 4, "jsonl reader: blocksize expects int >= 1 <= 2**40 | str (a size such as '256MiB', of at most 1 TiB) | None, got [1, 2]"),
     ("""
      reader: {type: jsonl, path: data/}
      stages: []
@@ -64,14 +64,14 @@ def dry_run(workdir, body: str, capsys) -> tuple[int, str]:
      stages: []
      cluster:
        n_workers: many
-     """, 4, "cluster: n_workers expects int | None, got 'many'"),
+     """, 4, "cluster: n_workers expects int >= 0 | None, got 'many'"),
     ("""
      reader: {type: jsonl, path: data/}
      stages: []
      executor:
        type: streaming
        max_in_flight: 2.5
-     """, 5, "streaming executor: max_in_flight expects int | None, got 2.5"),
+     """, 5, "streaming executor: max_in_flight expects int >= 1 | None, got 2.5"),
     ("""
      reader: {type: jsonl, path: data/}
      stages:
@@ -96,7 +96,7 @@ def dry_run(workdir, body: str, capsys) -> tuple[int, str]:
      stages:
        - AddId:
            batch_size: two
-     """, 4, "AddId: batch_size expects int | None, got 'two'"),
+     """, 4, "AddId: batch_size expects int >= 1 | None, got 'two'"),
     ("""
      reader:
        type: jsonl

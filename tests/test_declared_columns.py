@@ -34,7 +34,7 @@ def test_every_stage_kind_states_name_kind_resources_and_columns():
     stages = [JsonlReader("in/"), chars_undeclared, ParquetWriter("out/"),
               WholeDatasetStage(), InternalStage("dedup_input", "write")]
     assert [s.kind for s in stages] == ["read", "process", "write", "barrier", "write"]
-    assert [s.stage_name for s in stages] == [
+    assert [s.name for s in stages] == [
         "read_jsonl", "chars", "write_parquet", "WholeDatasetStage", "dedup_input"]
     assert all(isinstance(s, Stage) for s in stages)
     assert [str(s.resources) if s.resources else None for s in stages] == [

@@ -22,6 +22,7 @@ from curator_dask._distributed import (
     last_heartbeat,
     name_new_workers,
     own_adaptive_target,
+    scheduler_workers,
     set_adaptive_target,
     worker_task_states,
 )
@@ -155,3 +156,21 @@ def test_fail_running_task_fails_only_a_task_processing_on_that_worker():
                 future.result(timeout=30)
         finally:
             event.set()
+
+
+def test_scheduler_workers_lists_every_worker_while_the_client_refreshes_its_cache():
+    import dask
+
+    # The client refreshes its cached identity (with no workers in it) every millisecond:
+    # what scheduler_workers returns must come from its own request, never that cache.
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                         dashboard_address=None, resources={"CPU": 1}) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2, timeout=30)
+        for _ in range(200):
+            workers = scheduler_workers(client)
+            assert len(workers) == 2, \
+                "Scheduler.identity(n_workers=-1) no longer lists every worker"
+            assert all(w["resources"] == {"CPU": 1} and w["nthreads"] == 1
+                       for w in workers.values()), workers

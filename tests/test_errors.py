@@ -11,7 +11,7 @@ import pkgutil
 import pytest
 
 import curator_dask
-from curator_dask import CuratorError
+from curator_dask import CuratorError, DocumentDataset
 from curator_dask.executors import NoWorkersError, ResourceUnavailableError, WorkerLifetimeError
 from curator_dask.io.errors import ForeignFilesError, MalformedLineError, OutputOverlapsInputError
 from curator_dask.stages.columns import ColumnNotFoundError
@@ -54,8 +54,20 @@ def test_errors_keep_their_builtin_base_and_pickle(error, builtin):
     assert vars(copy) == vars(error)
 
 
-def test_except_curator_error_catches_a_project_error():
-    with pytest.raises(CuratorError, match="inside"):
-        raise OutputOverlapsInputError("output", "data/out", "input", "data", "inside")
+def test_except_curator_error_catches_what_the_project_raises(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
+    caught = []
+    for action in (
+            lambda: DocumentDataset.read_jsonl(str(tmp_path / "data")).df.compute(),
+            lambda: DocumentDataset.read_jsonl(str(tmp_path / "data"), on_bad_lines="skip")
+            .to_parquet(str(tmp_path / "data" / "out"))):
+        try:
+            action()
+        except CuratorError as err:
+            caught.append(err)
+    assert [type(e) for e in caught] == [MalformedLineError, OutputOverlapsInputError]
+    assert "a.jsonl" in str(caught[0]) and "line 2" in str(caught[0])
+    assert isinstance(caught[0], ValueError)  # and the builtin base still catches it
     assert issubclass(NoWorkersError, ResourceUnavailableError)
     assert issubclass(ResourceUnavailableError, CuratorError)

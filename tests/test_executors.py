@@ -115,7 +115,7 @@ def test_a_resumed_run_reuses_the_finished_barrier_output_of_any_executor(
     make, cache, calls = EXECUTORS[executor], str(corpus / "cache"), []
     first = pipeline(corpus, "out1", drop_odd, KeepOnePerLength(calls), Batched()).run(
         make(cache_path=cache, progress=False))
-    marker = next((corpus / "cache").glob("*/output/.complete"))
+    marker = next((corpus / "cache").glob("*/output/_COMPLETE.json"))
     stamp = os.stat(marker).st_mtime_ns
     # The same pipeline, resumed into a new output: the barrier's input parts and its
     # output are complete, so neither is computed again.

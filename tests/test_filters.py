@@ -508,7 +508,7 @@ def test_two_stages_with_one_name_in_a_pipeline_count_their_drops_apart(tmp_path
          .add_stage(at_least_two)
          .add_stage(ScoreFilter(WordCountFilter(min_words=4)))
          .add_stage(ParquetWriter(str(tmp_path / "out"))))
-    assert [s.stage_name for s in p.stages[1:3]] == ["word_count", "word_count_2"]
+    assert [s.name for s in p.stages[1:3]] == ["word_count", "word_count_2"]
     assert at_least_two.name == "word_count"  # the first keeps its name; a copy is renamed
     result = p.run(LocalExecutor(progress=False))
     assert result.rows == 3
@@ -523,8 +523,7 @@ def test_word_ids_are_equal_exactly_when_the_words_are():
     # specification (same ids, in order of first appearance).
     import pyarrow.compute as pc
 
-    from curator_dask.stages.filters import kernels
-    from curator_dask.stages.filters._text import buffers, word_spans
+    from curator_dask.text import buffers, kernels, word_spans
 
     rng = np.random.default_rng(7)
     alphabet = list("ab\u00e9\u4e2d") + [" ", " ", "\n", "\u00a0"]

@@ -96,8 +96,8 @@ def test_fineweb_quality_equals_datatrove(options):
 
 
 def test_fineweb_terminal_punctuation_is_datatroves_set():
-    from curator_dask.stages.filters._text import char_table
     from curator_dask.stages.filters.fineweb import _TERMINAL
+    from curator_dask.text import char_table
 
     table = char_table(_TERMINAL)
     assert {chr(c) for c in np.flatnonzero(table)} >= TERMINAL_PUNCTUATION

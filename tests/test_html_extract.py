@@ -125,9 +125,8 @@ def test_a_pathological_page_times_out_is_counted_and_the_next_page_is_extracted
     stage = HtmlExtractor("resiliparse", timeout=2.0)
     df, dropped = run(stage, pages_dataset([article, deep, article]))
     assert df["url"].tolist() == ["http://example.com/0", "http://example.com/2"]
+    # The child that was killed on the deep page was replaced: the last page came out.
     assert dropped == {"html_extract.timeout": 1}
-    # The child that was killed on the deep page was replaced for the last page.
-    assert [sandbox.starts for _, sandbox in stage._sandboxes] == [2]
     stage.teardown()
 
 

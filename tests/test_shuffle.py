@@ -8,7 +8,7 @@ import pytest
 from conftest import write_jsonl
 
 from curator_dask import AddId, DocumentDataset, JsonlReader, ParquetWriter, Pipeline, StreamingExecutor
-from curator_dask.training import Shuffle, shuffle_dataset
+from curator_dask.training import Shuffle, ShuffleError, shuffle_dataset
 
 
 def frame(n: int) -> pd.DataFrame:
@@ -62,3 +62,10 @@ def test_a_pipeline_shuffles_on_the_cluster_as_in_process(tmp_path, client):
     expected = shuffle_dataset(ds, seed=11, npartitions=4).df.compute()
     assert written["id"].tolist() == expected["id"].tolist()
     assert written["text"].tolist() == expected["text"].tolist()
+
+
+@pytest.mark.parametrize("seed", [None, 1.5, "42", True])
+def test_a_shuffle_without_an_integer_seed_is_refused_before_it_runs(seed):
+    with pytest.raises(ShuffleError, match="seed must be an integer") as refused:
+        Shuffle(seed=seed)
+    assert isinstance(refused.value, ValueError)

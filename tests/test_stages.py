@@ -55,6 +55,35 @@ def test_with_returns_a_modified_copy_and_leaves_the_original():
         shout.with_(batch_size=0)
 
 
+def test_a_stage_has_one_name_its_class_name_unless_one_is_set():
+    class Untitled(ProcessingStage):
+        def process(self, df):
+            return df
+
+    stage = Untitled()
+    assert stage.name == "Untitled"
+    stage.name = "mine"
+    assert stage.name == "mine" and Untitled().name == "Untitled"
+    stage.name = None
+    assert stage.name == "Untitled"
+
+
+def test_the_pipeline_and_its_run_name_stages_of_one_name_alike():
+    from curator_dask import JsonlReader, Pipeline
+    from curator_dask.dedup.stages import ExactDedup
+
+    p = (Pipeline("twice").add_stage(JsonlReader("in/")).add_stage(AddId())
+         .add_stage(shout).add_stage(ExactDedup()).add_stage(shout).add_stage(ExactDedup()))
+    # Partition stages are renamed as they are added (they count drops under the name);
+    # barriers keep theirs, and the run (whose stage names describe() shows) tells them
+    # apart the same way.
+    assert [s.name for s in p.stages] == ["read_jsonl", "add_id", "shout", "exact_dedup",
+                                          "shout_2", "exact_dedup"]
+    shown = [line.split()[1] for line in p.describe().splitlines()[1:]]
+    assert shown == ["read_jsonl", "add_id", "shout", "exact_dedup", "shout_2",
+                     "exact_dedup_2"]
+
+
 def test_declared_output_columns_are_the_meta_and_process_never_sees_an_empty_frame():
     calls = []
 

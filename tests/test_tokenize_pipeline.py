@@ -138,3 +138,19 @@ def test_the_tokenizing_writer_refuses_a_merge_inside_its_output(tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="give merge_path"):
         MegatronWriter(str(tmp_path / "out"), tokenizer=tokenizer, num_shards=2)
+
+
+@pytest.mark.parametrize("merge_path, clash", [
+    ("training-input/docs/shards/", "lies inside the input path"),
+    ("training-output/report.html", "the report"),
+])
+def test_a_pipeline_file_s_merge_directory_is_checked_before_anything_runs(
+        example_inputs, capsys, merge_path, clash):
+    text = EXAMPLE.read_text().replace("merge_path: training-output/shards/",
+                                       f"merge_path: {merge_path}")
+    assert f"merge_path: {merge_path}" in text
+    (example_inputs / "p.yaml").write_text(text)
+    assert main(["run", "p.yaml", "--dry-run"]) == 2
+    message = capsys.readouterr().err
+    assert "merge directory" in message and clash in message, message
+    assert not (example_inputs / "training-output").exists()

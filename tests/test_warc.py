@@ -224,7 +224,7 @@ stages:
 writer: {{type: parquet, path: {tmp_path / "out"}}}
 """, source="web.yaml")
     stages = config.pipeline.stages
-    assert [s.stage_name for s in stages] == ["read_warc", "html_extract", "domain_blocklist",
+    assert [s.name for s in stages] == ["read_warc", "html_extract", "domain_blocklist",
                                               "url_keywords", "write_parquet"]
     assert isinstance(stages[0], WarcReader) and stages[0].options["blocksize"] == "64MiB"
     assert stages[2].text_field == "url" and stages[3].text_field == "url"

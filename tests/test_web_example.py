@@ -20,7 +20,7 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "web.yaml"
 
 def test_the_checked_example_file_names_the_readme_stages():
     config = load_config(EXAMPLE)
-    names = [s.stage_name for s in config.pipeline.stages]
+    names = [s.name for s in config.pipeline.stages]
     assert names[0] == "read_warc" and names[-1] == "write_parquet"
     for name in ("html_extract", "url_keywords", "domain_blocklist", "language_id",
                  "gopher_quality", "c4_quality", "fineweb_quality", "exact_dedup",

@@ -25,7 +25,7 @@ A pipeline file::
       type: parquet                 # parquet | jsonl | megatron
       path: out/
       mode: overwrite
-    report: out/report.html         # the curation report (optional)
+    report: reports/report.html     # the curation report (optional; not inside the output)
 
 Every mapping is checked against what it may hold: an unknown key, stage, reader, writer
 or executor type is an error naming the file, the line, and the valid choices. Options of
@@ -233,6 +233,11 @@ def cluster_option_names() -> list[str]:
 
 # -- checking ------------------------------------------------------------------------------
 
+#: What a constructor raises for a value it cannot use: each becomes a :class:`ConfigError`
+#: at the line of the key it names (``ArithmeticError``: a number converted out of range,
+#: such as an infinite size turned into an integer).
+_BUILD_ERRORS = (TypeError, ValueError, KeyError, OSError, ImportError, ArithmeticError)
+
 class _Checker:
     def __init__(self, source: str):
         self.source = source
@@ -282,7 +287,7 @@ class _Checker:
     def build(self, cls, options: Mapping, mapping: _Mapping, what: str):
         try:
             return cls(**options)
-        except (TypeError, ValueError, KeyError, OSError, ImportError) as err:
+        except _BUILD_ERRORS as err:
             self.fail(_line_named_in(err, mapping), f"{what}: {err}")
 
 
@@ -428,11 +433,11 @@ def _stages(check: _Checker, items, line: int) -> list:
             try:
                 # resources: a mapping becomes a Resources before its type is checked.
                 values[key] = spec.parameter(key).check(convert_option(key, _plain(value)))
-            except (ParameterTypeError, TypeError, ValueError) as err:
+            except (ParameterTypeError, TypeError, ValueError, ArithmeticError) as err:
                 check.fail(params.line_of(key), f"{name}: {err}")
         try:
             out.append(spec.build(values))
-        except (TypeError, ValueError, KeyError, OSError, ImportError) as err:
+        except _BUILD_ERRORS as err:
             check.fail(_line_named_in(err, params) if params else params_line,
                        f"stage {name}: {err}")
     return out

@@ -29,8 +29,8 @@ from curator_dask import AddId, JsonlReader, ParquetWriter, Pipeline, Resources,
 from curator_dask.cluster import dashboard_link, get_client
 from curator_dask.dedup.stages import ExactDedup, FuzzyDedup
 from curator_dask.executors import StreamingExecutor
-from curator_dask.numba_cache import precompile_in_background
 from curator_dask.observe.report import StageRow, stage_rows, write_report
+from curator_dask.precompile import precompile_in_background
 from curator_dask.sample import noisy_sample, write_shards
 from curator_dask.stages.filters import (
     MeanWordLengthFilter,
@@ -102,7 +102,7 @@ def _embedding_stage(skipped: list[str]):
                        "'curator-dask[demo]'")
         return None
     from curator_dask.stages.models import EmbeddingStage
-    from curator_dask.testing.models import minilm_path
+    from curator_dask.stages.models.model_dir import minilm_path
 
     path = minilm_path()
     if path is None:

@@ -1,8 +1,10 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``. Exit codes:
-0 success, 1 failure, 2 usage error (a bad argument or pipeline file); messages go to
-stderr, results to stdout.
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic|index|lines``, ``stages``,
+``migrate SCRIPT.py``. Exit codes: 0 success, 1 failure, 2 usage error (a bad argument or
+pipeline file, or a path to write that is, contains or lies inside an input or another
+output of the command, refused before anything runs); messages go to stderr, results to
+stdout.
 
 curator-dask logs at INFO (progress lines every 10 s when stderr is not a terminal, a
 progress bar when it is); Dask's own loggers only at WARNING and above, its worker
@@ -25,7 +27,11 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli import dedup_index
+from curator_dask.cli.migrate import add_migrate_parser, run_migrate
+from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
+from curator_dask.io.errors import OutputOverlapsInputError
 
 __all__ = ["main"]
 
@@ -80,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler-address",
                      help="run on this scheduler (tcp://host:8786) instead of the file's "
                           "cluster")
+    run.add_argument("--force", action="store_true",
+                     help="take over the lease of the output (or cache) directory when the "
+                          "run that held it stopped heart-beating; a directory another live "
+                          "run writes is always refused")
 
     dedup = commands.add_parser(
         "dedup", help="remove exact or near duplicates from files",
@@ -96,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                                              f"parameters of {workflow.__name__}.")
         _add_workflow_arguments(sub, workflow)
         _add_cluster_arguments(sub)
+    dedup_index.add_commands(methods, _add_cluster_arguments)
 
     stages = commands.add_parser(
         "stages", help="list the stages a pipeline file can use",
@@ -105,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     stages.add_argument("name", nargs="?", help="a stage name (e.g. WordCountFilter)")
     stages.add_argument("--kind", choices=("filter", "modifier", "stage", "dedup"),
                         help="only stages of this kind")
+    add_migrate_parser(commands)
     return parser
 
 
@@ -164,7 +176,7 @@ _NONE_HELP = {
     "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
                        "the cluster, two partitions per worker thread, at most 256MiB",
     "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
-              "FuzzyDedupConfig fields), instead of one option each",
+              "FuzzyDedupConfig / SemanticDedupConfig fields), instead of one option each",
 }
 
 
@@ -312,26 +324,31 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
         raise UsageError(str(err)) from None
     pipeline = config.pipeline
     echo(pipeline.describe())
+    report = args.report or config.report
+    try:
+        guard = pipeline_outputs(config, report, force=args.force)
+    except OutputOverlapsInputError as err:  # a path of the file: refused before running
+        raise UsageError(str(err)) from None
     if args.dry_run:
         echo(f"\n{args.pipeline}: valid ({config.executor_type} executor)")
         return EXIT_OK
-    report = args.report or config.report
     _model_environment()
     cluster_options = dict(config.cluster_options)
     if args.scheduler_address:
         cluster_options = {"scheduler_address": args.scheduler_address}
-    if config.executor_type == "local":
-        result = _run_pipeline(pipeline, config.executor(), config.performance_report)
-    else:
-        from curator_dask.cluster import dashboard_link, get_client
+    with guard:  # one writer per output: this command holds the leases until it ends
+        if config.executor_type == "local":
+            result = _run_pipeline(pipeline, config.executor(), config.performance_report)
+        else:
+            from curator_dask.cluster import dashboard_link, get_client
 
-        with get_client(**_local_options(cluster_options, args.verbose)) as client:
-            link = dashboard_link(client)
-            if link:
-                echo(f"Dask dashboard: {link}")
-            result = _run_pipeline(pipeline, config.executor(client),
-                                   config.performance_report)
-    _print_result(pipeline, result, report, echo)
+            with get_client(**_local_options(cluster_options, args.verbose)) as client:
+                link = dashboard_link(client)
+                if link:
+                    echo(f"Dask dashboard: {link}")
+                result = _run_pipeline(pipeline, config.executor(client),
+                                       config.performance_report)
+        _print_result(pipeline, result, report, echo)
     return EXIT_OK
 
 
@@ -413,15 +430,24 @@ def _workflow_options(args, workflow) -> dict:
 def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
 
+    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
+               else {"n_workers": args.workers})
+    if args.method in dedup_index.COMMANDS:
+        try:
+            return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
+        except dedup_index.RequestError as err:
+            raise UsageError(str(err)) from None
     workflow_cls = _workflows()[args.method][0]
     spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
         workflow = workflow_cls(**_workflow_options(args, workflow_cls))
     except (TypeError, ValueError) as err:
         raise UsageError(_cli_spelling(str(err), spellings)) from None
-    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
-               else {"n_workers": args.workers})
-    with get_client(**_local_options(cluster, args.verbose)) as client:
+    try:
+        guard = workflow_outputs(workflow)
+    except OutputOverlapsInputError as err:  # --output or --cache: refused before running
+        raise UsageError(str(err)) from None
+    with guard, get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
             echo(f"Dask dashboard: {link}")
@@ -538,7 +564,8 @@ def _cmd_stages(args, echo: Callable[[str], None]) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "dedup": _cmd_dedup, "stages": _cmd_stages}
+COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "dedup": _cmd_dedup, "stages": _cmd_stages,
+            "migrate": run_migrate}
 
 
 def _log_beside_bars():
@@ -553,7 +580,8 @@ def _log_beside_bars():
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits with 2 here
     _configure_logging(args.verbose)
-    command = args.command + (f" {args.method}" if args.command == "dedup" else "")
+    command = args.command + (f" {args.method}" if args.command == "dedup" else "") + (
+        f" {args.action}" if getattr(args, "action", None) else "")
     try:
         with _log_beside_bars():
             return COMMANDS[args.command](args, echo=print)

@@ -33,7 +33,7 @@ Examples
 >>> spec.kind, [(p.name, p.default) for p in spec.parameters]
 ('filter', [('min_words', 50), ('max_words', 100000), ('lang', 'en')])
 >>> stage = spec.build({"min_words": 20, "score_field": "words"})
->>> stage.stage_name, stage.output_columns
+>>> stage.name, stage.output_columns
 ('word_count', {'words': 'int64'})
 >>> spec.parameter("min_words").check("twenty")
 Traceback (most recent call last):
@@ -117,8 +117,11 @@ class Parameter:
         """``value`` as the type hint accepts it (``3`` for a float is ``3.0``, a list for
         a tuple a tuple); raises :class:`ParameterTypeError` if it does not.
 
-        A value equal to the default passes as it is (a default of ``None`` need not be
-        in the hint). Without a hint, anything passes.
+        Beyond the type: a number must lie in the range the hint's ``Annotated`` bounds
+        give (:mod:`curator_dask.bounds`), be finite (no ``.inf``, ``.nan`` or ``1e400``),
+        and an integer must fit in 64 bits; ``true``/``false`` is a boolean, never the
+        number 1 or 0. A value equal to the default passes as it is (a default of ``None``
+        need not be in the hint). Without a hint, anything passes.
         """
         if self.hint is None or (not self.required and value is self.default) \
                 or (value is None and self.default is None):
@@ -129,19 +132,47 @@ class Parameter:
         from pydantic import ValidationError
 
         try:
-            return adapter.validate_python(value)
+            # Strict for a boolean: lax mode would read true as the integer 1.
+            checked = adapter.validate_python(value, strict=isinstance(value, bool))
         except ValidationError as err:
             raise ParameterTypeError(self.name, self.annotation, value,
-                                     _nested_detail(err)) from None
+                                     _detail(err)) from None
+        too_large = _first_beyond_64_bits(value)
+        if too_large is None:
+            too_large = _first_beyond_64_bits(checked)
+        if too_large is not None:
+            raise ParameterTypeError(self.name, self.annotation, value,
+                                     f" ({too_large} does not fit in 64 bits)")
+        return checked
 
 
-def _nested_detail(err) -> str:
-    """Where inside a list or mapping the first error is (``; item 1: ...``), or nothing."""
+def _first_beyond_64_bits(value):
+    """The first integer in ``value`` (or inside its lists and mappings) that no 64-bit
+    integer holds, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if not -(1 << 63) <= value < (1 << 64) else None
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            found = _first_beyond_64_bits(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _detail(err) -> str:
+    """What the first error says, and where inside a list or mapping it is."""
     for error in err.errors():
         where = [part for part in error["loc"] if isinstance(part, int)]
         if where:
             return f" (item {where[0]}: {error['msg'].lower()})"
-    return ""
+    # A union reports one message per member: a bound or a non-finite number is worth
+    # showing; that the value is not of another member's type is not.
+    telling = [e["msg"] for e in err.errors()
+               if e["type"] in ("greater_than", "greater_than_equal", "less_than",
+                                "less_than_equal", "finite_number")]
+    return f" ({telling[0][0].lower()}{telling[0][1:]})" if telling else ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,7 +184,8 @@ def _make_adapter(hint):
     from pydantic import ConfigDict, TypeAdapter
 
     try:
-        return TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True))
+        return TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True,
+                                                   allow_inf_nan=False))
     except Exception:  # a hint pydantic cannot check (a protocol, a bare TypeVar): unchecked
         return None
 
@@ -189,12 +221,33 @@ def _type_text(hint) -> str:
         return " | ".join(repr(a) for a in typing.get_args(hint))
     if origin in (typing.Union, types.UnionType):
         return " | ".join(_type_text(a) for a in typing.get_args(hint))
+    if origin is typing.Annotated:  # a range from curator_dask.bounds: "int >= 1"
+        base, *bounds = typing.get_args(hint)
+        return " ".join([_type_text(base), *filter(None, map(_bound_text, bounds))])
     if origin is not None:
         name = getattr(origin, "__name__", str(origin).replace("typing.", ""))
         return f"{name}[{', '.join(_type_text(a) for a in typing.get_args(hint))}]"
     if isinstance(hint, type):
         return hint.__name__
     return str(hint).replace("typing.", "")
+
+
+_BOUND_SYMBOLS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def _bound_text(bound) -> str:
+    """``>= 1`` for ``annotated_types.Ge(1)``, the first docstring line of a predicate
+    (``(a size such as '256MiB')``); empty for other metadata."""
+    for attr, symbol in _BOUND_SYMBOLS.items():
+        if hasattr(bound, attr):
+            value = getattr(bound, attr)
+            power = isinstance(value, int) and value >= 1 << 20 and value & (value - 1) == 0
+            return f"{symbol} {'2**' + str(value.bit_length() - 1) if power else value}"
+    doc = getattr(getattr(bound, "func", None), "__doc__", None)
+    if doc:
+        sentence = doc.strip().splitlines()[0].rstrip(".")
+        return f"({sentence[0].lower()}{sentence[1:]})"
+    return ""
 
 
 def parameters_of(func, skip: tuple[str, ...] = ("self",)) -> tuple[Parameter, ...]:

@@ -1,12 +1,13 @@
 """Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), semantic
-(embeddings + k-means), removal.
+(embeddings + k-means), removal; indexes that remember earlier batches
+(:mod:`curator_dask.dedup.index`); line and paragraph dedup (:mod:`curator_dask.dedup.lines`).
 
 The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 :mod:`curator_dask.dedup.semantic`; their main entry points are re-exported here.
 """
 
 from curator_dask.compat import FuzzyDuplicatesConfig
-from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig
+from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig, SemanticDedupConfig
 from curator_dask.dedup.exact import ExactDuplicates, NullTextError, hash_texts
 from curator_dask.dedup.fuzzy import (
     LSH,
@@ -17,7 +18,18 @@ from curator_dask.dedup.fuzzy import (
     optimal_bands,
 )
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
+from curator_dask.dedup.index import (
+    ExactDedupIndex,
+    ExactIndexDedup,
+    FuzzyDedupIndex,
+    FuzzyIndexDedup,
+    IndexChangedError,
+    IndexParameterError,
+    IndexQuery,
+)
+from curator_dask.dedup.lines import LineDedup, SpanDedupStats
 from curator_dask.dedup.removal import remove_ids
+from curator_dask.dedup.removal_workflow import RemovalResult, TextDuplicatesRemovalWorkflow
 from curator_dask.dedup.semantic import (
     SemanticDeduplicationWorkflow,
     SemanticDedupResult,
@@ -36,18 +48,30 @@ __all__ = [
     "ExactDedupConfig",
     "FuzzyDedupConfig",
     "LSH",
+    "ExactDedupIndex",
     "ExactDedupResult",
+    "ExactIndexDedup",
     "ExactDeduplicationWorkflow",
     "ExactDuplicates",
+    "FuzzyDedupIndex",
     "FuzzyDedupResult",
+    "FuzzyIndexDedup",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",
+    "IndexChangedError",
+    "IndexParameterError",
+    "IndexQuery",
+    "LineDedup",
     "MinHash",
     "NullTextError",
+    "RemovalResult",
+    "SemanticDedupConfig",
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",
+    "SpanDedupStats",
+    "TextDuplicatesRemovalWorkflow",
     "hash_texts",
     "optimal_bands",
     "remove_ids",

@@ -1,12 +1,16 @@
 """Whole-dataset results under ``cache_path``, each marked complete when written whole.
 
 One protocol for every dedup phase (exact dedup's duplicate list, fuzzy dedup's
-signatures, edges and groups): a directory of ``part-*.parquet`` files (one per
-partition), then ``_COMPLETE.json`` written last and atomically (temporary name, then a
-move) with the row and file counts and a fingerprint of what the result was computed
-from (input files and parameters). A directory without the marker is an interrupted
-write and is computed again; a marker with another fingerprint (other input or
-parameters) is ignored, and so is a directory missing some of the files its marker lists.
+signatures, edges and groups, semantic dedup's embeddings...): a directory of
+``part-*.parquet`` files (one per partition), then a completion record,
+``_COMPLETE.json`` (:mod:`curator_dask.io.output_state`), written last and atomically
+with the row and file counts and a fingerprint of what the result was computed from: the
+identity of every input file (size, modification time, checksum, a hash of its first and
+last blocks, see :mod:`curator_dask.io.identity`) and the parameters. A directory without
+the record is an interrupted write and is computed again; a record with another
+fingerprint (an input file changed in any of those, other parameters) is computed again
+too, and the log names what changed; so is a directory missing some of the files its
+record lists.
 
 Computing a phase again replaces its whole directory (the parts, the marker and the
 manifest are the project's own files), so no directory ever holds parts of two
@@ -22,11 +26,10 @@ hash partitions (:func:`read_duplicates`), a fuzzy phase with its Arrow types as
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import posixpath
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -39,23 +42,23 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import HASH_FIELD, mark_hash_partitioned
+from curator_dask.io import output_state
 from curator_dask.io.errors import ResumeMismatchError
-from curator_dask.io.writers import claim_files, read_manifest
-from curator_dask.stages.fingerprint import param_changes
+from curator_dask.io.guard import OutputGuard, guarded, run_guard
+from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
 
 __all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
            "recorded_blocksize",
            "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
            "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes",
-           "write_removal", "removal_output_intact"]
+           "write_removal", "removal_output_intact", "register_workflow", "workflow_run"]
 
 logger = logging.getLogger(__name__)
 
-MARKER = "_COMPLETE.json"
+MARKER = output_state.COMPLETE
 #: The subdirectory of a ``cache_path`` that holds the exact duplicate list.
 DUPLICATES_DIR = "exact_duplicates"
 
-_FORMAT = 1
 #: What a dedup workflow may do with an output directory that holds files.
 OutputMode = Literal["error", "overwrite", "overwrite_all"]
 OUTPUT_MODES = get_args(OutputMode)
@@ -72,111 +75,89 @@ class PhaseResult:
     stats: dict = field(default_factory=dict)
 
 
+def register_workflow(guard: OutputGuard, workflow) -> None:
+    """Register a dedup workflow's output directory (when it writes one) and its cache
+    directory with ``guard``: refused, naming both paths, if one is, contains or lies
+    inside an input or the other."""
+    options = workflow.storage_options
+    if getattr(workflow, "perform_removal", True) and workflow.output_path:
+        guard.register(workflow.output_path, "output directory", storage_options=options)
+    guard.register(workflow.cache_path, "cache directory", storage_options=options)
+
+
+@contextlib.contextmanager
+def workflow_run(workflow, ds: DocumentDataset) -> Iterator[OutputGuard]:
+    """A dedup workflow's run over ``ds``: before anything is written, its output and
+    cache are checked against the input and each other, and leased for the run."""
+    with run_guard([ds.sources], force=workflow.force) as guard:
+        register_workflow(guard, workflow)
+        yield guard
+
+
 def write_phase(df: dd.DataFrame | DocumentDataset, path: str, *, fingerprint: dict | None,
                 stats: Callable[[PhaseResult], dict] | None = None,
-                storage_options: dict | None = None) -> PhaseResult:
+                storage_options: dict | None = None, inputs=()) -> PhaseResult:
     """Compute ``df`` into ``path`` (one Parquet file per partition), then mark it complete.
 
     ``stats``, if given, is called with the written (not yet marked) result and returns
     what the marker records beside the counts (read from the files just written). What
     the write's partitions carried as dropped (lines the reader skipped) is recorded
-    under ``stats["dropped"]``.
+    under ``stats["dropped"]``. ``inputs`` (:class:`~curator_dask.io.overlap.InputPaths`):
+    what the result was computed from, which ``path`` must keep clear of.
     """
-    dataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
-    written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options,
-                                 fingerprint=_json(fingerprint))
-    result = PhaseResult(path, written.rows, len(written.files), False)
-    if stats is not None:
-        result.stats = dict(stats(result))
-    if written.dropped:
-        result.stats["dropped"] = dict(written.dropped)
-    mark_complete(path, fingerprint=fingerprint, rows=result.rows, files=result.files,
-                  stats=result.stats, storage_options=storage_options)
+    dataset: DocumentDataset = df if isinstance(df, DocumentDataset) else DocumentDataset(df)
+    with guarded(path, "cache directory", inputs=inputs, storage_options=storage_options):
+        written = dataset.to_parquet(path, mode="overwrite", storage_options=storage_options,
+                                     fingerprint=as_json(fingerprint))
+        result = PhaseResult(path, written.rows, len(written.files), False)
+        if stats is not None:
+            result.stats = dict(stats(result))
+        if written.dropped:
+            result.stats["dropped"] = dict(written.dropped)
+        mark_complete(path, fingerprint=fingerprint, rows=result.rows, files=result.files,
+                      stats=result.stats, storage_options=storage_options)
     return result
 
 
 def mark_complete(path: str, *, fingerprint: dict | None, rows: int, files: int,
                   stats: dict | None = None, storage_options: dict | None = None) -> None:
-    """Write ``path/_COMPLETE.json`` atomically (temporary name, then a move)."""
-    fs, root = url_to_fs(path, **(storage_options or {}))
-    fs.makedirs(root, exist_ok=True)
-    claim_files(fs, root, [MARKER])  # so computing the phase again replaces it too
-    marker = {"format": _FORMAT, "rows": int(rows), "files": int(files),
-              "fingerprint": fingerprint, "stats": stats or {}}
-    tmp = posixpath.join(root, f".{MARKER}.tmp-{uuid.uuid4().hex}")
-    fs.pipe_file(tmp, json.dumps(marker, sort_keys=True, default=_json_default).encode())
-    fs.mv(tmp, posixpath.join(root, MARKER))
-    logger.info("phase complete: %d rows in %d files at %s", rows, files, path)
+    """Write ``path/_COMPLETE.json`` atomically (see
+    :func:`curator_dask.io.output_state.mark_complete`)."""
+    with guarded(path, "cache directory", storage_options=storage_options) as out:
+        output_state.mark_complete(out.fs, out.path, fingerprint=fingerprint, rows=rows,
+                                   files=files, stats=stats)
 
 
 def read_phase(path: str, *, fingerprint: dict | None,
                storage_options: dict | None = None) -> PhaseResult | None:
     """The finished phase at ``path``, or None when it must be computed (again)."""
     fs, root = url_to_fs(path, **(storage_options or {}))
-    target = posixpath.join(root, MARKER)
-    if not fs.exists(target):
-        if fs.exists(root):
-            logger.info("%s has no completion marker: computing it again", path)
+    record = output_state.reusable(fs, root, fingerprint)
+    if record is None:
         return None
-    marker = json.loads(fs.cat_file(target))
-    wanted = _json(fingerprint)
-    if marker.get("format") != _FORMAT or marker.get("fingerprint") != wanted:
-        changes = fingerprint_changes(marker.get("fingerprint"), wanted)
-        logger.warning("%s was made from other input or parameters (%s): computing it again",
-                       path, "; ".join(changes))
+    if len(_parts(fs, root)) != record["files"]:
+        logger.warning("%s holds fewer files than its record lists: computing it again", path)
         return None
-    if len(_parts(fs, root)) != marker["files"]:
-        logger.warning("%s holds fewer files than its marker lists: computing it again", path)
-        return None
-    logger.info("reusing %d rows from %s", marker["rows"], path)
-    return PhaseResult(path, marker["rows"], marker["files"], True, marker.get("stats", {}))
+    return PhaseResult(path, record["rows"], record["files"], True, record.get("stats", {}))
 
 
 def recorded_blocksize(path: str, files: list, *,
                        storage_options: dict | None = None) -> int | None:
     """The ``input_blocksize`` (bytes) that the phase marked complete at ``path`` was
-    computed with, if it was computed from these ``files`` (``[[path, size], ...]``).
+    computed with, if it was computed from these ``files`` (their identities, see
+    :func:`~curator_dask.io.identity.files_identity`).
 
     A workflow whose blocksize is chosen automatically reads with this one when it
     finds it, so a rerun on a cluster of another size (which would choose another)
     reads the same partitions and reuses the cache instead of mixing two plans.
     """
     fs, root = url_to_fs(path, **(storage_options or {}))
-    target = posixpath.join(root, MARKER)
-    try:
-        marker = json.loads(fs.cat_file(target))
-    except (FileNotFoundError, ValueError):
-        return None
-    fingerprint = marker.get("fingerprint") if isinstance(marker, dict) else None
-    if not isinstance(fingerprint, dict) or fingerprint.get("files") != _json(files):
+    record = output_state.read_complete(fs, root)
+    fingerprint = record.get("fingerprint") if record is not None else None
+    if not isinstance(fingerprint, dict) or fingerprint.get("files") != as_json(files):
         return None
     block = fingerprint.get("input_blocksize")
     return block if isinstance(block, int) and not isinstance(block, bool) else None
-
-
-def _json(value):
-    """``value`` through JSON, so tuples and lists, ints and numpy ints compare equal."""
-    return json.loads(json.dumps(value, sort_keys=True, default=_json_default))
-
-
-def fingerprint_changes(old, new) -> list[str]:
-    """What differs between two workflow fingerprints, in words.
-
-    Examples
-    --------
-    >>> fingerprint_changes({"files": [["a", 1]], "hash_method": "md5"},
-    ...                     {"files": [["a", 1], ["b", 2]], "hash_method": "xxh3_128"})
-    ['the input files changed (1 -> 2 files, or other sizes)', "hash_method 'md5' -> 'xxh3_128'"]
-    """
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return ["no fingerprint recorded" if old is None else "another kind of fingerprint"]
-    out = []
-    if old.get("files") != new.get("files"):
-        out.append(f"the input files changed ({len(old.get('files') or [])} -> "
-                   f"{len(new.get('files') or [])} files, or other sizes)")
-    rest_old = {k: v for k, v in old.items() if k != "files"}
-    rest_new = {k: v for k, v in new.items() if k != "files"}
-    return out + param_changes(rest_old, rest_new)
 
 
 def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, fingerprint: dict,
@@ -197,15 +178,15 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
     if output_mode != "error":
         return output_mode
     fs, root = url_to_fs(output_path, **(storage_options or {}))
-    entries = fs.ls(root, detail=False) if fs.exists(root) and fs.isdir(root) else []
+    manifest = read_manifest(fs, root) if fs.exists(root) and fs.isdir(root) else None
+    entries = sum(output_state.own_files(fs, root, manifest), [])  # not the run's lease
     if not entries:
         return "error"
-    manifest = read_manifest(fs, root)
     if manifest is not None and "fingerprint" in manifest:
-        wanted = _json(fingerprint)
-        if manifest["fingerprint"] != wanted:
+        changes = fingerprint_changes(manifest["fingerprint"], fingerprint)
+        if changes:
             raise ResumeMismatchError(
-                output_path, fingerprint_changes(manifest["fingerprint"], wanted),
+                output_path, changes,
                 fix="Pass output_mode='overwrite' to replace it, or choose another output "
                     "directory.")
         if resuming:
@@ -230,8 +211,9 @@ def write_removal(remove: Callable[[], DocumentDataset], output_path: str, outpu
     """
     mode = output_mode_for(output_path, output_mode, resuming=resuming,
                            fingerprint=fingerprint, storage_options=storage_options)
-    written = remove().to_parquet(output_path, mode=mode, storage_options=storage_options,
-                                  fingerprint=fingerprint)
+    kept: DocumentDataset = remove()
+    written = kept.to_parquet(output_path, mode=mode, storage_options=storage_options,
+                              fingerprint=fingerprint)
     stats = {"path": written.path, "files": written.files, "rows": written.rows,
              "bytes": written.bytes, "dropped": written.dropped}
     mark_complete(marker_path, fingerprint=fingerprint, rows=written.rows, files=0,
@@ -292,14 +274,6 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
     return table.to_pandas(types_mapper=_types)
 
 
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    raise TypeError(f"cannot put {type(value).__name__} in a cache fingerprint")
-
-
 # -- exact dedup's duplicate list ---------------------------------------------------------
 
 @dataclass
@@ -317,15 +291,16 @@ def _directory(cache_path: str) -> str:
 
 
 def write_duplicates(duplicates: DocumentDataset, cache_path: str, *,
-                     fingerprint: dict | None = None,
-                     storage_options: dict | None = None) -> CachedDuplicates:
+                     fingerprint: dict | None = None, storage_options: dict | None = None,
+                     inputs=()) -> CachedDuplicates:
     """Compute ``duplicates`` into ``cache_path/exact_duplicates``, then mark it complete.
 
-    Anything already in that directory (an earlier or interrupted list) is replaced.
+    Anything already in that directory (an earlier or interrupted list) is replaced; it
+    must keep clear of ``inputs`` (what the duplicates were found in).
     """
     path = _directory(cache_path)
     written = write_phase(duplicates, path, fingerprint=fingerprint,
-                          storage_options=storage_options)
+                          storage_options=storage_options, inputs=inputs)
     return CachedDuplicates(_read_back(path, storage_options), path, written.rows, False)
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import fields
 
 import dask.dataframe as dd
 import numpy as np
@@ -51,13 +50,8 @@ import pyarrow as pa
 from curator_dask.backends import backend_dispatch
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.config import (
-    HASH_METHODS,
-    ExactDedupConfig,
-    HashMethod,
-    OnNull,
-    resolve_config,
-)
+from curator_dask.dedup.cache import write_duplicates
+from curator_dask.dedup.config import HASH_METHODS, Configured, ExactDedupConfig, takes_config
 from curator_dask.dedup.ids import (
     HASH_FIELD,
     ROW_FIELD,
@@ -66,18 +60,16 @@ from curator_dask.dedup.ids import (
     row_numbers,
 )
 from curator_dask.dedup.removal import (
-    DEFAULT_BROADCAST_THRESHOLD,
-    RemovalStrategy,
     default_shuffle_method,
     remove_ids,
 )
 from curator_dask.dropped import record_dropped, strip_dropped
 from curator_dask.errors import CuratorError
-from curator_dask.io.tables import to_frame
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",
-           "DUPLICATE_REASON", "NULL_TEXT_REASON"]
+           "DUPLICATE_REASON", "NULL_TEXT_REASON", "default_hash_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +251,7 @@ def _drop_null_text(df, text_field: str):
 
 # -- the operation ------------------------------------------------------------------------
 
-class ExactDuplicates:
+class ExactDuplicates(Configured):
     """Find documents with identical text, and remove all but the first of each group.
 
     Parameters
@@ -310,46 +302,30 @@ class ExactDuplicates:
     ([1, 2, 4], {'exact_duplicate': 2})
     """
 
-    @nemo_keywords(renamed_keywords={"cache_dir": "cache_path"}, unsupported={
-        "logger": 'curator-dask logs through logging.getLogger("curator_dask")',
-        "profile_dir": "profile with distributed.performance_report(filename=...)"})
-    def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: HashMethod = "md5", perform_removal: bool = False,
-                 cache_path: str | None = None, *, on_null: OnNull = "error",
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 hash_partitions: int | None = None,
-                 storage_options: dict | None = None,
-                 config: ExactDedupConfig | None = None):
-        config = resolve_config(ExactDedupConfig, config, dict(
-            id_field=id_field, text_field=text_field, hash_method=hash_method,
-            on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
-            who="ExactDuplicates")
+    @nemo_keywords()
+    @takes_config(ExactDedupConfig, positional=("id_field", "text_field", "hash_method",
+                                                "perform_removal", "cache_path"))
+    def __init__(self, perform_removal: bool = False, cache_path: str | None = None, *,
+                 storage_options: dict | None = None, config: ExactDedupConfig | None = None):
         if config.hash_method == "xxh3_128":
             _hash_constructor(config.hash_method)  # fail now, not on a worker
-        for f in fields(ExactDedupConfig):
-            setattr(self, f.name, getattr(config, f.name))
+        self.config = config
         self.perform_removal = perform_removal
         self.cache_path = cache_path
         self.storage_options = storage_options
-
-    @property
-    def config(self) -> ExactDedupConfig:
-        """The parameters as one :class:`~curator_dask.dedup.ExactDedupConfig`."""
-        return ExactDedupConfig(**{f.name: getattr(self, f.name)
-                                   for f in fields(ExactDedupConfig)})
 
     def __repr__(self) -> str:
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "
                 f"hash_method={self.hash_method!r}, perform_removal={self.perform_removal})")
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """The duplicates, or with ``perform_removal=True`` the deduplicated dataset."""
         duplicates = self.identify(ds)
         return self.remove(ds, duplicates) if self.perform_removal else duplicates
 
     # -- identify --------------------------------------------------------------------------
+    @nemo_keywords()
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, _hash, _row)`` of every document whose text occurs more than once.
 
@@ -373,11 +349,10 @@ class ExactDuplicates:
         mark_hash_partitioned(duplicates)
         if self.cache_path is None:
             return duplicates
-        from curator_dask.dedup.cache import write_duplicates
+        return write_duplicates(duplicates, self.cache_path, storage_options=self.storage_options,
+                                inputs=[ds.sources]).duplicates
 
-        return write_duplicates(duplicates, self.cache_path,
-                                storage_options=self.storage_options).duplicates
-
+    @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
         """NeMo Curator's name of :meth:`identify` (warns)."""
         renamed("ExactDuplicates.identify_duplicates(ds)", "ExactDuplicates.identify(ds)")
@@ -393,6 +368,7 @@ class ExactDuplicates:
                         or "Pass text_field= naming the text column.")
 
     # -- remove ----------------------------------------------------------------------------
+    @nemo_keywords()
     def remove(self, ds: DocumentDataset, duplicates: DocumentDataset, *,
                strategy: str | None = None) -> DocumentDataset:
         """Keep the lowest id of each group in ``duplicates`` and drop the rest from ``ds``.
@@ -438,13 +414,27 @@ class ExactDuplicates:
                                  align_dataframes=False, enforce_metadata=False)
 
 
+#: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so
+#: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
+BYTES_PER_BUCKET = 2 << 30
+
+
+def default_hash_partitions(input_bytes: int) -> int:
+    """Hash buckets for ``input_bytes`` of input: one per 2 GiB, at least one.
+
+    Examples
+    --------
+    >>> default_hash_partitions(500 * 10**6), default_hash_partitions(10**12)
+    (1, 466)
+    """
+    return max(1, -(-int(input_bytes) // BYTES_PER_BUCKET))
+
+
 def _hash_partitions(ds: DocumentDataset) -> int:
     """Partitions of the ``(id, hash, row)`` shuffle when the user gives none: one per
     2 GiB of input files (~50 bytes a document go into the shuffle, so each holds about
     100 MB of ~1 KB documents), or one per 16 input partitions for data not read from
     files."""
-    from curator_dask.dedup.exact_files import default_hash_partitions
-
     if ds.plan is not None:
         return min(ds.npartitions, default_hash_partitions(sum(p.nbytes for p in ds.plan)))
     return max(1, -(-ds.npartitions // 16))

@@ -33,7 +33,6 @@ the output directory, so a crash while writing still leaves a list to resume fro
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import uuid
@@ -47,51 +46,41 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import WriteResult
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     HASH_FIELD,
     NULL_TEXT_REASON,
     NullTextError,
+    default_hash_partitions,
     digests,
     hex_digests,
 )
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import listed_rows_mask
 from curator_dask.dropped import split_counts, sum_dropped
-from curator_dask.io.writers import (
-    WriteSpec,
+from curator_dask.io import atomic
+from curator_dask.io.guard import GuardedPath, claim, guarded
+from curator_dask.io.output_state import (
+    mark_complete,
     own_files,
-    prepare_output,
     read_manifest,
-    write_partition,
+    remove_own_files,
 )
+from curator_dask.io.writers import WriteSpec, prepare_output, write_part, write_partition
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "default_hash_partitions"]
+__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "rows_to_remove"]
 
 logger = logging.getLogger(__name__)
 
 #: The subdirectory of a ``cache_path`` that holds the staged input (while a run lasts).
 STAGING_DIR = "exact_staging"
-#: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so
-#: a bucket of 2 GiB of ~1 KB documents holds about 100 MB.
-BYTES_PER_BUCKET = 2 << 30
 _HI, _LO = "_hash_hi", "_hash_lo"
 #: Inputs up to this share of the workers' memory (counted twice: a table and its
 #: filtered copy) skip the staged copy and stay in memory from hash to write.
 IN_MEMORY_FRACTION = 0.25
-
-
-def default_hash_partitions(input_bytes: int) -> int:
-    """Hash buckets for ``input_bytes`` of input: one per 2 GiB, at least one.
-
-    Examples
-    --------
-    >>> default_hash_partitions(500 * 10**6), default_hash_partitions(10**12)
-    (1, 466)
-    """
-    return max(1, -(-int(input_bytes) // BYTES_PER_BUCKET))
 
 
 @dataclass(frozen=True)
@@ -103,13 +92,6 @@ class _Settings:
     hash_method: str
     on_null: str
     assign_id: bool
-    #: The pandas schema metadata the dataset's frames would write: the output reads back
-    #: into pandas with the dtypes it had when written through pandas.
-    pandas_metadata: dict | None = None
-
-    def pandas_columns(self) -> list[str]:
-        columns = json.loads(self.pandas_metadata[b"pandas"])["columns"]
-        return [c["field_name"] for c in columns]
 
 
 # -- reading a partition --------------------------------------------------------------------
@@ -178,7 +160,7 @@ def _hash_partition(source: _Input, spec, buckets: int, stage: WriteSpec | None,
                               [s.file.path for s in spec.slices])
         text = text.filter(pa.array(~nulls))
     if stage is not None:
-        write_partition(table, stage, i, source.fs)
+        write_part(table, stage, source.fs, (i,))
     words = np.frombuffer(digests(text, settings.hash_method), dtype=">u8").reshape(-1, 2)
     hi, lo = words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
     ids = table.column(settings.id_field)
@@ -221,13 +203,13 @@ def _group_bucket(pieces: list[pa.Table], bucket: int, settings: _Settings,
     listed = pa.table({settings.id_field: members.column(settings.id_field),
                        HASH_FIELD: hex_digests(packed),
                        ROW_FIELD: members.column(ROW_FIELD)})
-    write_partition(listed, listing, bucket, fs)
+    write_part(listed, listing, fs, (bucket,))
     return {"rows": listed.num_rows}
 
 
 # -- step 3: remove and write -----------------------------------------------------------------
 
-def _removal(path: str, fs, id_field: str) -> pa.Table:
+def rows_to_remove(path: str, fs, id_field: str) -> pa.Table:
     """``(_row, id)`` to remove from one part of the duplicate list: all but the first
     row of each group by hash, id, row (the list holds whole groups), sorted by row."""
     with fs.open(path, "rb") as handle:
@@ -292,9 +274,7 @@ def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
             keep &= ~nulls
     if not keep.all():
         table = table.filter(pa.array(keep))
-    if settings.pandas_metadata and table.column_names == settings.pandas_columns():
-        table = table.replace_schema_metadata(settings.pandas_metadata)
-    return write(table, output, i, source.fs, dropped=counts)
+    return write_part(table, output, source.fs, (i,), dropped=counts, write=write)
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -321,15 +301,7 @@ class ExactFilesRun:
         if ds.plan is None or ds.partition_reader is None:
             raise ValueError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
-        meta = ds.df._meta
-        if id_field not in meta.columns:
-            meta = meta.assign(**{id_field: np.array([], dtype=np.int64)})
-        try:
-            metadata = pa.Schema.from_pandas(meta, preserve_index=False).metadata
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-            metadata = None
-        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id,
-                                  metadata)
+        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
         self.storage_options = storage_options or {}
         self.fs, root = url_to_fs(cache_path, **self.storage_options)
         self.staging = posixpath.join(root.rstrip("/"), STAGING_DIR)
@@ -341,14 +313,24 @@ class ExactFilesRun:
     def _input(self, staging: str | None) -> _Input:
         return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
 
-    def identify(self, list_path: str, fingerprint) -> Identified:
-        """Steps 1-2: hash and stage every partition, write the duplicate list's parts."""
-        fs, root = url_to_fs(list_path, **self.storage_options)
-        root = root.rstrip("/")
+    def _claim_staging(self) -> GuardedPath:
+        return claim(self.staging, "cache directory", fs=self.fs)
+
+    def identify(self, list_path: str, fingerprint, stage_input: bool = True) -> Identified:
+        """Steps 1-2: hash (and, for step 3, stage) every partition, write the duplicate
+        list's parts. ``stage_input=False`` when nothing will be removed."""
+        with guarded(list_path, "cache directory", storage_options=self.storage_options) as out:
+            return self._identify(out, fingerprint, stage_input)
+
+    def _identify(self, out: GuardedPath, fingerprint, stage_input: bool) -> Identified:
+        fs, root = out.fs, out.path
         listing = WriteSpec(path=root, fmt="parquet")
-        prepare_output(fs, root, "overwrite", fingerprint=fingerprint)
-        stage = WriteSpec(path=self.staging, fmt="arrow")
-        prepare_output(self.fs, self.staging, "overwrite", fingerprint=fingerprint)
+        prepare_output(out, "overwrite", fingerprint=fingerprint)
+        stage = None
+        if stage_input:
+            staging = self._claim_staging()
+            stage = WriteSpec(path=staging.path, fmt="arrow")
+            prepare_output(staging, "overwrite", fingerprint=fingerprint)
         source = self._input(None)
         plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
@@ -377,7 +359,7 @@ class ExactFilesRun:
         try:
             from distributed import default_client
 
-            workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+            workers = scheduler_workers(default_client()).values()
             memory = sum(int(w.get("memory_limit") or 0) for w in workers)
         except (ImportError, ValueError, TypeError):
             memory = 0
@@ -394,13 +376,19 @@ class ExactFilesRun:
         (:meth:`fits_in_memory`). The list is marked complete, and the output directory
         prepared, by a task between the group and write steps, so a crash while writing
         leaves a complete list to resume from."""
-        fs, root = url_to_fs(list_path, **self.storage_options)
-        root = root.rstrip("/")
+        with guarded(list_path, "cache directory", storage_options=self.storage_options) as out, \
+                guarded(output_path, "output directory", inputs=inputs,
+                        storage_options=self.storage_options) as written:
+            return self._in_one_pass(out, list_fingerprint, written, output_path, mode,
+                                     output_fingerprint, strategy)
+
+    def _in_one_pass(self, out: GuardedPath, list_fingerprint, written: GuardedPath,
+                     output_path: str, mode: str, output_fingerprint, strategy: str
+                     ) -> tuple[Identified, WriteResult]:
+        fs, root = out.fs, out.path
         listing = WriteSpec(path=root, fmt="parquet")
-        prepare_output(fs, root, "overwrite", fingerprint=list_fingerprint)
-        out_fs, out_root = url_to_fs(output_path, **self.storage_options)
-        out_root = out_root.rstrip("/") or out_root
-        output = WriteSpec(path=out_root, fmt="parquet")
+        prepare_output(out, "overwrite", fingerprint=list_fingerprint)
+        output = WriteSpec(path=written.path, fmt="parquet")
         source = self._input(None)
         t = self.token
         plan = self.ds.plan
@@ -415,8 +403,7 @@ class ExactFilesRun:
                   for i, h in enumerate(hashed)]
         parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
         marked = dask.delayed(_mark_and_prepare, pure=False)(
-            groups, counts, list_path, list_fingerprint, self.storage_options,
-            out_fs, out_root, mode, inputs, output_fingerprint,
+            groups, counts, out, list_fingerprint, written, mode, output_fingerprint,
             dask_key_name=f"exact-mark-{t}")
         removals = [dask.delayed(_removal_after, pure=True)(
             p, self.fs, self.settings.id_field, marked,
@@ -452,11 +439,15 @@ class ExactFilesRun:
         if not staged:
             logger.info("exact dedup: no whole staged copy in %s; reading the input again",
                         self.staging)
-        fs, root = url_to_fs(output_path, **self.storage_options)
-        root = root.rstrip("/") or root
-        first = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
-        output = WriteSpec(path=root, fmt="parquet", first_index=first)
-        removals = [dask.delayed(_removal, pure=True)(
+        with guarded(output_path, "output directory", inputs=inputs,
+                     storage_options=self.storage_options) as out:
+            first = prepare_output(out, mode, fingerprint=fingerprint)
+            output = WriteSpec(path=out.path, fmt="parquet", first_index=first)
+            return self._remove(parts, stats, staged, output, output_path, strategy)
+
+    def _remove(self, parts: list[str], stats: dict, staged: bool, output: WriteSpec,
+                output_path: str, strategy: str) -> WriteResult:
+        removals = [dask.delayed(rows_to_remove, pure=True)(
             p, self.fs, self.settings.id_field, dask_key_name=f"exact-removal-{self.token}-{b}")
             for b, p in enumerate(parts)]
         routed = self._route(removals, strategy)
@@ -480,10 +471,8 @@ class ExactFilesRun:
             logger.warning("%s holds files curator-dask did not write (%s); leaving it",
                            self.staging, ", ".join(foreign[:3]))
             return
-        for name in sorted(own, key=lambda n: n.startswith(".curator-output")):
-            self.fs.rm(posixpath.join(self.staging, name))
-        if not self.fs.ls(self.staging, detail=False):
-            self.fs.rmdir(self.staging)
+        remove_own_files(self.fs, self.staging, own)
+        atomic.remove_empty_directory(self.fs, self.staging)
 
 
 def _counts(hashed: dict) -> dict:
@@ -497,22 +486,21 @@ def _input_stats(counted: list[dict]) -> dict:
                                if c["dropped"]}}
 
 
-def _mark_and_prepare(groups: list[dict], counted: list[dict], list_path: str,
-                      list_fingerprint, storage_options: dict, out_fs, out_root: str,
-                      mode: str, inputs, output_fingerprint) -> dict:
-    """Mark the duplicate list complete, then prepare the output directory."""
-    from curator_dask.dedup.cache import mark_complete
-
+def _mark_and_prepare(groups: list[dict], counted: list[dict], listing: GuardedPath,
+                      list_fingerprint, output: GuardedPath, mode: str,
+                      output_fingerprint) -> dict:
+    """Mark the duplicate list complete, then prepare the output directory (both checked
+    and leased by the run's guard on the client)."""
     rows = sum(g["rows"] for g in groups)
     stats = _input_stats(counted)
-    mark_complete(list_path, fingerprint=list_fingerprint, rows=rows, files=len(groups),
-                  stats=stats, storage_options=storage_options)
-    prepare_output(out_fs, out_root, mode, inputs=inputs, fingerprint=output_fingerprint)
+    mark_complete(listing.fs, listing.path, fingerprint=list_fingerprint, rows=rows,
+                  files=len(groups), stats=stats)
+    prepare_output(output, mode, fingerprint=output_fingerprint)
     return {"rows": rows, "stats": stats}
 
 
 def _removal_after(path: str, fs, id_field: str, after) -> pa.Table:
-    return _removal(path, fs, id_field)
+    return rows_to_remove(path, fs, id_field)
 
 
 def _write_result(path: str, written: list[dict]) -> WriteResult:

@@ -30,58 +30,26 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from dataclasses import dataclass, field
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.config import ExactDedupConfig, FuzzyDedupConfig, resolve_config
-from curator_dask.dedup.exact import (
-    DUPLICATE_REASON,
-    HASH_FIELD,
-    ExactDuplicates,
-    HashMethod,
-    OnNull,
+from curator_dask.dedup.config import (
+    ExactDedupConfig,
+    FuzzyDedupConfig,
+    field_names,
+    takes_config,
 )
-from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
+from curator_dask.dedup.exact import DUPLICATE_REASON, HASH_FIELD, ExactDuplicates
+from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
+from curator_dask.dedup.semantic.stage import SemanticDedup
+from curator_dask.dedup.stats import DedupStats
 from curator_dask.observe.progress import phase
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["DedupStats", "ExactDedup", "FuzzyDedup", "SemanticDedup"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class DedupStats:
-    """What one run of a dedup stage found.
-
-    Attributes
-    ----------
-    reason : str
-        The drop reason removed documents are counted under.
-    duplicate_documents : int
-        Documents removed: every member of a group but the one kept.
-    duplicate_groups : int
-        Groups of two or more documents.
-    cluster_sizes : dict of int to int
-        Number of groups of each size (documents in the group, the kept one included).
-    """
-
-    reason: str
-    duplicate_documents: int = 0
-    duplicate_groups: int = 0
-    cluster_sizes: dict[int, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_group_sizes(cls, reason: str, sizes) -> DedupStats:
-        """From a Series of group sizes (one value per group)."""
-        counts = sizes.value_counts().sort_index()
-        cluster_sizes = {int(size): int(n) for size, n in counts.items()}
-        return cls(reason=reason,
-                   duplicate_documents=sum((size - 1) * n for size, n in cluster_sizes.items()),
-                   duplicate_groups=sum(cluster_sizes.values()), cluster_sizes=cluster_sizes)
 
 
 class ExactDedup(WholeDatasetStage):
@@ -119,17 +87,8 @@ class ExactDedup(WholeDatasetStage):
     ('exact_duplicate', 2, 1, {3: 1})
     """
 
-    def __init__(self, id_field: str = "id", text_field: str = "text",
-                 hash_method: HashMethod = "md5", on_null: OnNull = "error",
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 hash_partitions: int | None = None, name: str = "exact_dedup", *,
-                 config: ExactDedupConfig | None = None):
-        config = resolve_config(ExactDedupConfig, config, dict(
-            id_field=id_field, text_field=text_field, hash_method=hash_method,
-            on_null=on_null, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold, hash_partitions=hash_partitions),
-            who="ExactDedup")
+    @takes_config(ExactDedupConfig, positional=(*field_names(ExactDedupConfig), "name"))
+    def __init__(self, name: str = "exact_dedup", *, config: ExactDedupConfig | None = None):
         self.dedup = ExactDuplicates(config=config)
         self.name = name
         self.last_run: DedupStats | None = None
@@ -146,12 +105,12 @@ class ExactDedup(WholeDatasetStage):
             duplicates = self.dedup.identify(ds)  # written to the cache and read back
         sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
-        logger.info("%s: %d duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, duplicates)
 
     def __repr__(self) -> str:
-        return f"<ExactDedup {self.stage_name!r} (whole dataset, {self.dedup.hash_method})>"
+        return f"<ExactDedup {self.name!r} (whole dataset, {self.dedup.hash_method})>"
 
 
 class FuzzyDedup(WholeDatasetStage):
@@ -194,21 +153,8 @@ class FuzzyDedup(WholeDatasetStage):
     ([1, 3], {2: 1})
     """
 
-    def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
-                 minhashes_per_band: int = 13, bands_per_iteration: int = 5,
-                 use_64_bit_hash: bool = False, false_positive_check: bool = False,
-                 jaccard_threshold: float = 0.8, id_field: str = "id",
-                 text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 name: str = "fuzzy_dedup", *, config: FuzzyDedupConfig | None = None):
-        config = resolve_config(FuzzyDedupConfig, config, dict(
-            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
-            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
-            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
-            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
-            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold), who="FuzzyDedup")
+    @takes_config(FuzzyDedupConfig, positional=(*field_names(FuzzyDedupConfig), "name"))
+    def __init__(self, name: str = "fuzzy_dedup", *, config: FuzzyDedupConfig | None = None):
         self.dedup = FuzzyDuplicates(config=config)
         self.name = name
         self.last_run: DedupStats | None = None
@@ -224,17 +170,13 @@ class FuzzyDedup(WholeDatasetStage):
             with phase("find groups"):
                 found = self.dedup.identify(ds)
         except DuplicateIdError as err:
-            raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
+            raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         groups = DocumentDataset(found.df.persist())
         sizes = groups.df.groupby(GROUP_FIELD).size().compute()
         self.last_run = DedupStats.from_group_sizes(FUZZY_DUPLICATE_REASON, sizes)
-        logger.info("%s: %d near duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d near duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, groups)
 
     def __repr__(self) -> str:
-        return f"<FuzzyDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
-
-
-# Semantic dedup lives in its own package; it is a barrier like the two above.
-from curator_dask.dedup.semantic.stage import SemanticDedup  # noqa: E402
+        return f"<FuzzyDedup {self.name!r} (whole dataset, {self.dedup!r})>"

@@ -30,8 +30,11 @@ from collections.abc import Sequence
 import fsspec
 from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.io import atomic
+from curator_dask.io.guard import guarded
 
 __all__ = ["DEFAULT_BASE_URL", "warc_paths", "download_warc", "read_common_crawl",
            "PARTIAL_SUFFIX"]
@@ -118,10 +121,13 @@ def download_warc(urls: Sequence[str], directory: str | os.PathLike, *,
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     out = []
-    for url in urls:
-        target = os.path.join(os.fspath(directory), _local_name(url))
-        _download_one(url, target, chunk, retries, storage_options or {})
-        out.append(target)
+    # One download into a directory at a time (two would write the same partial files),
+    # and never into what the run in progress reads or writes elsewhere.
+    with guarded(os.fspath(directory), "download directory"):
+        for url in urls:
+            target = os.path.join(os.fspath(directory), _local_name(url))
+            _download_one(url, target, chunk, retries, storage_options or {})
+            out.append(target)
     return out
 
 
@@ -135,7 +141,7 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
         raise FileExistsError(
             f"{target} exists with {os.path.getsize(target)} bytes, but {url} has {size}. "
             "Move it away (or choose another directory) to download the file again.")
-    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    atomic.make_local_dirs(os.path.dirname(target) or ".")
     partial = target + PARTIAL_SUFFIX
     for attempt in range(retries + 1):
         have = os.path.getsize(partial) if os.path.exists(partial) else 0
@@ -154,13 +160,11 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
             logger.warning("%s: attempt %d failed at byte %d (%s); resuming", url,
                            attempt + 1, got, err)
             time.sleep(min(2 ** attempt, 30))
-    os.replace(partial, target)
+    atomic.move(LocalFileSystem(), partial, target)
 
 
 def _fetch(fs, remote: str, partial: str, have: int, size: int | None, chunk: int) -> None:
-    mode = "ab" if have else "wb"
-    with open(partial, mode) as out:
-        out.truncate(have)
+    with atomic.open_partial(partial, have) as out:
         # No read-ahead cache: each read is one range request for exactly that chunk,
         # and what arrived is on disk before the next one is asked for.
         with fs.open(remote, "rb", block_size=chunk, cache_type="none") as source:

@@ -6,12 +6,8 @@
 - :class:`LocalExecutor`: everything in this process, for debugging a stage.
 """
 
-from curator_dask.executors.base import (
-    Executor,
-    NoWorkersError,
-    ResourceUnavailableError,
-    WorkerLifetimeError,
-)
+from curator_dask.errors import NoWorkersError, ResourceUnavailableError, WorkerLifetimeError
+from curator_dask.executors.base import Executor
 from curator_dask.executors.batch import BatchExecutor
 from curator_dask.executors.local import LocalExecutor
 from curator_dask.executors.streaming import StreamingExecutor

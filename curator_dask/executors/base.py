@@ -13,14 +13,15 @@ stages separated by whole-dataset stages, a writer) and runs it (:meth:`Executor
    through all stages at once (streaming).
 2. **Resume.** With ``resume=True``, partitions whose part is complete (its marker is
    written after the part's atomic rename) are skipped, after the output's manifest
-   proved to hold this run's fingerprint (input plan and pipeline, see
-   :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`).
+   proved to hold this run's fingerprint (input identity and pipeline, see
+   :meth:`~curator_dask.stages.io_stages.WriterStage.prepare`). Every path the run
+   writes is checked and leased first by its :class:`~curator_dask.io.guard.OutputGuard`.
 3. **Barriers.** A whole-dataset stage needs all of its input: the segment before it
    writes its parts as Parquet under the cache directory (``<cache>/<k>-<stage>/input``),
-   the stage runs on them, its output is kept in ``output`` beside a marker with a
-   fingerprint of the input and of the pipeline up to the stage, and the next segment
-   reads from there. A resumed run skips input parts already written and reuses an
-   output whose marker matches.
+   the stage runs on them, its output is kept in ``output`` with a completion record of
+   the input and the pipeline up to the stage, and the next segment reads from there. A
+   resumed run skips input parts already written and reuses an output whose record
+   matches (:func:`~curator_dask.io.output_state.reusable`).
 4. **Report and teardown.** Task records (:class:`~curator_dask.observe.run_result.TaskRecord`)
    ride with the data to the writer; the run's :class:`~curator_dask.observe.run_result.RunResult`
    sums them per stage. Whatever happens, every stage is torn down where it was set up,
@@ -41,10 +42,8 @@ On a cluster (:class:`ClusterExecutor`), three facts about Dask shape the submis
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import posixpath
-import tempfile
 import time
 import uuid
 import warnings
@@ -54,11 +53,15 @@ from dataclasses import dataclass, field, replace
 import dask
 from distributed.scheduler import NoWorkerError
 
-from curator_dask.errors import CuratorError
+from curator_dask.cluster import worker_resources
+from curator_dask.dataset import DocumentDataset
+from curator_dask.errors import CuratorError, NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.io.overlap import check_run_paths
-from curator_dask.io.writers import claim_files
+from curator_dask.faults import faults_explained
+from curator_dask.io import atomic
+from curator_dask.io.guard import OutputGuard, run_guard
+from curator_dask.io.output_state import mark_complete, reusable
 from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
@@ -68,63 +71,21 @@ from curator_dask.stages.base import (
     WholeDatasetStage,
     key_prefix,
     teardown_stage,
+    unique_name,
 )
-from curator_dask.stages.fingerprint import digest
+from curator_dask.stages.fingerprint import pipeline_changes
 from curator_dask.stages.io_stages import (
     ParquetWriter,
     PreparedOutput,
     ReaderStage,
     WriterStage,
+    input_identity,
     plan_token,
 )
 
-__all__ = ["ClusterExecutor", "Executor", "Layout", "NoWorkersError", "ResourceUnavailableError",
-           "WorkerLifetimeError", "check_placement"]
+__all__ = ["ClusterExecutor", "Executor", "Layout", "check_placement"]
 
 logger = logging.getLogger(__name__)
-
-#: Marks a barrier's output in the cache as complete: its fingerprint and drop counts.
-BARRIER_DONE = ".complete"
-
-
-class ResourceUnavailableError(CuratorError, RuntimeError):
-    """A stage asks for a resource that no worker of the cluster offers."""
-
-
-class WorkerLifetimeError(ResourceUnavailableError):
-    """A task ran longer than the workers live (``get_client(worker_lifetime=...)``).
-
-    Recycling retires a worker only between tasks, so a task longer than the lifetime
-    would keep its worker past it; the scheduler's recycler fails the task instead.
-    """
-
-    def __init__(self, key, seconds: float, lifetime: float, worker: str):
-        super().__init__(key, seconds, lifetime, worker)
-        self.key, self.seconds, self.lifetime, self.worker = key, seconds, lifetime, worker
-
-    def __str__(self) -> str:
-        from dask.utils import key_split
-
-        return (f"stage {key_split(self.key)!r}: task {self.key!r} has run for "
-                f"{self.seconds:.0f} s on {self.worker}, longer than the workers' lifetime "
-                f"({self.lifetime:g} s, get_client(worker_lifetime=...)). Workers are "
-                "recycled only between tasks; give worker_lifetime several times your "
-                "longest task, make partitions smaller (files_per_partition, blocksize), "
-                "or turn recycling off (worker_lifetime=None)")
-
-
-class NoWorkersError(ResourceUnavailableError, NoWorkerError):
-    """The cluster had no worker at all for longer than its no-workers timeout.
-
-    A :class:`distributed.scheduler.NoWorkerError` (catch either) whose message says
-    which workers left last, and why when the scheduler knows.
-    """
-
-    def __init__(self, task, timeout: float, message: str):
-        super().__init__(task, timeout, message)
-
-    def __str__(self) -> str:
-        return self.args[2]
 
 
 # -- the pipeline, cut for execution -------------------------------------------------------
@@ -161,15 +122,14 @@ class Layout:
             else:
                 segments[-1].append(stage)
         layout = cls(name, stages[0], segments, barriers, writer)
-        seen: dict[str, int] = {}
         for stage in stages:
-            base = stage.stage_name
-            seen[base] = seen.get(base, 0) + 1
-            layout.names[id(stage)] = base if seen[base] == 1 else f"{base}_{seen[base]}"
+            layout.names[id(stage)] = unique_name(stage.name, layout.names.values())
         return layout
 
     def name_of(self, stage: Stage) -> str:
-        return self.names[id(stage)]
+        """The stage's unique name in the pipeline; a stage the executor adds (an
+        :class:`InternalStage`) goes by its own."""
+        return self.names.get(id(stage), stage.name)
 
     def entry(self, stage: Stage) -> dict:
         """``{"name", "kind", "fingerprint"}`` of one stage, as a resume manifest keeps it."""
@@ -283,7 +243,7 @@ class Step:
 
     def __init__(self, state: RunState, stage: Stage | None, batch_size: int = 1):
         self.stage, self.batch_size = stage, batch_size
-        self.name = state.name(stage) if stage is not None else "records"
+        self.name = state.layout.name_of(stage) if stage is not None else "records"
         self.resources = state.resources.get(id(stage)) if stage is not None else None
         self.prefix = (f"{state.prefixes[id(stage)]}-{state.token}" if stage is not None
                        else f"records-{state.token}")
@@ -430,9 +390,12 @@ class RunState:
     timelines: dict[str, StageTimeline] = field(default_factory=dict)
     #: Streaming with balancing: the stage the last plan found slowest.
     bottleneck: str | None = None
-    #: Where the run reads from (writes must keep clear of them), and its input plan.
+    #: Where the run reads from, and what (the plan, every file's identity).
     inputs: list = field(default_factory=list)
-    input_token: str = ""
+    input_identity: dict = field(default_factory=dict)
+    #: The paths the run writes, checked and leased; the barriers' cache directory.
+    guard: OutputGuard | None = None
+    cache: str | None = None
     #: On a cluster, the workers' advertised resources when the run started.
     workers: dict[str, dict] = field(default_factory=dict)
     #: The run's one progress bar (or log lines), moved on from stage to stage.
@@ -445,7 +408,7 @@ class RunState:
     def register(self, stage: Stage) -> Stage:
         """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix, its
         resources and, on a cluster (:meth:`place`), its span."""
-        name = self.name(stage)
+        name = self.layout.name_of(stage)
         self.prefixes[id(stage)] = key_prefix(name)
         if stage.resources is not None:
             self.resources[id(stage)] = (
@@ -468,10 +431,6 @@ class RunState:
         self.resources.update(check_placement(placed, layout.names, workers))
         for stage in layout.stages:
             self.spans[id(stage)] = span_annotation(layout.name, layout.name_of(stage))
-
-    def name(self, stage: Stage) -> str:
-        """The stage's unique name in this run (executor-internal stages use their own)."""
-        return self.layout.names.get(id(stage)) or stage.stage_name
 
     @contextlib.contextmanager
     def in_span(self, stage: Stage | None, building: bool = False):
@@ -523,6 +482,7 @@ class RunState:
             partitions=self.partitions, partitions_skipped=self.skipped,
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=records,
+            inputs=list(self.inputs),
         )
 
 
@@ -547,6 +507,9 @@ class Executor:
         Report progress: a bar on a terminal or in a notebook, else an INFO line of
         ``curator_dask.observe.progress`` every 10 s (see
         :mod:`curator_dask.observe.progress`).
+    force : bool, default False
+        Take over the lease of an output or cache directory whose run stopped
+        heart-beating (:mod:`curator_dask.io.lease`); a live run's is always refused.
     """
 
     name = "executor"
@@ -554,10 +517,11 @@ class Executor:
     writes_report = False
 
     def __init__(self, *, resume: bool = False, cache_path: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, force: bool = False):
         self.resume = resume
         self.cache_path = cache_path
         self.progress = progress
+        self.force = force
 
     # -- what an executor decides ----------------------------------------------------------
     def session(self, state: RunState, report: str | None):
@@ -580,21 +544,41 @@ class Executor:
             raise ValueError(f"pipeline {layout.name!r}: resume=True needs a writer stage, "
                              "whose completed parts are what a resume skips")
         state = RunState(layout, progress=Progress(enabled=self.progress))
-        try:
-            with state.progress.active(), self.session(state, report):
-                dataset = self._run(state)
-        finally:
-            state.progress.close()
+        with run_guard(force=self.force) as state.guard:  # paths checked before any cluster
+            state.cache = self.register_outputs(state.guard, layout, report)
+            try:
+                with state.progress.active(), self.session(state, report):
+                    dataset = self._run(state)
+            finally:
+                state.progress.close()
         result = state.result(self.name, layout.writer.path if layout.writer else None,
                               dataset=dataset)
         result.report = report if self.writes_report else None
         return result
 
+    def register_outputs(self, guard: OutputGuard, layout: Layout,
+                         report: str | None = None) -> str | None:
+        """Register with ``guard`` what a run of ``layout`` reads and every path it
+        writes (refused, naming both, if one overlaps an input or another); the barriers'
+        cache (None without barriers, or for a private temporary one)."""
+        guard.add_inputs([layout.reader.input_paths()])
+        options = layout.writer.storage_options if layout.writer is not None else None
+        if report:
+            guard.register(report, "performance report", kind="file")
+        for path, what in (layout.writer.outputs() if layout.writer is not None else []):
+            guard.register(path, what, storage_options=options)
+        cache = self._cache_root(layout) if layout.barriers else None
+        if cache is not None:
+            guard.register(cache, "cache directory", storage_options=options)
+        return cache
+
     def _run(self, state: RunState):
         layout = state.layout
         ds = layout.reader.dataset()
-        cache = self._cache_root(layout) if layout.barriers else None
-        output = self._open_output(state, ds, cache)
+        if state.cache is None and layout.barriers:  # no writer, no cache_path: a private one
+            state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
+        cache = state.cache
+        output = self._open_output(state, ds)
         source = Source(ds, layout.reader)
         for k, stages in enumerate(layout.segments):
             if k < len(layout.barriers):
@@ -603,7 +587,10 @@ class Executor:
                 source = self._through_barrier(state, source, stages, barrier, directory,
                                                first=k == 0)
             elif output is not None:
-                sink = Sink(replace(output, source=plan_token(source.dataset)), layout.writer)
+                known = state.input_identity if source.dataset is ds else None
+                sink = Sink(replace(output, source=plan_token(source.dataset, known),
+                                    spec=replace(output.spec, schema=source.dataset.schema)),
+                            layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
                 layout.writer.finish(sink.output, state.write_stats + state.skipped_stats)
             else:
@@ -656,50 +643,42 @@ class Executor:
                          cache: str, first: bool) -> Source:
         """Stream the segment into the barrier's input, run the barrier (or reuse its
         finished output), and return its output as the next segment's source."""
-        from curator_dask.dataset import DocumentDataset
-
         layout = state.layout
         name = layout.name_of(barrier)
         spill = state.register(InternalStage(f"{name}_input", "write"))
         # The spill is the executor's own: written by another pipeline, it starts over.
-        token = plan_token(source.dataset)
+        identity = input_identity(source.dataset)
         output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
-            token, resume=self.resume, inputs=state.inputs,
+            identity, resume=self.resume, inputs=state.inputs,
             pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
-        sink = Sink(replace(output, source=token), spill, final=False)
+        sink = Sink(replace(output, source=plan_token(source.dataset, identity),
+                            spec=replace(output.spec, schema=source.dataset.schema)),
+                    spill, final=False)
         self._segment(state, source, stages, sink, first)
         state.barrier_dropped.extend(s["dropped"] for s in sink.stats)
 
         start = time.time()
         out_dir = posixpath.join(cache, "output")
-        done_marker = posixpath.join(out_dir, BARRIER_DONE)
         fs = output.fs
         # The barrier's output may be reused only by the pipeline (up to and including
         # the barrier) that computed it, from the same input.
-        fingerprint = digest({"input": state.input_token,
-                              "pipeline": [*layout.fingerprint(upto=barrier),
-                                           layout.entry(barrier)]})
-        saved = _read_json(fs, done_marker) if self.resume else None
-        if saved is not None and saved.get("fingerprint") == fingerprint:
-            logger.info("resume: barrier %r output already complete, reusing it", name)
+        fingerprint = {"input": state.input_identity,
+                       "pipeline": [*layout.fingerprint(upto=barrier), layout.entry(barrier)]}
+        saved = (reusable(fs, out_dir, fingerprint, explain={"pipeline": pipeline_changes})
+                 if self.resume else None)
+        if saved is not None:
             out = DocumentDataset.read_parquet(out_dir, files_per_partition=1)
-            removed = saved.get("dropped", {})
+            removed = saved["stats"].get("dropped", {})
         else:
-            if saved is not None:
-                logger.info("barrier %r: the output in %s was computed by another pipeline or "
-                            "from other input: computing it again", name, out_dir)
-            if fs.exists(done_marker):
-                fs.rm(done_marker)  # the executor's own; stale from here on
             ds_in = DocumentDataset.read_parquet(output.spec.path, files_per_partition=1)
             with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
                 with phase("write"):
                     out, removed = _materialize(out, out_dir)
-                if fs.exists(out_dir):
-                    # The marker keeps the barrier's drop counts for a resumed run.
-                    claim_files(fs, out_dir, [BARRIER_DONE])
-                    fs.pipe_file(done_marker, json.dumps(
-                        {"fingerprint": fingerprint, "dropped": removed}).encode())
+                if fs.exists(out_dir):  # written here: its record keeps the drop counts
+                    state.guard.check()
+                    mark_complete(fs, out_dir, fingerprint=fingerprint, rows=0,
+                                  files=len(out.plan or ()), stats={"dropped": removed})
         state.barrier_dropped.append(removed)
         stop = time.time()
         reread = state.register(InternalStage(f"{name}_output", "read"))
@@ -715,46 +694,29 @@ class Executor:
         state.progress.stage(description or state.layout.name, total)
         return state.progress
 
-    def _cache_root(self, layout: Layout) -> str:
+    def _cache_root(self, layout: Layout) -> str | None:
+        """``cache_path``, else beside the output; None: a private temporary one."""
         if self.cache_path is not None:
             return self.cache_path.rstrip("/")
         if layout.writer is not None:
             return layout.writer.path.rstrip("/") + ".curator-cache"
-        return tempfile.mkdtemp(prefix=f"curator-{key_prefix(layout.name)}-")
+        return None
 
-    def _open_output(self, state: RunState, ds, cache: str | None):
-        """Check where the run will write against where it reads, then prepare the
-        writer's output (or None without a writer), before any task is submitted.
-
-        The output and the barrier cache must each stay clear of every input path and
-        of each other; a resume must find a manifest with this run's fingerprint (input
-        plan and pipeline), see :meth:`WriterStage.prepare`.
-        """
+    def _open_output(self, state: RunState, ds):
+        """Record what the run reads (checked against every output again) and prepare the
+        writer's output (:meth:`WriterStage.prepare`; None without a writer)."""
         layout = state.layout
         state.inputs = [ds.sources] if ds.sources is not None else []
-        state.input_token = plan_token(ds)
+        state.guard.add_inputs(state.inputs)
+        state.input_identity = input_identity(ds)
         writer = layout.writer
-        check_run_paths(state.inputs, output=writer.path if writer is not None else None,
-                        cache=cache,
-                        storage_options=writer.storage_options if writer is not None else None)
         if writer is None:
             return None
-        return writer.prepare(state.input_token, resume=self.resume,
+        return writer.prepare(state.input_identity, resume=self.resume,
                               pipeline=layout.fingerprint(), inputs=state.inputs)
 
 
-def _read_json(fs, path: str) -> dict | None:
-    """A small JSON file written by the executor, or None (absent, or an older format)."""
-    if not fs.exists(path):
-        return None
-    try:
-        value = json.loads(fs.cat_file(path) or b"null")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _materialize(out, directory: str) -> tuple:
+def _materialize(out: DocumentDataset, directory: str) -> tuple:
     """A barrier's output as a dataset the next segment can read, and its drop counts.
 
     A barrier that returns a planned dataset (files with a reader) is read from as it
@@ -762,7 +724,6 @@ def _materialize(out, directory: str) -> tuple:
     its partitions carry the documents the barrier removed in their drop counts, which
     files do not keep: the counts come back here, so the run can report them.
     """
-    from curator_dask.dataset import DocumentDataset
     from curator_dask.dropped import join_counts
 
     if out.partition_reader is not None and out.plan is not None:
@@ -800,8 +761,8 @@ class ClusterExecutor(Executor):
     writes_report = True
 
     def __init__(self, *, resume: bool = False, client=None, cache_path: str | None = None,
-                 progress: bool = True):
-        super().__init__(resume=resume, cache_path=cache_path, progress=progress)
+                 progress: bool = True, force: bool = False):
+        super().__init__(resume=resume, cache_path=cache_path, progress=progress, force=force)
         self.client = client
 
     def _client(self):
@@ -820,8 +781,6 @@ class ClusterExecutor(Executor):
 
     def workers(self, client, state: RunState) -> dict[str, dict]:
         """The workers' resources, checked against the stages before the run."""
-        from curator_dask.cluster import worker_resources
-
         return worker_resources(client)
 
     def cleanup(self, state: RunState) -> None:
@@ -836,13 +795,12 @@ class ClusterExecutor(Executor):
             self.cleanup(state)
             raise
         if report:
-            from distributed import performance_report
-
-            report_ctx = performance_report(filename=report)
+            saved = state.guard.claim(report, "performance report")
+            report_ctx = atomic.performance_report(saved.fs, saved.path)
         else:
             report_ctx = contextlib.nullcontext()
         try:
-            with report_ctx:
+            with report_ctx, faults_explained(lambda: _partition_bytes(state), client):
                 yield
         except BaseException:
             # Before the error reaches the caller: its traceback holds the run's futures,
@@ -857,6 +815,12 @@ class ClusterExecutor(Executor):
     def frames(self, state, results):
         return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")
                 for i, carried in sorted(results.items())]
+
+
+def _partition_bytes(state: RunState) -> int | None:
+    """The largest input partition of the run (named when workers die for memory)."""
+    plan = state.layout.reader.dataset().plan
+    return max((p.nbytes for p in plan), default=None) if plan else None
 
 
 def _offers(worker: dict, wanted: dict) -> bool:
@@ -1014,7 +978,7 @@ def teardown_everywhere(client, stages: Sequence[ProcessingStage], token: str | 
         try:
             client.run(teardown_stage, stage.stage_id)
         except Exception:  # a failing teardown must not hide the run's own error
-            logger.warning("teardown of stage %r failed on some worker", stage.stage_name,
+            logger.warning("teardown of stage %r failed on some worker", stage.name,
                            exc_info=True)
 
 

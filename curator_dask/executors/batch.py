@@ -34,16 +34,16 @@ class BatchExecutor(ClusterExecutor):
         Skip input partitions whose output part is complete from an earlier run.
     client : distributed.Client, optional
         Default: the current client.
-    cache_path, progress
+    cache_path, progress, force
         See :class:`~curator_dask.executors.base.Executor`.
     """
 
     name = "batch"
 
     def __init__(self, resume: bool = False, *, client=None, cache_path: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, force: bool = False):
         super().__init__(resume=resume, client=client, cache_path=cache_path,
-                         progress=progress)
+                         progress=progress, force=force)
 
     def __repr__(self) -> str:
         return f"BatchExecutor(resume={self.resume})"

@@ -46,7 +46,10 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_timedelta
 
+from curator_dask._distributed import scheduler_workers
+from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
+from curator_dask.errors import ResourceUnavailableError
 from curator_dask.executors.balancing import (
     StageLoad,
     StageMeter,
@@ -57,7 +60,6 @@ from curator_dask.executors.balancing import (
 )
 from curator_dask.executors.base import (
     ClusterExecutor,
-    ResourceUnavailableError,
     RunState,
     Segment,
     Step,
@@ -109,7 +111,7 @@ class StreamingExecutor(ClusterExecutor):
         every task on the workers its resources name.
     client : distributed.Client, optional
         Default: the current client (``get_client()`` makes one).
-    cache_path, progress
+    cache_path, progress, force
         See :class:`~curator_dask.executors.base.Executor`.
 
     Notes
@@ -128,12 +130,12 @@ class StreamingExecutor(ClusterExecutor):
 
     name = "streaming"
 
-    def __init__(self, max_in_flight: int | None = None, resume: bool = False, *,
+    def __init__(self, max_in_flight: PositiveInt | None = None, resume: bool = False, *,
                  balance: bool = True, balance_interval: float | str = 10.0,
                  lend: bool = True, client=None, cache_path: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, force: bool = False):
         super().__init__(resume=resume, client=client, cache_path=cache_path,
-                         progress=progress)
+                         progress=progress, force=force)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
             raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
         interval = parse_timedelta(balance_interval, default="seconds")
@@ -189,7 +191,7 @@ class StreamingExecutor(ClusterExecutor):
 
         def look_at_workers(now: float) -> bool:
             try:
-                info = client.scheduler_info(n_workers=-1)["workers"]
+                info = scheduler_workers(client)
             except Exception:  # the scheduler is busy: keep the last view
                 logger.debug("could not refresh the workers", exc_info=True)
                 return False

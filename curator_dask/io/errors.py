@@ -7,11 +7,19 @@ the problem concerns a whole file).
 
 from __future__ import annotations
 
+import lzma
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pyarrow as pa
+
 from curator_dask.errors import CuratorError
 
 __all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
            "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
-           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError"]
+           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError",
+           "InputNotFoundError", "reading", "as_input_error"]
 
 _SKIP_HINT = "or read with on_bad_lines='skip' (or 'warn') to skip and count such lines"
 
@@ -115,15 +123,24 @@ class TextTypeError(SchemaMismatchError):
 
 
 class UnexpectedColumnError(InputError):
-    """A field that is in the data but not in the dataset's schema: it would be lost."""
+    """A field that is in the data but not in the dataset's schema: it would be lost.
 
-    def __init__(self, column: str, path: str, *, line: int | None = None, unit: str = "line"):
-        self.column, self.path, self.line = column, path, line
+    ``column`` is a top-level column, or for a field inside a struct its path
+    (``meta.source``), with ``within`` the top-level column that holds it.
+    """
+
+    def __init__(self, column: str, path: str, *, line: int | None = None, unit: str = "line",
+                 within: str | None = None):
+        self.column, self.path, self.line, self.within = column, path, line, within
+        if within is None:
+            fix = f"Pass input_meta={{{column!r}: ...}} to read it"
+        else:
+            fix = (f"Pass input_meta={{{within!r}: ...}} with a type that has the field "
+                   "(a pyarrow struct type) to read it")
         super().__init__(
             f"{_where(path, line, unit)}: field {column!r} is not in the dataset's schema "
-            "(inferred from a sample of the files), so it would be dropped. Pass "
-            f"input_meta={{{column!r}: ...}} to read it, or columns= to choose the columns "
-            "to keep."
+            f"(inferred from a sample of the files), so it would be dropped. {fix}, or "
+            "columns= to choose the columns to keep."
         )
 
 
@@ -149,6 +166,80 @@ class TruncatedFileError(CorruptFileError):
             f"the {line} lines before the break (the partial line after them is counted "
             "under reader.truncated_file)."
         )
+
+
+class InputNotFoundError(CuratorError, FileNotFoundError):
+    """An input path that does not exist, a pattern that matches nothing, or input
+    directories without a file of the reader's format.
+
+    ``path`` is the path as given; ``pattern`` says it was read as a glob (it does not
+    exist and holds ``*``, ``?`` or ``[``).
+    """
+
+    def __init__(self, path: str, *, pattern: bool = False, extensions: str | None = None):
+        self.path, self.pattern = path, pattern
+        if extensions is not None:
+            message = f"no files ending in {extensions} under {path}"
+        elif pattern:
+            example = path.replace("[", "[[]", 1)
+            message = (
+                f"no files match the pattern {path!r}: no file or directory of that name "
+                "exists, so it was read as a glob pattern, where '*', '?' and '[...]' are "
+                "wildcards. Check the path; to match a name that holds '[' in a pattern, "
+                f"write the bracket as '[[]' (for example {example!r})")
+        else:
+            message = f"input path does not exist: {path!r}"
+        super().__init__(message)
+
+
+# -- the one place where what reading raises becomes a named error -------------------
+
+#: What parsing, decoding or decompressing bad bytes raises: Arrow's errors, Python's
+#: decoders' (JSON, UTF-8, zlib, lzma; zstandard's is an Exception subclass checked by
+#: name), a stream that ends early, and nesting too deep to parse.
+_DATA_ERRORS = (pa.ArrowException, ValueError, UnicodeError, zlib.error, lzma.LZMAError,
+                EOFError, RecursionError, OverflowError)
+#: What the reader's own code raises when bad input breaks an assumption (reported as
+#: an unreadable file, with a request to report it: it is a gap in the reader).
+_SURPRISES = (TypeError, KeyError, IndexError, AttributeError, AssertionError)
+
+
+def as_input_error(err: BaseException, path: str, *, line: int | None = None,
+                   offset: int | None = None) -> BaseException:
+    """The named error for what reading ``path`` raised: ``err`` itself when it is one of
+    the project's errors or not about the data (a missing file, a refused permission, a
+    network error, an interrupt), else a :class:`CorruptFileError` naming the file, the
+    line (or the byte ``offset``) and the cause."""
+    if isinstance(err, CuratorError):
+        return err
+    is_data = isinstance(err, _DATA_ERRORS) or type(err) is OSError \
+        or type(err).__name__ == "ZstdError"
+    if not is_data and not isinstance(err, _SURPRISES):
+        return err
+    reason = f"{type(err).__name__}: {err}"
+    if offset is not None and line is None:
+        reason += f", in the bytes from offset {offset}"
+    fix = "Re-create or re-download the file, or remove it from the input."
+    if not is_data:
+        fix += (" If the file is valid, this is a gap in curator-dask's reader: please "
+                "report it with the file.")
+    unit = "line"
+    return CorruptFileError(path, reason, line=line, unit=unit, fix=fix)
+
+
+@contextmanager
+def reading(path: str, *, line: int | None = None, offset: int | None = None
+            ) -> Iterator[None]:
+    """Around reading one file (or a slice of it): anything the bytes make the parsers,
+    decoders or the reader itself raise leaves as a named error (:func:`as_input_error`),
+    never as a raw exception."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 (sorted by as_input_error)
+        named = as_input_error(err, path, line=line, offset=offset)
+        if named is err:
+            raise
+        raise named from err
 
 
 # -- output: what a write must not destroy or mix ----------------------------------------

@@ -1,4 +1,10 @@
-"""Find input files through fsspec, in a deterministic order."""
+"""Find input files through fsspec, in a deterministic order.
+
+A path that exists is read as it is spelled, whatever characters it holds
+(``in/part[1].jsonl``, a directory named ``d[12]`` or ``in?*``); only a path that does not
+exist is a glob pattern (:func:`is_pattern`). Every reader, the command line's input
+checks and the dedup workflows find their files through :func:`list_files`.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,17 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
-__all__ = ["InputFile", "list_files", "sample_files", "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
+from curator_dask._fsspec import strip_protocol
+from curator_dask.io.errors import InputNotFoundError
+
+__all__ = ["InputFile", "list_files", "sample_files", "is_pattern", "pattern_root",
+           "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
 
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".bz2": "bz2", ".xz": "xz"}
+#: The characters that make a path that does not exist a glob pattern.
+WILDCARDS = "*?["
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,38 @@ def _compression_of(path: str) -> str | None:
     return infer_compression(path)
 
 
+def is_pattern(fs, path: str) -> bool:
+    """Whether ``path`` (stripped of its protocol) is a glob pattern: it holds a wildcard
+    (``*``, ``?``, ``[``) and does not exist. A path that exists is always literal.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe("/docs/part[1].jsonl", b"{}")
+    >>> is_pattern(fs, "/docs/part[1].jsonl"), is_pattern(fs, "/docs/part[2].jsonl")
+    (False, True)
+    >>> is_pattern(fs, "/docs/none.jsonl")
+    False
+    """
+    return any(ch in path for ch in WILDCARDS) and not fs.exists(path)
+
+
+def pattern_root(pattern: str) -> str:
+    """The directory before the first path component that holds a wildcard.
+
+    Examples
+    --------
+    >>> pattern_root("/data/2024-*/part-?.jsonl")
+    '/data'
+    """
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if any(ch in part for ch in WILDCARDS):
+            return "/".join(parts[:i]) or ("/" if pattern.startswith("/") else "")
+    return posixpath.dirname(pattern)
+
+
 def list_files(
     paths: str | Sequence[str],
     extensions: Sequence[str],
@@ -54,14 +98,18 @@ def list_files(
 ) -> tuple[fsspec.AbstractFileSystem, list[InputFile]]:
     """Expand a directory, a glob or a list of paths into sorted input files.
 
-    Directories are searched recursively and filtered by ``extensions`` (a compression
-    suffix such as ``.gz`` is allowed after the extension); explicitly named files are
-    taken as they are. All paths must be on one filesystem.
+    A path that exists is taken literally: a directory is searched recursively and
+    filtered by ``extensions`` (a compression suffix such as ``.gz`` is allowed after the
+    extension; names starting with ``.`` or ``_`` are skipped), a file is taken as it
+    is, whatever its name. A path that does not exist and holds a wildcard is a glob
+    (see :func:`is_pattern`). All paths must be on one filesystem.
 
     Raises
     ------
-    FileNotFoundError
-        When a path does not exist, or nothing with the extensions was found.
+    InputNotFoundError
+        (a ``FileNotFoundError``) When a path does not exist, a pattern matches nothing
+        (the message says how to match a literal ``[``), or nothing with the extensions
+        was found.
     """
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [str(paths)]
@@ -73,16 +121,16 @@ def list_files(
     found: dict[str, int] = {}
     roots: list[str] = []
     for raw in paths:
-        path = fs._strip_protocol(raw)
-        if any(ch in path for ch in "*?["):
+        path = strip_protocol(fs, raw)
+        if is_pattern(fs, path):
             matches = fs.glob(path, detail=True)
             matches = {p: info for p, info in matches.items() if info.get("type") != "directory"}
             if not matches:
-                raise FileNotFoundError(f"no files match the pattern {raw!r}")
+                raise InputNotFoundError(raw, pattern=True)
             for p, info in matches.items():
                 if _has_extension(p, extensions):
                     found[p] = info.get("size") or 0
-            roots.append(_glob_root(path))
+            roots.append(pattern_root(path))
         elif fs.isdir(path):
             for p, info in fs.find(path, detail=True).items():
                 if _has_extension(p, extensions) and not posixpath.basename(p).startswith((".", "_")):
@@ -92,12 +140,10 @@ def list_files(
             found[path] = fs.info(path).get("size") or 0
             roots.append(posixpath.dirname(path))
         else:
-            raise FileNotFoundError(f"input path does not exist: {raw!r}")
+            raise InputNotFoundError(raw)
     if not found:
-        raise FileNotFoundError(
-            f"no files ending in {', '.join(extensions)} (optionally compressed: "
-            f"{', '.join(COMPRESSION_SUFFIXES)}) under {', '.join(map(repr, paths))}"
-        )
+        raise InputNotFoundError(", ".join(map(repr, paths)), extensions=(
+            f"{', '.join(extensions)} (optionally compressed: {', '.join(COMPRESSION_SUFFIXES)})"))
     root = _common_root(roots)
     files = [
         InputFile(path=p, size=found[p], compression=_compression_of(p), name=_relative(p, root))
@@ -121,14 +167,6 @@ def sample_files(files: Sequence[InputFile], n: int) -> list[InputFile]:
         return list(files[:n])
     picks = sorted({round(i * (len(files) - 1) / (n - 1)) for i in range(n)})
     return [files[i] for i in picks]
-
-
-def _glob_root(pattern: str) -> str:
-    parts = pattern.split("/")
-    for i, part in enumerate(parts):
-        if any(ch in part for ch in "*?["):
-            return "/".join(parts[:i])
-    return posixpath.dirname(pattern)
 
 
 def _common_root(roots: list[str]) -> str:

@@ -1,43 +1,56 @@
 """Read JSONL partitions with pyarrow's JSON parser.
 
-The fast path hands a whole slice of bytes to ``pyarrow.json.read_json`` and conforms the
-table to the dataset's schema. Only when that fails (a malformed line, bad UTF-8, a value
-whose type changes inside the slice or does not fit the schema, a field the schema lacks,
-a broken compressed stream) does the slow path look at lines one by one, to name the file
-and line, or to skip and count bad lines when asked.
+The fast path hands a whole slice of bytes to ``pyarrow.json.read_json``, typed by the
+dataset's schema (so a string that looks like a date stays the string it is), and
+conforms the table to the schema. Only when that fails (a malformed line, bad UTF-8, a
+value whose type changes inside the slice or does not fit the schema, a field the schema
+lacks, an integer that the column's floats cannot hold exactly, a broken compressed
+stream) does the slow path look at lines one by one, to name the file and line, or to
+skip and count bad lines when asked.
 """
 
 from __future__ import annotations
 
-import bz2
 import io
 import json
 import logging
-import lzma
-import zlib
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Literal, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
-import zstandard
 from fsspec.implementations.local import LocalFileSystem
-from fsspec.utils import read_block
 
 from curator_dask.dropped import record_dropped
-from curator_dask.io.errors import InvalidEncodingError, MalformedLineError, TruncatedFileError
-from curator_dask.io.files import InputFile, open_input, sample_files
-from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import (
-    FILENAME_COLUMN,
-    ColumnConflict,
-    Conformer,
-    SchemaUnion,
+from curator_dask.io.errors import (
+    InvalidEncodingError,
+    MalformedLineError,
+    TruncatedFileError,
+    reading,
+)
+from curator_dask.io.files import InputFile, sample_files
+from curator_dask.io.jsonl_bytes import (
+    SAMPLE_BYTES,
+    STREAM_BLOCK,
+    STREAM_ERRORS,
+    first_line_number,
+    mapped_range,
+    open_stream,
+    read_slice,
+    read_slice_bytes,
+    sample_bytes,
+)
+from curator_dask.io.partitions import FileSlice, PartitionSpec
+from curator_dask.io.arrow_types import (
+    holds_only_text,
+    inexact_float_rows,
+    strings_for_timestamps,
     to_frame,
 )
+from curator_dask.io.tables import FILENAME_COLUMN, ColumnConflict, Conformer, SchemaUnion
 
 __all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes",
            "BAD_LINE_REASON",
@@ -54,161 +67,85 @@ OnBadLines = Literal["error", "skip", "warn"]
 EncodingErrors = Literal["strict", "replace"]
 ON_BAD_LINES = get_args(OnBadLines)
 ENCODING_ERRORS = get_args(EncodingErrors)
-# Schema inference reads the first complete line of each sampled file, however long, and
-# up to SAMPLE_BYTES after it, from up to SAMPLE_FILES files spread over the listing.
+# Schema inference samples up to SAMPLE_FILES files spread over the listing (see
+# curator_dask.io.jsonl_bytes.SAMPLE_BYTES for how much of each).
 SAMPLE_FILES = 16
-SAMPLE_BYTES = 256 << 10
-_STREAM_BLOCK = 16 << 20
-# Reads from a decompressing stream: Python's incremental decompressors return every
-# byte decoded before a break, whatever the read size.
-_CHUNK = 1 << 20
-# fsspec compression name -> Arrow codec, for the codecs Arrow decompresses itself. Arrow's
-# decompressors also notice a truncated stream (Python's zstandard reader does not).
-_ARROW_CODECS = {name: codec for name, codec in
-                 {None: None, "gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}.items()
-                 if codec is None or pa.Codec.is_available(codec)}
-_STREAM_ERRORS = (pa.ArrowInvalid, OSError, EOFError, zlib.error, lzma.LZMAError)
+_BOM = b"\xef\xbb\xbf"
 
 
-def _is_broken_stream(err: BaseException) -> bool:
-    """Whether an error while decompressing means the data is truncated or corrupt.
-
-    Arrow and Python's decompressors raise plain OSError or EOFError for a stream that
-    ends early or does not decode; subclasses of OSError (a missing file, a refused
-    permission, a network error) are not about the data.
-    """
-    return type(err) is OSError or isinstance(
-        err, (EOFError, zlib.error, lzma.LZMAError, pa.ArrowInvalid))
-
-
-@contextmanager
-def _open_stream(fs, f: InputFile):
-    """The decompressed bytes of a whole file, as a stream with ``read(n)``."""
-    if f.compression not in _ARROW_CODECS:
-        with open_input(fs, f.path, compression=f.compression) as handle:
-            yield handle
-    elif isinstance(fs, LocalFileSystem):
-        with pa.input_stream(f.path, compression=_ARROW_CODECS[f.compression]) as stream:
-            yield stream
-    else:
-        with open_input(fs, f.path) as raw:
-            if f.compression is None:
-                yield raw
-            else:
-                stream = pa.CompressedInputStream(raw, _ARROW_CODECS[f.compression])
-                try:
-                    yield stream
-                finally:
-                    stream.close()
+def _parse_options(schema: pa.Schema | None) -> pajson.ParseOptions | None:
+    """Parse the fields of ``schema`` with its types (the others are inferred)."""
+    if schema is None:
+        return None
+    fields = list(schema)
+    if not fields:
+        return None
+    return pajson.ParseOptions(explicit_schema=pa.schema(fields),
+                               unexpected_field_behavior="infer")
 
 
-def _read_slice(fs, piece: FileSlice) -> tuple[bytes, str | None]:
-    """The decompressed bytes of a slice, and why the stream broke (None if it did not).
-
-    When a compressed stream is truncated or corrupt, the bytes decoded before the break
-    are returned with the reason.
-    """
-    f = piece.file
-    if not piece.whole:
-        with open_input(fs, f.path) as handle:
-            length = None if piece.end is None else piece.end - piece.start
-            return read_block(handle, piece.start, length, delimiter=b"\n"), None
-    if f.compression is None:
-        return fs.cat_file(f.path), None
-    with open_input(fs, f.path) as raw:
-        return _decompress(raw, f.compression)
+def _holds_null_type(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_null(arrow_type):
+        return True
+    return any(_holds_null_type(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
 
 
-def _decompressor(compression: str):
-    if compression == "gzip":
-        return zlib.decompressobj(wbits=31)
-    if compression == "bz2":
-        return bz2.BZ2Decompressor()
-    if compression == "xz":
-        return lzma.LZMADecompressor()
-    if compression == "zstd":
-        return zstandard.ZstdDecompressor().decompressobj()
-    raise ValueError(f"no decompressor for {compression!r}")
-
-
-def _decompress(raw, compression: str) -> tuple[bytes, str | None]:
-    """Decompress a whole stream; on a break, what was decoded before it and the reason.
-
-    Python's incremental decompressors give every byte that can be decoded before a
-    break, and say whether the stream reached its end marker (``eof``); concatenated
-    members (gzip) or frames (zstd) each get a new decompressor.
-    """
-    out: list[bytes] = []
-    decompressor = _decompressor(compression)
-    seen = False
-    try:
-        while chunk := raw.read(_CHUNK):
-            seen = True
-            while chunk:
-                if decompressor.eof:
-                    decompressor = _decompressor(compression)
-                out.append(decompressor.decompress(chunk))
-                chunk = decompressor.unused_data if decompressor.eof else b""
-    except (*_STREAM_ERRORS, zstandard.ZstdError) as err:
-        if not (_is_broken_stream(err) or isinstance(err, zstandard.ZstdError)):
-            raise
-        return b"".join(out), f"{type(err).__name__}: {err}"
-    if seen and not decompressor.eof:
-        return b"".join(out), "the stream ends before its end-of-stream marker"
-    return b"".join(out), None
-
-
-def read_slice_bytes(fs, piece: FileSlice) -> bytes:
-    """The bytes of a slice, decompressed.
-
-    A byte range starts after the first newline at or after ``piece.start`` and runs to
-    the end of the line that spans ``piece.end`` (fsspec's ``read_block``), so adjacent
-    ranges read every line exactly once.
-
-    Raises
-    ------
-    TruncatedFileError
-        When a compressed file's stream ends early or does not decode.
-    """
-    data, broken = _read_slice(fs, piece)
-    if broken is not None:
-        raise TruncatedFileError(piece.file.path, broken, line=data.count(b"\n"),
-                                 offset=len(data))
-    return data
-
-
-def _first_line_number(fs, f: InputFile, start: int) -> int:
-    """1-based number of the first line of the byte range that begins at ``start``.
-
-    The range's first line follows the first newline at or after ``start``, so it is
-    line (newlines before ``start``) + 2. Counting reads the file up to ``start``; it is
-    done only to name a line in an error.
-    """
-    if start == 0:
-        return 1
-    count = 0
-    with open_input(fs, f.path) as handle:
-        remaining = start
-        while remaining:
-            chunk = handle.read(min(remaining, 1 << 24))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            remaining -= len(chunk)
-    return count + 2
-
-
-def _parse_fast(data: bytes) -> pa.Table:
+def _parse_fast(data: bytes, schema: pa.Schema | None = None) -> pa.Table:
     # One thread per task: parallelism comes from partitions, and a worker's threads
     # are already busy with other partitions.
     block = max(1 << 20, min(len(data) + 1, (1 << 31) - 1))
-    return pajson.read_json(
-        io.BytesIO(data),
-        read_options=pajson.ReadOptions(use_threads=False, block_size=block),
-    )
+
+    def parse(typed: pa.Schema | None) -> pa.Table:
+        return pajson.read_json(
+            io.BytesIO(data),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=block),
+            parse_options=_parse_options(typed),
+        )
+
+    table = parse(schema)
+    try:
+        return _check_utf8(table)
+    except pa.ArrowInvalid:
+        # pyarrow's inference builds invalid lists whose first item is null
+        # ([null, 0]); typed by the schema it inferred, the same bytes parse right.
+        # Bad UTF-8 stays invalid and raises here.
+        return _check_utf8(parse(table.schema))
 
 
-def _fast_path(fs, piece: FileSlice) -> pa.Table | None:
+def _parse_piece(data: bytes, schema: pa.Schema | None) -> pa.Table:
+    """Parse with the schema's types, or, when a value does not parse as its column's
+    type, with only the string fields typed and the rest inferred, so that the
+    conformer can cast what fits (``2.0`` into integers, numbers under ``text_cast``) and
+    name what does not; a field named in a parse error is inferred too. Raises Arrow's
+    error when no typing parses the bytes."""
+    try:
+        return _parse_fast(data, schema)
+    except pa.ArrowInvalid as strict_error:
+        if schema is None:
+            raise
+        error = strict_error
+    # Without the field the error names; when it names none (a value that does not
+    # convert), with only the fields of text, which inference would take for dates.
+    failing = _failing_field(error)
+    fields = ([f for f in schema if f.name != failing] if failing in schema.names
+              else [f for f in schema if holds_only_text(f.type)])
+    while True:
+        try:
+            return _parse_fast(data, pa.schema(fields))
+        except pa.ArrowInvalid as err:
+            failing = _failing_field(err)
+            if failing is None or failing not in {f.name for f in fields}:
+                raise error from None
+            fields = [f for f in fields if f.name != failing]
+
+
+def _failing_field(err: pa.ArrowInvalid) -> str | None:
+    """The top-level field a JSON parse error names (``Column(/meta/[]) changed ...``)."""
+    match = re.search(r"Column\(/([^/)]*)", str(err))
+    return match.group(1) if match else None
+
+
+def _fast_path(fs, piece: FileSlice, schema: pa.Schema) -> pa.Table | None:
     """Parse a slice without copying it through Python: the path nearly every slice takes.
 
     Local files are read by pyarrow's own I/O (whole files streamed in blocks through its
@@ -219,57 +156,96 @@ def _fast_path(fs, piece: FileSlice) -> pa.Table | None:
     stream) and the caller takes the byte path, which reports or skips each case.
     """
     f = piece.file
-    options = pajson.ReadOptions(use_threads=False, block_size=_STREAM_BLOCK)
+    options = pajson.ReadOptions(use_threads=False, block_size=STREAM_BLOCK)
+    parse = _parse_options(schema)
     try:
         if piece.whole:
-            with _open_stream(fs, f) as source:
-                table = pajson.read_json(source, read_options=options)
+            with open_stream(fs, f) as source:
+                table = pajson.read_json(source, read_options=options, parse_options=parse)
         elif isinstance(fs, LocalFileSystem) and f.compression is None:
-            with pa.BufferReader(_mapped_range(f.path, piece)) as source:
-                table = pajson.read_json(source, read_options=options)
+            with pa.BufferReader(mapped_range(f.path, piece)) as source:
+                table = pajson.read_json(source, read_options=options, parse_options=parse)
         else:
             return None
-        _check_utf8(table)
-    except _STREAM_ERRORS:
+        table = _check_utf8(table)
+    except STREAM_ERRORS:
         return None
     return table
 
 
-def _mapped_range(path: str, piece: FileSlice) -> pa.Buffer:
-    """The bytes ``read_block`` would return for ``piece``, as a slice of a memory map."""
-    mapped = pa.memory_map(path)
-    size = mapped.size()
-
-    def after_newline(pos: int) -> int:
-        while pos < size:
-            chunk = mapped.read_at(min(1 << 16, size - pos), pos)
-            cut = chunk.find(b"\n")
-            if cut >= 0:
-                return pos + cut + 1
-            pos += len(chunk)
-        return size
-
-    start = 0 if piece.start == 0 else after_newline(piece.start)
-    end = size if piece.end is None or piece.end >= size else after_newline(piece.end)
-    mapped.seek(start)
-    return mapped.read_buffer(max(end - start, 0))  # zero-copy: a view of the map
-
-
-def _check_utf8(table: pa.Table) -> None:
-    # pyarrow's JSON parser does not validate UTF-8 inside strings; a full validation
-    # of the string columns does.
+def _check_utf8(table: pa.Table) -> pa.Table:
+    """``table`` (its null-typed lists repaired), fully validated: pyarrow's JSON parser
+    does not validate UTF-8 inside strings, a full validation does."""
+    if any(_holds_null_type(t) for t in table.schema.types):
+        table = pa.table([pa.chunked_array([_repaired(chunk) for chunk in c.chunks], c.type)
+                          if _holds_null_type(c.type) else c for c in table.columns],
+                         schema=table.schema)
     table.validate(full=True)
+    return table
+
+
+def _repaired(array: pa.Array) -> pa.Array:
+    """``array`` rebuilt where pyarrow's JSON parser leaves a list of nulls shorter than
+    its offsets say (``[null, null]`` parses to offsets 0..2 over one null)."""
+    arrow_type = array.type
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        offsets = array.offsets
+        values = array.values
+        values = (pa.nulls(offsets[-1].as_py()) if pa.types.is_null(arrow_type.value_type)
+                  else _repaired(values))
+        cls = pa.ListArray if pa.types.is_list(arrow_type) else pa.LargeListArray
+        return cls.from_arrays(offsets, values, type=arrow_type, mask=mask)
+    if pa.types.is_struct(arrow_type):
+        children = [_repaired(array.field(i)) for i in range(arrow_type.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
+    return array
+
+
+def _check_exact_integers(table: pa.Table, lines: list[bytes]) -> None:
+    """Raise :class:`ColumnConflict` for the rows whose line holds an integer that the
+    float column it landed in does not hold exactly (``9007199254740993`` beside ``0.5``,
+    or ``2**64 - 1``, which JSON parsers read as a double)."""
+    suspects = inexact_float_rows(table, by_column=True)
+    for name, rows in suspects.items():
+        lost = np.zeros(table.num_rows, dtype=bool)
+        arrow_type = table.schema.field(name).type
+        for row in np.flatnonzero(rows):
+            value = json.loads(lines[row]).get(name)
+            lost[row] = _inexact_integer_in(value, arrow_type)
+        if lost.any():
+            raise ColumnConflict("type", name, "an integer that a double cannot hold "
+                                 "exactly", table.schema.field(name).type, lost)
+
+
+def _inexact_integer_in(value, arrow_type: pa.DataType) -> bool:
+    """Whether a JSON value holds, where ``arrow_type`` has a double, an integer that
+    the double does not hold exactly."""
+    if pa.types.is_float64(arrow_type):
+        return isinstance(value, int) and not isinstance(value, bool) and float(value) != value
+    if isinstance(value, dict) and pa.types.is_struct(arrow_type):
+        return any(_inexact_integer_in(value.get(arrow_type.field(i).name),
+                                       arrow_type.field(i).type)
+                   for i in range(arrow_type.num_fields))
+    if isinstance(value, list) and (pa.types.is_list(arrow_type)
+                                    or pa.types.is_large_list(arrow_type)):
+        return any(_inexact_integer_in(v, arrow_type.value_type) for v in value)
+    return False
 
 
 # -- the slow path: line by line --------------------------------------------------------
 
 def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
-                 encoding_errors: str) -> tuple[list[bytes], list[int], int]:
-    """The lines that are JSON objects, their line numbers, and how many were skipped."""
+                 encoding_errors: str) -> tuple[list[bytes], list[int], int, dict]:
+    """The lines that are JSON objects, their line numbers, how many were skipped, and
+    the fields the lines have (in the order first seen)."""
     good: list[bytes] = []
     numbers: list[int] = []
+    fields: dict[str, None] = {}
     skipped = 0
     for number, raw in enumerate(data.split(b"\n"), start=first_line):
+        if number == 1 and raw.startswith(_BOM):  # a file's byte-order mark is not data
+            raw = raw[len(_BOM):]
         if not raw.strip():
             continue
         try:
@@ -284,6 +260,12 @@ def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
             value = json.loads(text)
             if not isinstance(value, dict):
                 raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        except RecursionError:
+            err = ValueError("values nested too deeply to parse")
+            if on_bad_lines == "error":
+                raise MalformedLineError(path, number, str(err)) from None
+            skipped += 1
+            continue
         except ValueError as err:
             if on_bad_lines == "error":
                 raise MalformedLineError(path, number, str(err)) from None
@@ -293,12 +275,14 @@ def _split_lines(data: bytes, path: str, first_line: int, on_bad_lines: str,
             continue
         good.append(raw)
         numbers.append(number)
-    return good, numbers, skipped
+        fields.update(dict.fromkeys(value))
+    return good, numbers, skipped, fields
 
 
-def _pieces(lines: list[bytes], lo: int, hi: int
+def _pieces(lines: list[bytes], lo: int, hi: int, schema: pa.Schema | None = None
             ) -> Iterator[tuple[int, int, pa.Table | pa.ArrowInvalid]]:
-    """Parse ``lines[lo:hi]``, halving the range where a value changes type inside it.
+    """Parse ``lines[lo:hi]`` (see :func:`_parse_piece`), halving the range where a value
+    changes type inside it.
 
     Yields ``(lo, hi, table)`` for consecutive ranges, in order; each table has one type
     per column. A single line that Arrow cannot type (a list mixing numbers and objects)
@@ -307,14 +291,14 @@ def _pieces(lines: list[bytes], lo: int, hi: int
     if lo >= hi:
         return
     try:
-        yield lo, hi, _parse_fast(b"\n".join(lines[lo:hi]))
+        yield lo, hi, _parse_piece(b"\n".join(lines[lo:hi]), schema)
     except pa.ArrowInvalid as err:
         if hi - lo == 1:
             yield lo, hi, err
             return
         mid = (lo + hi) // 2
-        yield from _pieces(lines, lo, mid)
-        yield from _pieces(lines, mid, hi)
+        yield from _pieces(lines, lo, mid, schema)
+        yield from _pieces(lines, mid, hi, schema)
 
 
 class _SliceReader:
@@ -333,20 +317,36 @@ class _SliceReader:
         return conformed
 
     def read(self, fs, piece: FileSlice) -> list[pa.Table]:
+        with reading(piece.file.path, offset=piece.start):
+            return self._read(fs, piece)
+
+    def _read(self, fs, piece: FileSlice) -> list[pa.Table]:
         path = piece.file.path
-        table = _fast_path(fs, piece)
-        line_number = lambda: _first_line_number(fs, piece.file, piece.start)  # noqa: E731
+        table = _fast_path(fs, piece, self.conformer.schema)
+        line_number = lambda: first_line_number(fs, piece.file, piece.start)  # noqa: E731
         if table is not None:
             try:
-                return [self.conform(table, path)]
+                conformed = self.conform(table, path)
+                if self._settled(conformed):
+                    return [conformed]
             except ColumnConflict as conflict:
                 if conflict.kind == "missing":  # the whole slice: its first line says it
                     raise conflict.error(path, line_number()) from None
                 # Otherwise the slow path locates the lines.
-        data, broken = _read_slice(fs, piece)
+        data, broken = read_slice(fs, piece)
         if broken is not None:
             data = self._truncated(data, broken, path)
         return self.parse(data, path, line_number)
+
+    def _settled(self, table: pa.Table) -> bool:
+        """Whether a table parsed at once needs no look at its lines: its text column is
+        not all null (the typed parse fills a text column the lines lack with nulls), and
+        no integral double is so large that it may be a rounded integer."""
+        text = self.conformer.text_field
+        if text is not None and table.num_rows \
+                and table.column(text).null_count == table.num_rows:
+            return False
+        return not inexact_float_rows(table).any()
 
     def parse(self, data: bytes, path: str, line_number: Callable[[], int]) -> list[pa.Table]:
         """Parse JSONL bytes into conformed tables (none when there are no rows).
@@ -355,9 +355,10 @@ class _SliceReader:
         (counting lines is a read of the file up to the slice).
         """
         try:
-            table = _parse_fast(data)
-            _check_utf8(table)
-            return [self.conform(table, path)]
+            table = _check_utf8(_parse_piece(data, self.conformer.schema))
+            conformed = self.conform(table, path)
+            if self._settled(conformed):
+                return [conformed]
         except pa.ArrowInvalid:
             # Whitespace alone is an empty slice, not an error (checked only on this path:
             # stripping a large slice up front costs a copy of it).
@@ -369,18 +370,22 @@ class _SliceReader:
         return self._parse_slow(data, path, line_number())
 
     def _parse_slow(self, data: bytes, path: str, first_line: int) -> list[pa.Table]:
-        lines, numbers, malformed = _split_lines(data, path, first_line, self.on_bad_lines,
-                                                 self.encoding_errors)
+        lines, numbers, malformed, fields = _split_lines(data, path, first_line,
+                                                         self.on_bad_lines,
+                                                         self.encoding_errors)
         self.dropped[BAD_LINE_REASON] += malformed
         tables = []
         text = self.conformer.text_field
         present: dict[str, None] = {}
-        for lo, hi, table in _pieces(lines, 0, len(lines)):
+        for lo, hi, table in _pieces(lines, 0, len(lines), self.conformer.schema):
             if isinstance(table, pa.ArrowInvalid):
                 self._skip_unreadable(table, path, numbers[lo])
                 continue
             present.update(dict.fromkeys(table.column_names))
-            tables.append(self._conform_lines(table, path, numbers[lo:hi]))
+            tables.append(self._conform_lines(table, path, numbers[lo:hi], lines[lo:hi]))
+        # The parse is typed by the schema, whose columns it fills with nulls where the
+        # lines have none: which fields the lines really have, their parse says.
+        present = {name: None for name in fields} if present else present
         if text is not None and present and text not in present:
             raise ColumnConflict("missing", text, pa.null(), pa.string(), None,
                                  present=list(present)).error(path, numbers[0])
@@ -394,11 +399,14 @@ class _SliceReader:
             logger.warning("%s, line %d: skipping a line (%s)", path, number, reason)
         self.dropped[BAD_LINE_REASON] += 1
 
-    def _conform_lines(self, table: pa.Table, path: str, numbers: list[int]) -> pa.Table:
+    def _conform_lines(self, table: pa.Table, path: str, numbers: list[int],
+                       lines: list[bytes]) -> pa.Table:
         """Conform a table whose rows are the lines ``numbers``, skipping what does not fit."""
         while True:
             try:
-                return self.conform(table, path, require_text=False)
+                conformed = self.conform(table, path, require_text=False)
+                _check_exact_integers(conformed, lines)
+                return conformed
             except ColumnConflict as conflict:
                 bad = np.flatnonzero(conflict.rows)
                 if not conflict.skippable or self.on_bad_lines == "error" or not bad.size:
@@ -413,6 +421,7 @@ class _SliceReader:
                 keep = np.flatnonzero(~conflict.rows)
                 table = table.take(keep)
                 numbers = [numbers[i] for i in keep]
+                lines = [lines[i] for i in keep]
 
     def _truncated(self, data: bytes, reason: str, path: str) -> bytes:
         """The complete lines before a break in a compressed stream; the rest is counted."""
@@ -431,50 +440,6 @@ class _SliceReader:
 
 # -- schema inference -------------------------------------------------------------------
 
-def _sample_bytes(fs, f: InputFile, extra: int = SAMPLE_BYTES) -> bytes:
-    """The first complete line of a file, however long, and up to ``extra`` bytes after it.
-
-    The file is streamed until the first line that is not blank ends, so a huge first
-    document is read whole but nothing more than ``extra`` beyond it. The sample ends at
-    a line boundary. A broken compressed stream ends the sample where it breaks.
-    """
-    chunks: list[bytes] = []
-    read = 0
-    first_end = None
-    content = False
-    ended = False
-    try:
-        with _open_stream(fs, f) as stream:
-            while first_end is None or read < first_end + extra:
-                chunk = stream.read(_CHUNK)
-                if not chunk:
-                    ended = True
-                    break
-                if first_end is None:
-                    start = 0
-                    while True:
-                        newline = chunk.find(b"\n", start)
-                        stop = len(chunk) if newline < 0 else newline
-                        content = content or not chunk[start:stop].isspace() and stop > start
-                        if newline < 0:
-                            break
-                        if content:
-                            first_end = read + newline + 1
-                            break
-                        start = newline + 1
-                chunks.append(chunk)
-                read += len(chunk)
-    except _STREAM_ERRORS as err:
-        if not _is_broken_stream(err):
-            raise
-    data = b"".join(chunks)
-    if first_end is None:  # one line, or none: all of it, if the file ended
-        return data if ended else b""
-    if ended and len(data) <= first_end + extra:
-        return data
-    return data[: data.rfind(b"\n", 0, first_end + extra) + 1]
-
-
 def _sample_tables(data: bytes, path: str) -> list[tuple[pa.Table, Callable[[int], int]]]:
     """Tables of a sample, each with a function from a row to its line number."""
     try:
@@ -492,9 +457,11 @@ def _sample_tables(data: bytes, path: str) -> list[tuple[pa.Table, Callable[[int
             return numbers[row]
 
         return [(table, line_of)]
-    lines, numbers, _ = _split_lines(data, path, 1, "skip", "replace")
+    lines, numbers, _, _ = _split_lines(data, path, 1, "skip", "replace")
+    # A line no Arrow type holds says nothing of the schema: the reader reports it.
     return [(table, lambda row, lo=lo: numbers[lo + row])
-            for lo, _, table in _pieces(lines, 0, len(lines)) if table is not None]
+            for lo, _, table in _pieces(lines, 0, len(lines))
+            if not isinstance(table, pa.ArrowInvalid)]
 
 
 def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[str] = (),
@@ -520,13 +487,16 @@ def infer_jsonl_schema(fs, files: Sequence[InputFile], *, settled: Collection[st
     rest = [f for f in files if f not in chosen]
     for group in (sampled, rest):
         for f in group:
-            for table, line_of in _sample_tables(_sample_bytes(fs, f), f.path):
-                union.add(table, f.path, line_of)
+            with reading(f.path):
+                for table, line_of in _sample_tables(sample_bytes(fs, f), f.path):
+                    union.add(table, f.path, line_of)
             if group is rest and union.fields:
                 break
         if union.fields:
             break
-    return union.schema()
+    # JSON has no timestamps: pyarrow infers them from strings that look like dates,
+    # which are read as the strings they are.
+    return strings_for_timestamps(union.schema())
 
 
 def read_jsonl_table(

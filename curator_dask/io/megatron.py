@@ -23,10 +23,10 @@ block, and the index of one shard).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 import struct
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -34,7 +34,9 @@ import numpy as np
 
 from curator_dask.dropped import COUNTER_MARK
 from curator_dask.errors import CuratorError
-from curator_dask.io.rollover import FileSize, cut_points
+from curator_dask.io import atomic
+from curator_dask.io.output_state import part_name
+from curator_dask.io.rollover import FileSize, RawBytes, cut_points
 
 __all__ = ["INDEX_HEADER", "DTYPE_CODES", "MegatronFormatError", "MegatronIndex", "TokenFiles",
            "token_dtype", "index_bytes", "read_index", "read_documents", "dataset_prefixes",
@@ -176,8 +178,8 @@ class TokenFiles:
     def files(self) -> list[tuple[str, object]]:
         if not self.ids.size:  # Megatron cannot map an empty .bin: no documents, no files
             return []
-        return [(".bin", _ArrayBytes(self.ids)),
-                (".idx", _ArrayBytes(index_bytes(self.lengths, self.ids.dtype)))]
+        return [(".bin", RawBytes(self.ids)),
+                (".idx", RawBytes(index_bytes(self.lengths, self.ids.dtype)))]
 
     def counts(self) -> dict[str, int]:
         """The tokens, as the counter ``<prefix>`` and, with sources, ``<prefix>.<source>``
@@ -189,18 +191,6 @@ class TokenFiles:
             for name, tokens in zip(names.tolist(), per_source.tolist()):
                 counts[f"{COUNTER_MARK}{self.prefix}.{name}"] = int(tokens)
         return counts
-
-
-class _ArrayBytes:
-    """A file's content from an array or bytes, written without a copy."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def write_to(self, handle) -> None:
-        view = memoryview(np.ascontiguousarray(self.data)) if isinstance(self.data, np.ndarray) \
-            else memoryview(self.data)
-        handle.write(view.cast("B"))
 
 
 # -- merging ---------------------------------------------------------------------------------
@@ -244,22 +234,24 @@ def merge_datasets(fs, prefixes: Sequence[str], output: str, *, num_shards: int 
                                   "they were written with different tokenizers")
     dtype = dtypes.pop() if dtypes else np.dtype(np.uint16)
     total_tokens = sum(fs.size(p + ".bin") // dtype.itemsize for p in prefixes)
-    shards = _ShardSink(fs, output_fs or fs, output, dtype)
     filled = 0  # tokens before the current part
     open_shard, fill = -1, 0  # target_file_size: the shard being filled, and its size
-    for prefix in prefixes:
-        index = read_index(fs, prefix + ".idx")
-        lengths = index.lengths.astype(np.int64)
-        if num_shards is not None:
-            starts = filled + np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            shard_of = np.minimum(starts * num_shards // max(total_tokens, 1), num_shards - 1)
-        else:
-            sizes = {"tokens": lengths, "documents": np.ones_like(lengths),
-                     "bytes": lengths * dtype.itemsize}[target.unit]
-            shard_of, open_shard, fill = _greedy_shards(sizes, target.limit, open_shard, fill)
-        shards.add(prefix, lengths, shard_of)
-        filled += int(lengths.sum())
-    return shards.close()
+    with _ShardSink(fs, output_fs or fs, output, dtype) as shards:
+        for prefix in prefixes:
+            index = read_index(fs, prefix + ".idx")
+            lengths = index.lengths.astype(np.int64)
+            if num_shards is not None:
+                starts = filled + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+                shard_of = np.minimum(starts * num_shards // max(total_tokens, 1),
+                                      num_shards - 1)
+            else:
+                sizes = {"tokens": lengths, "documents": np.ones_like(lengths),
+                         "bytes": lengths * dtype.itemsize}[target.unit]
+                shard_of, open_shard, fill = _greedy_shards(sizes, target.limit, open_shard,
+                                                            fill)
+            shards.add(prefix, lengths, shard_of)
+            filled += int(lengths.sum())
+    return shards.done
 
 
 def _index_header(fs, path: str) -> tuple[np.dtype, int]:
@@ -291,15 +283,29 @@ def _greedy_shards(sizes: np.ndarray, limit: int, shard: int, fill: int
 
 
 class _ShardSink:
-    """Shards written in order: token bytes copied in blocks, the index at the end."""
+    """Shards written in order: token bytes copied in blocks, the index at the end.
+
+    Each shard's ``.bin`` is written through :func:`~curator_dask.io.atomic.atomic_open`
+    and renamed into place when the next shard starts (or the sink closes), then its
+    ``.idx``; an error leaves no shard half-written under its final name.
+    """
 
     def __init__(self, fs, output_fs, output: str, dtype: np.dtype):
         self.fs, self.out_fs, self.output, self.dtype = fs, output_fs, output, dtype
         self.current = -1  # the shard being written (as the caller numbers them)
         self.handle = None
-        self.tmp = None
+        self.writing = contextlib.ExitStack()  # the atomic write of the open shard's .bin
         self.lengths: list[np.ndarray] = []
         self.done: list[dict] = []
+
+    def __enter__(self) -> _ShardSink:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is None:
+            self._finish()
+        else:  # the open shard's temporary file is removed, the error goes on
+            self.writing.__exit__(kind, error, traceback)
 
     def add(self, prefix: str, lengths: np.ndarray, shard_of: np.ndarray) -> None:
         if not lengths.size:
@@ -325,30 +331,22 @@ class _ShardSink:
         if shard != self.current:
             self._finish()
             self.current = shard
-            name = posixpath.join(self.output, f"part-{len(self.done):05d}")
-            self.tmp = f"{posixpath.dirname(name)}/.{posixpath.basename(name)}.bin.tmp-" \
-                       f"{uuid.uuid4().hex}"
-            self.handle = self.out_fs.open(self.tmp, "wb")
+            self.handle = self.writing.enter_context(
+                atomic.atomic_open(self.out_fs, self._prefix() + ".bin"))
             self.lengths = []
+
+    def _prefix(self) -> str:
+        return posixpath.join(self.output, part_name(len(self.done), ""))
 
     def _finish(self) -> None:
         if self.handle is None:
             return
-        self.handle.close()
-        prefix = posixpath.join(self.output, f"part-{len(self.done):05d}")
+        self.writing.close()  # the .bin renamed into place
+        self.handle = None
+        prefix = self._prefix()
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
-        idx_tmp = f"{posixpath.dirname(prefix)}/.{posixpath.basename(prefix)}.idx.tmp-" \
-                  f"{uuid.uuid4().hex}"
-        with self.out_fs.open(idx_tmp, "wb") as out:
-            out.write(index_bytes(lengths, self.dtype))
-        self.out_fs.mv(self.tmp, prefix + ".bin")
-        self.out_fs.mv(idx_tmp, prefix + ".idx")
+        atomic.write_bytes(self.out_fs, prefix + ".idx", index_bytes(lengths, self.dtype))
         tokens = int(lengths.sum())
         self.done.append({"files": [prefix + ".bin", prefix + ".idx"],
                           "documents": int(lengths.size), "tokens": tokens,
                           "bytes": tokens * self.dtype.itemsize})
-        self.handle = None
-
-    def close(self) -> list[dict]:
-        self._finish()
-        return self.done

@@ -1,10 +1,11 @@
 """Where output may go: never onto, into or around an input.
 
-Every write path (``DocumentDataset.to_parquet``/``to_jsonl``, pipeline writers, the
-executors' barrier caches, the dedup workflows and the CLI on top of them) calls
-:func:`check_output_path` before it deletes or writes anything. Paths are compared
-after resolving ``..`` and, on a local filesystem, symbolic links, and only when they
-are on the same filesystem (``file://`` and ``s3://`` never overlap).
+How two paths relate (:func:`relation`: one is, contains or lies inside the other), and
+:func:`check_output_path`, which refuses an output on top of an input. Every path a run
+writes is registered with its :class:`~curator_dask.io.guard.OutputGuard`, which checks
+it with these before anything is deleted or written. Paths are compared after resolving
+``..`` and, on a local filesystem, symbolic links, and only when they are on the same
+filesystem (``file://`` and ``s3://`` never overlap).
 
 Examples
 --------
@@ -28,17 +29,19 @@ from dataclasses import dataclass
 
 from fsspec.core import url_to_fs
 
+from curator_dask._fsspec import strip_protocol
 from curator_dask.io.errors import OutputOverlapsInputError
+from curator_dask.io.files import is_pattern, pattern_root
 
-__all__ = ["InputPaths", "input_paths", "check_output_path", "check_apart", "check_run_paths"]
+__all__ = ["InputPaths", "input_paths", "check_output_path", "relation"]
 
 
 @dataclass(frozen=True)
 class InputPaths:
     """Paths on one filesystem that an output must keep clear of.
 
-    ``paths`` are as the user gave them (a glob counts as the directory before its first
-    wildcard); ``files`` are the files found under them, checked too because a file
+    ``paths`` are as the user gave them (a glob, a path that does not exist, counts as the
+    directory before its first wildcard); ``files`` are the files found under them, checked too because a file
     inside an input directory may be a symbolic link to somewhere else.
     """
 
@@ -57,19 +60,9 @@ def input_paths(paths: str | Sequence[str], storage_options: dict | None = None,
     fs, _ = url_to_fs(paths[0], **(storage_options or {}))
     roots = []
     for raw in paths:
-        path = fs._strip_protocol(raw)
-        if any(ch in path for ch in "*?["):
-            path = _before_wildcard(path)
-        roots.append(path)
+        path = strip_protocol(fs, raw)
+        roots.append(pattern_root(path) if is_pattern(fs, path) else path)
     return InputPaths(fs, tuple(roots), tuple(files), label)
-
-
-def _before_wildcard(pattern: str) -> str:
-    parts = pattern.split("/")
-    for i, part in enumerate(parts):
-        if any(ch in part for ch in "*?["):
-            return "/".join(parts[:i]) or "/"
-    return pattern
 
 
 def check_output_path(path: str, others: Iterable[InputPaths], *,
@@ -94,27 +87,38 @@ def check_output_path(path: str, others: Iterable[InputPaths], *,
                 _compare(what, path, target, "input file", file, resolve(file))
 
 
-def check_apart(path: str, other: str, *, what: str, other_what: str,
-                storage_options: dict | None = None) -> None:
-    """Refuse two directories of one run (an output and a cache) that are the same or
-    nest; ``what`` and ``other_what`` name them in the error."""
-    other_fs, other_path = url_to_fs(other, **(storage_options or {}))
-    check_output_path(path, [InputPaths(other_fs, (other_path,), label=other_what)],
-                      what=what, storage_options=storage_options)
+def relation(fs, path: str, other_fs, other: str) -> str | None:
+    """How ``path`` relates to ``other``: ``"is"``, ``"lies inside"``, ``"contains"``, or
+    None when they are apart (or on different filesystems).
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> memory = fsspec.filesystem("memory")
+    >>> relation(memory, "/a/b", memory, "/a"), relation(memory, "/a", memory, "/ab")
+    ('lies inside', None)
+    """
+    if not _same_filesystem(fs, other_fs):
+        return None
+    return _relation(_resolve(fs, path), _resolve(other_fs, other))
+
+
+def _relation(target: str, resolved: str) -> str | None:
+    if target == resolved:
+        return "is"
+    if _inside(target, resolved):
+        return "lies inside"
+    if _inside(resolved, target):
+        return "contains"
+    return None
 
 
 def _compare(what: str, path: str, target: str, other_what: str, other: str,
              resolved: str) -> None:
-    if target == resolved:
-        relation = "is"
-    elif _inside(target, resolved):
-        relation = "lies inside"
-    elif _inside(resolved, target):
-        relation = "contains"
-    else:
-        return
-    raise OutputOverlapsInputError(what, path, other_what, other, relation,
-                                   resolved=(target, resolved))
+    found = _relation(target, resolved)
+    if found is not None:
+        raise OutputOverlapsInputError(what, path, other_what, other, found,
+                                       resolved=(target, resolved))
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -137,7 +141,7 @@ def _is_local(fs) -> bool:
 
 
 def _resolve(fs, path: str) -> str:
-    path = fs._strip_protocol(path)
+    path = strip_protocol(fs, path)
     if _is_local(fs):
         return os.path.realpath(path)
     return posixpath.normpath(path) if path else path
@@ -157,29 +161,3 @@ class _DirectoryResolver:
         if resolved is None:
             resolved = self.directories[directory] = os.path.realpath(directory)
         return os.path.join(resolved, name)
-
-
-def check_run_paths(inputs: Sequence[InputPaths], *, output: str | None = None,
-                    cache: str | None = None, storage_options: dict | None = None) -> None:
-    """What every run checks before it writes anything: its output directory and its
-    cache directory each stay clear of every input path, and of each other.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> root = pathlib.Path(tempfile.mkdtemp())
-    >>> (root / "raw").mkdir()
-    >>> check_run_paths([input_paths(str(root / "raw"))], output=str(root / "out"),
-    ...                 cache=str(root / "out" / "cache"))
-    Traceback (most recent call last):
-    ...
-    curator_dask.io.errors.OutputOverlapsInputError: ... contains the cache directory ...
-    """
-    if output is not None:
-        check_output_path(output, inputs, storage_options=storage_options)
-    if cache is not None:
-        check_output_path(cache, inputs, what="cache directory",
-                          storage_options=storage_options)
-    if output is not None and cache is not None:
-        check_apart(output, cache, what="output directory", other_what="cache directory",
-                    storage_options=storage_options)

@@ -15,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curator_dask.io.errors import CorruptFileError
+from curator_dask.io.errors import CorruptFileError, reading
 from curator_dask.io.files import InputFile, open_input, sample_files
-from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion, to_frame
+from curator_dask.io.partitions import FileSlice, PartitionSpec
+from curator_dask.io.arrow_types import to_frame
+from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion
 
 __all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet",
            "SAMPLE_FILES"]
@@ -53,7 +54,7 @@ def infer_parquet_schema(fs, files: Sequence[InputFile], *, settled: Collection[
     """
     union = SchemaUnion(settled=settled, columns=columns, unit="row")
     for f in sample_files(files, SAMPLE_FILES):
-        with open_input(fs, f.path) as handle:
+        with reading(f.path), open_input(fs, f.path) as handle:
             schema = open_parquet(handle, f.path).schema_arrow
         union.add(pa.schema([field for field in schema if not _INDEX_COLUMN.fullmatch(field.name)]),
                   f.path)
@@ -127,7 +128,8 @@ def read_parquet_table(
     conformer = Conformer(schema, text_field, text_cast, frozenset(typed), columns_chosen)
     tables = []
     for piece in spec.slices:
-        table, cast = _read_slice(fs, piece, conformer)
+        with reading(piece.file.path):
+            table, cast = _read_slice(fs, piece, conformer)
         if cast:
             logger.warning("%s: cast %d values of the text column %r to strings "
                            "(text_cast=True)", piece.file.path, cast, text_field)

@@ -19,11 +19,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from dask.utils import parse_bytes
 
+from curator_dask._distributed import scheduler_workers
+from curator_dask.bounds import MAX_BYTE_SIZE
 from curator_dask.io.files import InputFile, open_input
+from curator_dask.io.parquet import open_parquet
+from curator_dask.io.partitions import FileSlice, PartitionSpec
+from curator_dask.io.warc import warc_splittable
 
 __all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning",
            "auto_blocksize", "resolve_blocksize", "cluster_threads", "DEFAULT_BLOCKSIZE",
@@ -41,45 +45,6 @@ MIN_AUTO_BLOCKSIZE = "1MiB"
 AUTO = "auto"
 #: Partitions per worker thread the automatic choice aims for (at least).
 PARTITIONS_PER_THREAD = 2
-
-
-@dataclass(frozen=True)
-class FileSlice:
-    """Part of one file.
-
-    For JSONL, ``start``/``end`` are byte offsets of an uncompressed file (``end=None``:
-    to the end); the slice holds every line that begins after the first newline at or
-    after ``start`` (or at 0) up to and including the line that spans ``end``, so
-    adjacent slices read each line exactly once. For Parquet, ``row_groups`` lists the
-    row groups (``None``: all). For WARC, the slice holds the records whose first byte
-    (in the stored, possibly gzip-compressed file) lies in ``[start, end)``; see
-    :mod:`curator_dask.io.warc`.
-    """
-
-    file: InputFile
-    start: int = 0
-    end: int | None = None
-    row_groups: tuple[int, ...] | None = None
-
-    @property
-    def whole(self) -> bool:
-        return self.start == 0 and self.end is None and self.row_groups is None
-
-
-@dataclass(frozen=True)
-class PartitionSpec:
-    """The slices that make one partition, and the partition's index in the plan."""
-
-    index: int
-    slices: tuple[FileSlice, ...]
-
-    @property
-    def nbytes(self) -> int:
-        total = 0
-        for s in self.slices:
-            end = s.file.size if s.end is None else s.end
-            total += end - s.start
-        return total
 
 
 def check_partitioning(files_per_partition: int | None, blocksize) -> int | None:
@@ -107,9 +72,22 @@ def check_partitioning(files_per_partition: int | None, blocksize) -> int | None
         return None
     if blocksize is None or blocksize == AUTO:
         return None
-    size = parse_bytes(blocksize)
-    if size < 1:
-        raise ValueError(f"blocksize must be positive, got {blocksize!r}")
+    return _byte_count(blocksize)
+
+
+def _byte_count(blocksize) -> int:
+    """``blocksize`` in bytes: a whole positive number of at most :data:`MAX_BYTE_SIZE`
+    (1 TiB), given as a number or a size string; anything else is a ``ValueError``."""
+    if isinstance(blocksize, bool):
+        raise ValueError(f"blocksize must be a number of bytes, got {blocksize!r}")
+    try:
+        size = parse_bytes(blocksize)
+    except (ValueError, TypeError, OverflowError):  # "1e400" parses to infinity
+        size = None
+    if not isinstance(size, int) or not 1 <= size <= MAX_BYTE_SIZE:
+        raise ValueError(
+            f"blocksize must be a number of bytes between 1 and {MAX_BYTE_SIZE} (1 TiB), or "
+            f"a size such as '256MiB', got {blocksize!r}")
     return size
 
 
@@ -124,10 +102,7 @@ def cluster_threads() -> int:
     except (ImportError, ValueError):
         client = None
     if client is not None:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        except TypeError:  # distributed before n_workers=
-            workers = client.scheduler_info()["workers"].values()
+        workers = scheduler_workers(client).values()
         threads = sum(int(w.get("nthreads", 0)) for w in workers)
         if threads > 0:
             return threads
@@ -242,8 +217,6 @@ def _split_file(f: InputFile, block: int, fmt: str, fs) -> list[tuple[FileSlice,
     if fmt == "parquet":
         return _split_parquet(f, block, fs)
     if fmt == "warc":
-        from curator_dask.io.warc import warc_splittable  # imports this module
-
         if f.size <= block or fs is None or not warc_splittable(fs, f):
             return [(FileSlice(f), f.size)]
         return _byte_ranges(f, block)
@@ -263,8 +236,6 @@ def _byte_ranges(f: InputFile, block: int) -> list[tuple[FileSlice, int]]:
 def _split_parquet(f: InputFile, block: int, fs) -> list[tuple[FileSlice, int]]:
     if f.size <= block or fs is None:
         return [(FileSlice(f), f.size)]
-    from curator_dask.io.parquet import open_parquet  # parquet.py imports this module
-
     with open_input(fs, f.path) as handle:
         metadata = open_parquet(handle, f.path).metadata
     sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]

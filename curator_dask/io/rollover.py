@@ -17,7 +17,8 @@ Files are filled in order: a file takes rows while their sizes sum to at most th
 target, so each file but a part's last is as full as the next row allows; a single row
 larger than the target is a file of its own. The cut is a pure function of the part's
 rows, so a rewritten part (a retried task, a resumed run) gets the same files under the
-same names, and :func:`write_pieces` deletes pieces an earlier attempt left beyond them.
+same names, and the writer deletes pieces an earlier attempt left beyond them
+(:func:`~curator_dask.io.output_state.stale_pieces`).
 
 Writers in a format the io layer does not know (Megatron's token files) supply an
 *encoder*: an object whose ``encode(df)`` returns an :class:`Encoded` part, which this
@@ -26,24 +27,27 @@ module cuts the same way.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Annotated, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from annotated_types import Ge, Predicate
 
-from curator_dask.backends import to_host
 from curator_dask.errors import CuratorError
+from curator_dask.io.arrow_types import to_table
+from curator_dask.io.json_lines import json_lines
+from curator_dask.io.output_state import part_name
 
-__all__ = ["FileSize", "FileSizeError", "Encoded", "FrameEncoded", "RawBytes", "cut_points",
-           "jsonl_lines", "output_pieces", "stale_pieces", "UNITS"]
+__all__ = ["FileSize", "FileSizeError", "TargetFileSize", "Encoded", "FrameEncoded", "RawBytes",
+           "cut_points", "jsonl_lines", "output_pieces", "UNITS"]
 
 UNITS = ("bytes", "documents", "tokens")
 _UNIT_WORDS = {"document": "documents", "documents": "documents", "docs": "documents",
-               "doc": "documents", "token": "tokens", "tokens": "tokens"}
+               "doc": "documents", "token": "tokens", "tokens": "tokens", "byte": "bytes",
+               "bytes": "bytes"}
 _COUNT = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?)\s*([kKmMgGtT]?)\s+([A-Za-z]+)\s*$")
 _MULTIPLIER = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
@@ -64,8 +68,8 @@ class FileSize:
     FileSize(limit=100000, unit='documents')
     >>> str(FileSize.parse("2.5M tokens"))
     '2500000 tokens'
-    >>> FileSize.parse(1000)
-    FileSize(limit=1000, unit='bytes')
+    >>> FileSize.parse(1000) == FileSize.parse("1000 bytes") == FileSize.parse("1k bytes")
+    True
     """
 
     limit: int
@@ -85,8 +89,9 @@ class FileSize:
         """``value`` as a :class:`FileSize` (None stays None).
 
         An integer is bytes; a string is a size in bytes (``"512MiB"``, ``"1GB"``, as
-        Dask reads them) or a count and a unit (``"100000 documents"``, ``"50M tokens"``;
-        ``k``, ``M``, ``G``, ``T`` multiply by powers of 1000).
+        Dask reads them) or a count and a unit (``"100000 documents"``, ``"50M tokens"``,
+        ``"64k bytes"``; ``k``, ``M``, ``G``, ``T`` multiply by powers of 1000), as
+        ``str()`` of a :class:`FileSize` writes it.
         """
         if value is None or isinstance(value, FileSize):
             return value
@@ -115,6 +120,20 @@ class FileSize:
 
     def __str__(self) -> str:
         return f"{self.limit} {self.unit}"
+
+
+def is_file_size_text(text: str) -> bool:
+    """Whether :meth:`FileSize.parse` reads ``text`` (``"256MiB"``, ``"50M tokens"``)."""
+    try:
+        FileSize.parse(text)
+    except FileSizeError:
+        return False
+    return True
+
+
+#: A ``target_file_size`` as a type hint (pipeline files are checked against it): a
+#: positive number of bytes, or a text :meth:`FileSize.parse` reads.
+TargetFileSize = Annotated[int, Ge(1)] | Annotated[str, Predicate(is_file_size_text)]
 
 
 def cut_points(sizes: np.ndarray, limit: int) -> np.ndarray:
@@ -169,28 +188,40 @@ class Encoded(Protocol):
 
 
 class RawBytes:
-    """Encoded bytes of a file (JSONL lines), written as they are."""
+    """A file's encoded content (JSONL lines, token ids, an index), written as it is,
+    without a copy: bytes, a memoryview or a numpy array."""
 
-    def __init__(self, data: bytes | memoryview):
+    def __init__(self, data: bytes | memoryview | np.ndarray):
         self.data = data
 
     def write_to(self, handle) -> None:
-        handle.write(self.data)
+        data = self.data
+        if isinstance(data, np.ndarray):
+            data = memoryview(np.ascontiguousarray(data)).cast("B")
+        handle.write(data)
 
 
 class FrameEncoded:
-    """A frame (pandas, cuDF or a ``pyarrow.Table``) written as Parquet, JSONL or Arrow.
+    """A partition written as Parquet, JSONL or Arrow: the Arrow table every writer
+    writes (:func:`~curator_dask.io.arrow_types.to_table`), made once.
 
-    JSONL measured in bytes is serialized once here (``lines``: the bytes, and the
-    offsets of the rows' lines in them), so the cut is exact and each piece is written
-    from those bytes.
+    JSONL measured in bytes is serialized once here (``lines``: the bytes
+    :func:`~curator_dask.io.json_lines.json_lines` writes, and the offsets of the rows'
+    lines in them), so the cut is exact and each piece is written from those bytes.
     """
 
-    def __init__(self, df, fmt: str, suffix: str, lines: tuple | None = None):
-        self.df, self.fmt, self.suffix, self.lines = df, fmt, suffix, lines
+    def __init__(self, table: pa.Table | None, fmt: str, suffix: str,
+                 lines: tuple | None = None):
+        self.table, self.fmt, self.suffix, self.lines = table, fmt, suffix, lines
+
+    @classmethod
+    def of(cls, df, fmt: str, suffix: str, schema: pa.Schema | None = None) -> FrameEncoded:
+        """A pandas or cuDF frame, or a table, with string columns typed as ``schema``
+        (what the data was read with) records them."""
+        return cls(to_table(df, schema), fmt, suffix)
 
     def __len__(self) -> int:
-        return self.lines[1].size - 1 if self.lines is not None else len(self.df)
+        return self.lines[1].size - 1 if self.lines is not None else self.table.num_rows
 
     def sizes(self, unit: str) -> np.ndarray:
         if unit == "documents":
@@ -201,50 +232,44 @@ class FrameEncoded:
                                 "tokenizing writers")
         if self.fmt == "jsonl":
             if self.lines is None:
-                self.lines = jsonl_lines(self.df)
+                self.lines = jsonl_lines(self.table)
+                self.table = None  # the lines are what is written from here on
             return np.diff(self.lines[1])
-        return arrow_row_bytes(_as_table(self.df))
+        return arrow_row_bytes(self.table)
 
     def take(self, start: int, stop: int) -> FrameEncoded:
         if self.lines is not None:
             data, offsets = self.lines
             return FrameEncoded(None, self.fmt, self.suffix, (data, offsets[start:stop + 1]))
-        rows = (self.df.slice(start, stop - start) if isinstance(self.df, pa.Table)
-                else self.df.iloc[start:stop])
-        return FrameEncoded(rows, self.fmt, self.suffix)
+        return FrameEncoded(self.table.slice(start, stop - start), self.fmt, self.suffix)
 
     def files(self) -> list[tuple[str, object]]:
         if self.lines is not None:
             data, offsets = self.lines
             return [(self.suffix, RawBytes(memoryview(data)[offsets[0]:offsets[-1]]))]
-        return [(self.suffix, self.df)]
+        return [(self.suffix, self.table)]
 
     def counts(self) -> dict[str, int]:
         return {}
 
 
-def jsonl_lines(df) -> tuple[bytes, np.ndarray]:
-    """The JSONL bytes of ``df`` (every writer's JSON: pandas' ``to_json``, UTF-8 as it
-    is) and the offsets of its lines (one more than its rows).
+def jsonl_lines(table: pa.Table) -> tuple[bytes, np.ndarray]:
+    """The JSONL bytes of ``table``, exactly as every JSONL writer writes them
+    (:func:`~curator_dask.io.json_lines.json_lines`), and the offsets of its lines (one
+    more than its rows).
 
-    Newlines inside values are escaped by the JSON writer, so every raw newline ends a
-    line.
+    The JSON encoder escapes newlines inside keys and values, and no byte of a multi-byte
+    UTF-8 character is a newline, so every raw newline ends a line.
+
+    Examples
+    --------
+    >>> data, offsets = jsonl_lines(pa.table({"text": ["a\\nb", "ü"]}))
+    >>> data, offsets.tolist()
+    (b'{"text":"a\\\\nb"}\\n{"text":"\\xc3\\xbc"}\\n', [0, 16, 30])
     """
-    frame = to_host(df.to_pandas() if isinstance(df, pa.Table) else df)
-    if not len(frame):
-        return b"", np.zeros(1, dtype=np.int64)
-    text = frame.to_json(orient="records", lines=True, force_ascii=False)
-    data = text.encode("utf-8")
-    if not data.endswith(b"\n"):
-        data += b"\n"
+    data = b"".join(json_lines(table))
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
     return data, np.concatenate([[0], ends]).astype(np.int64)
-
-
-def _as_table(df) -> pa.Table:
-    if isinstance(df, pa.Table):
-        return df
-    return pa.Table.from_pandas(to_host(df), preserve_index=False)
 
 
 def arrow_row_bytes(table: pa.Table) -> np.ndarray:
@@ -265,29 +290,21 @@ def arrow_row_bytes(table: pa.Table) -> np.ndarray:
     return total
 
 
-def output_pieces(encoded: Encoded, base: str, target) -> list[tuple[str, object]]:
-    """The files of one part: ``(name, content)`` in order.
+def output_pieces(encoded: Encoded, index: int, target) -> list[tuple[str, object]]:
+    """The files of part ``index``: ``(name, content)`` in order.
 
-    ``base`` is the part's name without a suffix (``part-00042``). Without a target the
-    part is one piece named ``base``; with one (:class:`FileSize`) it is cut by
-    :func:`cut_points` into pieces named ``base-00000``, ``base-00001``, ...
+    Without a target the part is one piece, ``part-00042.parquet``; with one
+    (:class:`FileSize`) it is cut by :func:`cut_points` into pieces named
+    ``part-00042-00000.parquet``, ``part-00042-00001.parquet``, ...
+    (:func:`~curator_dask.io.output_state.part_name`).
     """
     if target is None:
-        return [(base + suffix, content) for suffix, content in encoded.files()]
+        return [(part_name(index, suffix), content) for suffix, content in encoded.files()]
     starts = cut_points(encoded.sizes(target.unit), target.limit)
     stops = [*starts[1:].tolist(), len(encoded)]
     out = []
     for k, (start, stop) in enumerate(zip(starts.tolist(), stops)):
         piece = encoded.take(start, stop)
-        out += [(f"{base}-{k:05d}{suffix}", content) for suffix, content in piece.files()]
+        out += [(part_name(index, suffix, piece=k), content)
+                for suffix, content in piece.files()]
     return out
-
-
-def stale_pieces(fs, directory: str, base: str, written: list[str]) -> list[str]:
-    """Pieces of the part ``base`` in ``directory`` that ``written`` does not hold: what
-    an earlier attempt at the part wrote beyond this one's files (their paths)."""
-    pattern = re.compile(re.escape(base) + r"-\d{5,}\.")
-    keep = {posixpath.basename(w) for w in written}
-    found = fs.glob(posixpath.join(directory, base + "-*"))
-    return [f for f in found
-            if pattern.match(posixpath.basename(f)) and posixpath.basename(f) not in keep]

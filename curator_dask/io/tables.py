@@ -2,7 +2,7 @@
 
 Every partition of a dataset must have the same columns and dtypes (Dask's meta). Files
 are parsed by pyarrow, conformed to the dataset's Arrow schema here, and converted to the
-partition backend in one place.
+partition backend in one place (:mod:`curator_dask.io.arrow_types`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator_dask.errors import CuratorError
+from curator_dask.io.arrow_types import children, decoded_type, is_text_type
 from curator_dask.io.errors import (
     InputError,
     MissingColumnError,
@@ -28,8 +29,7 @@ from curator_dask.io.errors import (
 )
 
 __all__ = ["arrow_type", "schema_with_overrides", "with_text_column", "Conformer",
-           "ColumnConflict", "SchemaUnion", "unify_types", "is_text_type", "to_frame",
-           "check_backend", "FILENAME_COLUMN"]
+           "ColumnConflict", "SchemaUnion", "unify_types", "check_backend", "FILENAME_COLUMN"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ def schema_with_overrides(inferred: pa.Schema, input_meta: Mapping | None,
     # A column that was all null in the sample gets a string type rather than null, so a
     # later file with values in it can still be read.
     fields = {n: (pa.string() if pa.types.is_null(t) else t) for n, t in fields.items()}
+    # Dictionary encoding is how a file stores values, not a type: read the values.
+    fields = {n: decoded_type(t) for n, t in fields.items()}
     if columns is not None:
         fields = {n: fields.get(n, pa.string()) for n in columns}
     return pa.schema(list(fields.items()))
@@ -96,11 +98,6 @@ def with_text_column(schema: pa.Schema, text_field: str | None, columns_chosen: 
     if is_text_type(schema.field(index).type):
         return schema
     return schema.set(index, pa.field(text_field, pa.string()))
-
-
-def is_text_type(arrow_type: pa.DataType) -> bool:
-    """Whether a column of this type holds strings (``string`` or ``large_string``)."""
-    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
 def unify_types(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
@@ -137,10 +134,10 @@ class ColumnConflict(CuratorError):
     """
 
     def __init__(self, kind: str, column: str, found: pa.DataType, expected: pa.DataType | None,
-                 rows, present: list[str] | None = None):
+                 rows, present: list[str] | None = None, within: str | None = None):
         super().__init__(kind, column, str(found))
         self.kind, self.column, self.found, self.expected = kind, column, found, expected
-        self.rows, self.present = rows, present
+        self.rows, self.present, self.within = rows, present, within
 
     @property
     def skippable(self) -> bool:
@@ -152,7 +149,8 @@ class ColumnConflict(CuratorError):
         if self.kind == "missing":
             return MissingColumnError(self.column, path, self.present, line=line, unit=unit)
         if self.kind == "unexpected":
-            return UnexpectedColumnError(self.column, path, line=line, unit=unit)
+            return UnexpectedColumnError(self.column, path, line=line, unit=unit,
+                                         within=self.within)
         if self.kind == "text":
             return TextTypeError(self.column, path, str(self.found), line=line, unit=unit,
                                  skippable=skippable)
@@ -211,7 +209,7 @@ class Conformer:
                 continue
             column = table.column(field.name)
             if column.type != field.type:
-                column, n = self._cast(column, field)
+                column, n = self._cast(_decoded(column), field)
                 cast += n
             arrays.append(column)
         return pa.Table.from_arrays(arrays, schema=self.schema), cast
@@ -239,13 +237,60 @@ class Conformer:
         # Types of one family (integers and floats, string and large_string, structs)
         # are cast, and a value that does not survive the cast is located; a string where
         # the schema has a number (or the reverse) is never cast implicitly.
+        if column.type == field.type:  # a dictionary, decoded
+            return column, 0
         if field.name in self.typed or unify_types(field.type, column.type) is not None:
+            lost = _dropped_fields(column.type, field.type)
+            if lost and field.name not in self.typed:
+                raise ColumnConflict("unexpected", f"{field.name}.{lost[0]}", column.type, None,
+                                     _rows_with_field(column, lost[0]), within=field.name)
             try:
                 return column.cast(field.type), 0
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 raise ColumnConflict("type", field.name, column.type, field.type,
                                      _failing_casts(column, field.type)) from None
         raise ColumnConflict("type", field.name, column.type, field.type, _valid_rows(column))
+
+
+def _rows_with_field(column, path: str) -> np.ndarray:
+    """Rows where the struct field ``path`` (``a.b``) of ``column`` has a value (every
+    valid row when a list lies on the way)."""
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    valid = np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=bool)
+    for name in path.split("."):
+        if not pa.types.is_struct(array.type):
+            return valid
+        array = pc.struct_field(array, name)
+        valid &= np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=bool)
+    return valid
+
+
+def _decoded(column):
+    """A column with its dictionary encoding (at any depth) removed."""
+    decoded = decoded_type(column.type)
+    return column if decoded == column.type else column.cast(decoded)
+
+
+def _dropped_fields(source: pa.DataType, target: pa.DataType, prefix: str = "") -> list[str]:
+    """Paths of struct fields (at any depth) that ``source`` has with values and
+    ``target`` lacks: a cast from one to the other would drop them."""
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        wanted = {target.field(i).name: target.field(i).type for i in range(target.num_fields)}
+        out = []
+        for i in range(source.num_fields):
+            child = source.field(i)
+            if child.name not in wanted:
+                if not pa.types.is_null(child.type):
+                    out.append(prefix + child.name)
+            else:
+                out += _dropped_fields(child.type, wanted[child.name], f"{prefix}{child.name}.")
+        return out
+    source_children, target_children = children(source), children(target)
+    if source_children and len(source_children) == len(target_children) \
+            and not pa.types.is_struct(source) and not pa.types.is_struct(target):
+        return [path for a, b in zip(source_children, target_children)
+                for path in _dropped_fields(a.type, b.type, prefix)]
+    return []
 
 
 def _failing_casts(column, arrow_type: pa.DataType) -> np.ndarray:
@@ -340,37 +385,3 @@ class SchemaUnion:
                                        chosen[1], other[1])
             fields.append((name, chosen[0]))
         return pa.schema(fields)
-
-
-def to_frame(table: pa.Table, backend: str = "pandas"):
-    """Convert a conformed table to a pandas (Arrow-backed strings) or cuDF frame."""
-    if backend == "cudf":
-        import cudf
-
-        return cudf.DataFrame.from_arrow(table)
-    frame = table.to_pandas(
-        types_mapper=_string_mapper, self_destruct=True, split_blocks=True
-    )
-    return frame
-
-
-def _string_mapper(arrow_type: pa.DataType):
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return _STRING_DTYPE
-    # Bytes stay Arrow-backed: as Python objects, Dask would convert them to strings
-    # (its convert-string option) and fail on bytes that are not UTF-8.
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return pd.ArrowDtype(arrow_type)
-    return None
-
-
-def _arrow_string_dtype():
-    # pandas 3's default "str" dtype is Arrow-backed; on pandas 2 ask for it explicitly.
-    try:
-        dtype = pd.StringDtype("pyarrow", na_value=np.nan)
-    except TypeError:  # pandas < 2.3 has no na_value argument
-        dtype = pd.StringDtype("pyarrow")
-    return dtype
-
-
-_STRING_DTYPE = _arrow_string_dtype()

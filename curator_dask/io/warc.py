@@ -34,10 +34,10 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from curator_dask.dropped import record_dropped
-from curator_dask.io.errors import InputError
+from curator_dask.io.errors import InputError, reading
 from curator_dask.io.files import InputFile, open_input
-from curator_dask.io.planner import FileSlice, PartitionSpec
-from curator_dask.io.tables import to_frame
+from curator_dask.io.partitions import FileSlice, PartitionSpec
+from curator_dask.io.arrow_types import to_frame
 
 __all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA",
            "NOT_HTML_REASON", "MalformedWarcError", "read_warc_partition", "warc_splittable",
@@ -275,7 +275,8 @@ def read_warc_partition(spec: PartitionSpec, fs, *,
     skipped = 0
     for piece in spec.slices:
         before = len(columns["url"])
-        skipped += _records(fs, piece, wanted, columns)
+        with reading(piece.file.path, offset=piece.start):
+            skipped += _records(fs, piece, wanted, columns)
         names.extend([piece.file.name] * (len(columns["url"]) - before))
     arrays = [pa.array(columns[field.name], field.type) for field in WARC_SCHEMA]
     schema = WARC_SCHEMA

@@ -27,6 +27,8 @@ import time
 
 import dask
 
+from curator_dask._compute import computed_by
+
 __all__ = ["Progress", "compute", "persist", "phase", "current", "log_interval", "reporting"]
 
 logger = logging.getLogger(__name__)
@@ -233,7 +235,8 @@ def phase(label: str):
     if progress is not None:
         progress.stage(full, 0, unit="task")
     try:
-        yield
+        with computed_by(compute):  # what the layers below compute is counted too
+            yield
     finally:
         _PHASE.reset(token)
 

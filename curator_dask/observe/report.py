@@ -18,7 +18,9 @@ other stage removed beyond its named reasons is counted the same way, under its 
 
 Counters (events that dropped no document, such as entities redacted by type; see
 :mod:`curator_dask.dropped`) are attributed to stages by the same naming rule and shown in
-a "counted" column beside the drops.
+a "counted" column beside the drops. Counters that record a distribution
+(``<stage>.<column>=<value>``, what classifiers count for their labels) are also drawn as
+one chart per stage and column (:func:`label_distributions`).
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ from __future__ import annotations
 import html
 import logging
 import os
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from curator_dask.dropped import distribution_value
+from curator_dask.io import atomic
+from curator_dask.io.guard import OutputGuard
 from curator_dask.observe.run_result import RunResult
 
-__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes", "write_report"]
+__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
+           "label_distributions", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +66,12 @@ class StageRow:
 def _dedup_reason(stage) -> str | None:
     last_run = getattr(stage, "last_run", None)
     return getattr(last_run, "reason", None)
+
+
+def _dedup_removed(stage) -> dict[str, int]:
+    """What a whole-dataset stage that drops for several reasons recorded, by reason."""
+    removed = getattr(getattr(stage, "last_run", None), "removed", None)
+    return {k: v for k, v in removed.items() if v} if isinstance(removed, dict) else {}
 
 
 def _matched_stages(result: RunResult, stages: Sequence | None) -> list:
@@ -97,7 +110,8 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
             for m in result.stages]
     # A dedup stage's drops are its rows in less its rows out, whatever reached the
     # writer's counts (executors differ in whether its partitions carry them on).
-    dedup_reasons = {_dedup_reason(obj) for obj in objects} - {None}
+    dedup_reasons = ({_dedup_reason(obj) for obj in objects} - {None}).union(
+        *(_dedup_removed(obj) for obj in objects))
     reader = next((row for row in rows if row.kind == "read"), None)
     unattributed: dict[str, int] = {}
     for reason, count in result.dropped.items():
@@ -122,6 +136,7 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
     for obj, row in zip(objects, rows):
         if row.kind == "read":
             continue
+        row.dropped.update(_dedup_removed(obj))
         rest = row.docs_in - row.docs_out - sum(row.dropped.values())
         if rest > 0:
             reason = _dedup_reason(obj) or row.stage
@@ -192,7 +207,27 @@ def cluster_sizes(stages: Sequence, names: Sequence[str] | None = None
     for i, stage in enumerate(stages):
         sizes = getattr(getattr(stage, "last_run", None), "cluster_sizes", None)
         if sizes is not None:
-            out[names[i] if names else stage.stage_name] = dict(sizes)
+            out[names[i] if names else stage.name] = dict(sizes)
+    return out
+
+
+def label_distributions(rows: Sequence[StageRow]) -> dict[str, dict[str, int]]:
+    """The distributions the stages counted, by ``"<stage>.<column>"``: value -> documents.
+
+    Examples
+    --------
+    >>> row = StageRow("quality", "process", 3, 3, 0.1, {},
+    ...                {"quality.quality_pred=High": 2, "quality.quality_pred=Low": 1})
+    >>> label_distributions([row])
+    {'quality.quality_pred': {'High': 2, 'Low': 1}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for name, count in row.counters.items():
+            parsed = distribution_value(name, row.stage)
+            if parsed is not None:
+                field, value = parsed
+                out.setdefault(f"{row.stage}.{field}", {})[value] = count
     return out
 
 
@@ -259,7 +294,11 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     result : RunResult
         What :meth:`Pipeline.run` returned (or ``pipeline.last_result``).
     path : str or path-like
-        The HTML file to write; its directory is created.
+        The HTML file to write (any fsspec URL); its directory is created. It must not
+        be, contain or lie inside what the run read or wrote (its input, its output
+        directory, or, in a ``curator-dask run``, any other output of the run): such a
+        path is refused before anything is written, naming both paths. Written
+        atomically.
     stages : sequence, optional
         The pipeline's stages (``pipeline.stages``): dedup stages among them add their
         duplicate cluster sizes to the report.
@@ -300,10 +339,17 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                           color="#e45756"))
     else:
         parts.append(Div(text="<p>No document was dropped.</p>"))
+    distributions = label_distributions(rows)
+    for field, counts in distributions.items():
+        ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        parts.append(_bar(f"Label distribution: {field}", [v for v, _ in ordered],
+                          [n for _, n in ordered], horizontal=True, value_label="documents",
+                          color="#b279a2"))
     counted: dict[str, int] = {}
     for row in rows:
         for name, count in row.counters.items():
-            counted[name] = counted.get(name, 0) + count
+            if distribution_value(name, row.stage) is None:
+                counted[name] = counted.get(name, 0) + count
     if counted:
         ordered = sorted(counted.items(), key=lambda item: -item[1])
         parts.append(_bar("Counted events (documents kept), by name", [n for n, _ in ordered],
@@ -326,8 +372,20 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     page = file_html(column(*parts, sizing_mode="stretch_width"), resources=INLINE,
                      title=title)
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(page)
+    target = _report_path(result, path)
+    atomic.make_dirs(target.fs, posixpath.dirname(target.path))
+    atomic.write_bytes(target.fs, target.path, page.encode("utf-8"))
     logger.info("curation report written to %s", path)
     return path
+
+
+def _report_path(result: RunResult, path: str):
+    """``path`` checked as the run's report: by the run's guard when one is active (the
+    CLI registers the report before the run), else against the run's input and output."""
+    guard = OutputGuard.current()
+    if guard is not None:
+        return guard.claim(path, "report", kind="file")
+    guard = OutputGuard(list(result.inputs))
+    if result.output_path:
+        guard.register(result.output_path, "output directory", lease=False)
+    return guard.register(path, "report", kind="file")

@@ -9,10 +9,11 @@ reaches the end. :func:`stage_metrics` sums them per stage.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["StageMetrics", "RunResult", "TaskRecord", "stage_metrics", "format_stages"]
+__all__ = ["StageMetrics", "RunResult", "OutputTask", "TaskRecord", "stage_metrics",
+           "format_stages"]
 
 
 @dataclass
@@ -87,9 +88,30 @@ class StageMetrics:
                 f"busy_seconds={self.busy_seconds:.3f}, throughput={self.throughput:,.0f} rows/s)")
 
 
+@dataclass(frozen=True)
+class OutputTask:
+    """One output of a run, as NeMo Curator 1.x's ``Pipeline.run()`` listed its tasks.
+
+    ``data`` is a list with the path of one written part (a writer's output, as NeMo
+    Curator's ``FileGroupTask``), or, for a pipeline without a writer, one partition as a
+    pandas frame (as its ``DocumentBatch``). ``num_items`` counts the files or rows.
+    """
+
+    task_id: str
+    data: object
+
+    @property
+    def num_items(self) -> int:
+        return len(self.data)
+
+
 @dataclass
 class RunResult:
     """The outcome of :meth:`Pipeline.run`.
+
+    Iterating it gives the run's outputs as :class:`OutputTask` objects (one per written
+    part, or per partition without a writer), the way NeMo Curator 1.x's ``run()``
+    returned its output tasks: ``[task.data for task in pipeline.run()]`` lists the files.
 
     Attributes
     ----------
@@ -131,6 +153,24 @@ class RunResult:
     #: One record per task (stage, rows, seconds, start/stop, worker), for analysis.
     records: list[dict] = field(default_factory=list, repr=False)
     bottleneck: str | None = None
+    #: What the run read (:class:`~curator_dask.io.overlap.InputPaths`): a report written
+    #: later is kept clear of it.
+    inputs: list = field(default_factory=list, repr=False)
+
+    def __iter__(self) -> Iterator[OutputTask]:
+        if self.output_path is not None or self.dataset is None:
+            for i, path in enumerate(self.files):
+                yield OutputTask(task_id=f"{self.pipeline}-{i:05d}", data=[path])
+            return
+        frame = self.dataset.df
+        for i in range(frame.npartitions):  # computed one at a time, as iterated
+            yield OutputTask(task_id=f"{self.pipeline}-{i:05d}",
+                             data=frame.get_partition(i).compute())
+
+    def __len__(self) -> int:
+        if self.output_path is not None or self.dataset is None:
+            return len(self.files)
+        return self.dataset.df.npartitions
 
     def stage(self, name: str) -> StageMetrics:
         """The metrics of the stage called ``name``."""

@@ -20,7 +20,6 @@ import functools
 import inspect
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import uuid
@@ -29,7 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
+from curator_dask.bounds import PositiveInt
+from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import add_dropped, strip_dropped
+from curator_dask.io import atomic
 from curator_dask.resources import Resources
 from curator_dask.stages.columns import (
     check_output_columns,
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
 
 __all__ = ["ProcessingStage", "processing_stage", "Sequential", "Stage", "WholeDatasetStage",
-           "key_prefix", "run_stage", "teardown_stage"]
+           "key_prefix", "unique_name", "run_stage", "teardown_stage"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +55,9 @@ class Stage:
     (:class:`WholeDatasetStage`), writers and the executors' own internal steps all have
 
     - ``kind``: ``"read"``, ``"process"``, ``"barrier"`` or ``"write"``;
-    - ``name`` (:attr:`stage_name` falls back to the class name), shown in metrics and
-      used in task keys;
+    - ``name``: the stage's one name (the class name unless a class or instance sets
+      one), shown in metrics and drop counts and made into task keys (:func:`key_prefix`);
+      within a pipeline two stages of one name are told apart by :func:`unique_name`;
     - ``resources``: what one task holds (:class:`~curator_dask.resources.Resources`), or
       None for a whole-dataset stage, which runs its own graph;
     - declared columns: ``input_columns`` (read), ``output_columns`` (added or replaced,
@@ -63,7 +66,6 @@ class Stage:
     """
 
     kind: ClassVar[str] = "process"
-    name: str | None = None
     resources: Resources | None = Resources()
     cpu_fallback: bool = False
     input_columns: Sequence[str] = ()
@@ -71,8 +73,13 @@ class Stage:
     removed_columns: Sequence[str] = ()
 
     @property
-    def stage_name(self) -> str:
-        return self.name or type(self).__name__
+    def name(self) -> str:
+        """The name set on the stage or its class (None or empty: the class name)."""
+        return self.__dict__.get("name") or type(self).__name__
+
+    @name.setter
+    def name(self, value: str | None) -> None:
+        self.__dict__["name"] = value
 
 
 class ProcessingStage(Stage):
@@ -188,7 +195,7 @@ class ProcessingStage(Stage):
         ``columns`` has every column the stage reads or removes (declared, or from NeMo
         Curator style ``inputs()``). :meth:`meta` calls it; so must an override of
         :meth:`meta` that does not call ``super().meta``."""
-        owner = f"stage {self.stage_name!r}"
+        owner = f"stage {self.name!r}"
         wanted = nemo_declared_columns(self, self.input_columns, self.output_columns)
         require_columns(owner, columns, wanted, fix=self.missing_columns_fix(wanted))
         require_columns(owner, columns, self.removed_columns, verb="removes")
@@ -217,7 +224,7 @@ class ProcessingStage(Stage):
         return out
 
     def with_(self, *, name: str | None = None, resources: Resources | None = None,
-              batch_size: int | None = None) -> ProcessingStage:
+              batch_size: PositiveInt | None = None) -> ProcessingStage:
         """A copy with a new name, resources or batch size; the original is unchanged.
 
         Examples
@@ -242,13 +249,14 @@ class ProcessingStage(Stage):
             new.batch_size = _check_batch_size(batch_size)
         return new
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Apply the stage lazily to every partition of ``ds``."""
         from curator_dask.dataset import DocumentDataset
 
         if not isinstance(ds, DocumentDataset):
             raise TypeError(
-                f"stage {self.stage_name!r} takes a DocumentDataset, got {type(ds).__name__}; "
+                f"stage {self.name!r} takes a DocumentDataset, got {type(ds).__name__}; "
                 "wrap a Dask dataframe with DocumentDataset(df)"
             )
         meta = self.meta(ds.df._meta)
@@ -256,19 +264,37 @@ class ProcessingStage(Stage):
         # replaces every empty output partition by the shared meta frame, losing the
         # partition's attrs and with them the drop counts of whatever emptied it.
         df = ds.df.map_partitions(
-            run_stage, self, meta=meta, token=key_prefix(self.stage_name),
+            run_stage, self, meta=meta, token=key_prefix(self.name),
             align_dataframes=False, enforce_metadata=False,
         )
         return ds._derive(df)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.stage_name!r} ({self.resources})>"
+        return f"<{type(self).__name__} {self.name!r} ({self.resources})>"
 
 
 def _check_batch_size(batch_size: int) -> int:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     return batch_size
+
+
+def unique_name(name: str, taken) -> str:
+    """``name``, or the first of ``name_2``, ``name_3``, ... not in ``taken``: how a
+    pipeline tells apart two stages of one name (in drop counts, metrics and keys).
+
+    >>> unique_name("word_count", []), unique_name("word_count", ["word_count"])
+    ('word_count', 'word_count_2')
+    >>> unique_name("word_count", {"word_count", "word_count_2"})
+    'word_count_3'
+    """
+    taken = set(taken)
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}_{n}" in taken:
+        n += 1
+    return f"{name}_{n}"
 
 
 def key_prefix(name: str) -> str:
@@ -303,9 +329,9 @@ def _setup_on_node_once(stage: ProcessingStage) -> None:
     """Call ``setup_on_node`` once per host: the first process to take the lock does it."""
     directory = node_setup_dir(stage.stage_id)
     for attempt in range(2):
-        os.makedirs(directory, exist_ok=True)
+        atomic.make_local_dirs(directory)
         try:
-            lock_file = open(os.path.join(directory, "lock"), "a")
+            lock_file = atomic.open_lock(os.path.join(directory, "lock"))
             break
         except FileNotFoundError:  # a teardown removed it in between: make it again
             if attempt:
@@ -316,8 +342,7 @@ def _setup_on_node_once(stage: ProcessingStage) -> None:
             done = os.path.join(directory, "done")
             if not os.path.exists(done):
                 stage.setup_on_node()
-                with open(done, "w"):
-                    pass
+                atomic.touch(done)
         finally:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
 
@@ -331,7 +356,7 @@ def live_stage(stage: ProcessingStage) -> ProcessingStage:
         live = _live_stages.get(stage.stage_id)
         if live is None:
             _setup_on_node_once(stage)
-            logger.debug("setting up stage %r in process %d", stage.stage_name, os.getpid())
+            logger.debug("setting up stage %r in process %d", stage.name, os.getpid())
             stage.setup()
             _live_stages[stage.stage_id] = live = stage
     return live
@@ -348,12 +373,12 @@ def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
     df, upstream_drops = strip_dropped(df)
     if stage.needs_partition_index:
         if partition_info is None:
-            raise RuntimeError(f"stage {stage.stage_name!r} needs the partition index")
+            raise RuntimeError(f"stage {stage.name!r} needs the partition index")
         out = live.process(df, partition_index=partition_info["number"])
     else:
         out = live.process(df)
     if hasattr(out, "columns"):
-        check_output_columns(stage.stage_name, _expected_columns(live, df), out)
+        check_output_columns(stage.name, _expected_columns(live, df), out)
     return add_dropped(out, upstream_drops)
 
 
@@ -380,7 +405,7 @@ def teardown_stage(stage_id: str) -> bool:
         live = _live_stages.pop(stage_id, None)
         for key in [k for k in _expected if k[0] == stage_id]:
             _expected.pop(key, None)
-    shutil.rmtree(node_setup_dir(stage_id), ignore_errors=True)
+    atomic.remove_tree(node_setup_dir(stage_id))
     if live is None:
         return False
     live.teardown()
@@ -479,6 +504,7 @@ class Sequential:
             out.extend(stage.flatten() if isinstance(stage, Sequential) else [stage])
         return out
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         for stage in self.stages:
             ds = stage(ds)
@@ -528,9 +554,10 @@ class WholeDatasetStage(Stage):
         """Transform the whole dataset; intermediate data goes under ``cache_path``."""
         raise NotImplementedError(f"{type(self).__name__} must implement run(ds, cache_path)")
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Interactive use: run with a fresh temporary cache directory."""
-        return self.run(ds, tempfile.mkdtemp(prefix=f"curator-{key_prefix(self.stage_name)}-"))
+        return self.run(ds, atomic.make_temp_dir(f"curator-{key_prefix(self.name)}-"))
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.stage_name!r} (whole dataset)>"
+        return f"<{type(self).__name__} {self.name!r} (whole dataset)>"

@@ -114,7 +114,7 @@ def nemo_declared_columns(stage, input_columns: Sequence[str],
     ``outputs()`` must be an input (modified in place) or declared with its dtype in
     ``output_columns``, since a dtype cannot be guessed without running the stage.
     """
-    name = getattr(stage, "stage_name", type(stage).__name__)
+    name = getattr(stage, "name", None) or type(stage).__name__
     wanted = list(input_columns)
     for method in ("inputs", "outputs"):
         declared = getattr(stage, method, None)

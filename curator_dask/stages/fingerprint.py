@@ -36,6 +36,9 @@ import re
 import types
 from collections.abc import Mapping, Sequence
 
+# Parameters are compared where fingerprints are kept: the io layer's output state.
+from curator_dask.io.output_state import param_changes
+
 __all__ = ["jsonable", "function_fingerprint", "object_fingerprint", "digest",
            "param_changes", "pipeline_changes", "NOT_PARAMETERS"]
 
@@ -181,38 +184,6 @@ def digest(value) -> str:
 
 
 # -- saying what changed ---------------------------------------------------------------------
-
-def param_changes(old, new, prefix: str = "") -> list[str]:
-    """``"key old -> new"`` for each parameter that differs (nested keys dotted).
-
-    Examples
-    --------
-    >>> param_changes({"a": 1, "b": {"c": "x"}}, {"a": 1, "b": {"c": "y"}, "d": 2})
-    ["b.c 'x' -> 'y'", 'd (none) -> 2']
-    """
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        out = []
-        for key in sorted(set(old) | set(new), key=str):
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if key not in old:
-                out.append(f"{name} (none) -> {_short(new[key])}")
-            elif key not in new:
-                out.append(f"{name} {_short(old[key])} -> (none)")
-            else:
-                out.extend(param_changes(old[key], new[key], name))
-        return out
-    if old == new:
-        return []
-    if prefix == "code" or prefix.endswith(".code"):  # a digest: its values mean nothing
-        owner = prefix[:-len("code")].rstrip(".")
-        return [f"{owner}: code changed" if owner else "function code changed"]
-    return [f"{prefix or 'value'} {_short(old)} -> {_short(new)}"]
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 def pipeline_changes(old: Sequence[Mapping], new: Sequence[Mapping]) -> list[str]:
     """What differs between two pipelines, each a list of ``{"name", "fingerprint"}``

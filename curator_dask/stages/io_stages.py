@@ -8,55 +8,54 @@ deterministic name (``part-00042.parquet`` for input partition 42).
 After each part is renamed into place the writer records a completion marker
 (``.part-00042.done``, hidden from readers) holding the part's stats. A rerun with
 ``resume=True`` skips input partitions whose marker exists. The output's manifest
-(``.curator-output.json``, :mod:`curator_dask.io.writers`) records a fingerprint of the
-input plan and of the pipeline (every stage with its parameters, see
-:meth:`~curator_dask.ProcessingStage.fingerprint`), so a resume against other input or
+(``.curator-output.json``, :mod:`curator_dask.io.output_state`) records a fingerprint of
+the input (the partition plan and the identity of every input file: size, modification
+time, checksum, a hash of its first and last blocks; :mod:`curator_dask.io.identity`)
+and of the pipeline (every stage with its parameters, see
+:meth:`~curator_dask.ProcessingStage.fingerprint`), so a resume against changed input or
 a changed pipeline is refused, naming what changed, instead of mixing two outputs.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import dask
-from fsspec.core import url_to_fs
-
+from curator_dask.bounds import ByteSize, PositiveInt
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
+from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.io.identity import plan_digest, plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
-from curator_dask.io.overlap import InputPaths, check_output_path
-from curator_dask.io.planner import check_partitioning
-from curator_dask.io.tables import Backend
-from curator_dask.io.warc import WARC_EXTENSIONS
-from curator_dask.io.writers import (
-    MANIFEST,
-    WriteMode,
-    WriteSpec,
-    check_mode,
+from curator_dask.io.output_state import (
+    completed_parts,
+    discard_parts,
     finish_output,
-    own_files,
-    part_name,
-    prepare_output,
+    fingerprint_changes,
+    marker_name,
     read_manifest,
     remove_leftovers,
-    write_partition,
 )
+from curator_dask.io.overlap import InputPaths, input_paths
+from curator_dask.io.planner import check_partitioning
+from curator_dask.io.rollover import TargetFileSize
+from curator_dask.io.tables import Backend
+from curator_dask.io.warc import WARC_EXTENSIONS
+from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
+from curator_dask.io.writers import write_part as write_part_to
 from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
-from curator_dask.stages.fingerprint import param_changes, pipeline_changes
+from curator_dask.stages.fingerprint import digest, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
-           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes"]
+           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
+           "plan_token", "content_token", "input_identity"]
 
 logger = logging.getLogger(__name__)
-
-MARKER_SUFFIX = ".done"
 
 
 # -- readers ---------------------------------------------------------------------------
@@ -78,19 +77,17 @@ class ReaderStage(Stage):
         self.path = path
         self.options = options
         self._dataset: DocumentDataset | None = None
-        blocksize = options.get("blocksize")
-        try:
-            check_partitioning(options.get("files_per_partition"), blocksize)
-        except ValueError as err:
-            if "byte unit" in str(err):  # dask's parse_bytes
-                raise ValueError(f"blocksize must be a number of bytes or a size such as "
-                                 f"'256MiB', got {blocksize!r}") from None
-            raise
+        check_partitioning(options.get("files_per_partition"), options.get("blocksize"))
 
     def check_inputs(self) -> None:
         """Raise ``FileNotFoundError`` naming the path if the input does not exist or
         holds no file this reader reads (lists the files; reads none)."""
         list_files(self.path, self.extensions, self.options.get("storage_options"))
+
+    def input_paths(self) -> InputPaths:
+        """The paths this reader reads, as outputs must keep clear of them (no listing:
+        :meth:`dataset` adds the files it finds)."""
+        return input_paths(self.path, self.options.get("storage_options"))
 
     def _read(self) -> DocumentDataset:
         raise NotImplementedError
@@ -126,8 +123,10 @@ class JsonlReader(ReaderStage):
     name = "read_jsonl"
     extensions = JSONL_EXTENSIONS
 
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None, columns: Sequence[str] | None = None,
+    @nemo_keywords()
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
+                 columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  on_bad_lines: OnBadLines = "error", encoding_errors: EncodingErrors = "strict",
@@ -148,8 +147,10 @@ class ParquetReader(ReaderStage):
     name = "read_parquet"
     extensions = PARQUET_EXTENSIONS
 
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None, columns: Sequence[str] | None = None,
+    @nemo_keywords()
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
+                 columns: Sequence[str] | None = None,
                  text_field: str | None = "text", add_filename: bool | str = False,
                  input_meta: Mapping | None = None, backend: Backend = "pandas",
                  text_cast: bool = False, storage_options: dict | None = None):
@@ -178,8 +179,8 @@ class WarcReader(ReaderStage):
 
     extensions = WARC_EXTENSIONS
 
-    def __init__(self, path: str | Sequence[str], *, blocksize: int | str | None = None,
-                 files_per_partition: int | None = None,
+    def __init__(self, path: str | Sequence[str], *, blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
                  content_types: Sequence[str] = ("text/html", "application/xhtml+xml"),
                  add_filename: bool | str = False, storage_options: dict | None = None):
         super().__init__(path, blocksize=blocksize, files_per_partition=files_per_partition,
@@ -206,45 +207,17 @@ class PreparedOutput:
     source: str | None = None
 
     def marker_path(self, index: int) -> str:
-        return posixpath.join(self.spec.path,
-                              "." + part_name(self.spec.first_index + index, MARKER_SUFFIX))
+        return posixpath.join(self.spec.path, marker_name(self.spec.first_index + index))
 
     def completed(self) -> dict[int, dict]:
-        """Stats of the parts already complete, by (first) input partition index.
-
-        Parts computed from another source (a barrier's output that was computed again
-        since) cannot be matched to this run's partitions: they are deleted (they are
-        the project's own) and every partition is written again.
-        """
-        done: dict[int, dict] = {}
-        stale = False
-        prefix = "." + "part-"
-        for entry in self.fs.ls(self.spec.path, detail=False):
-            base = posixpath.basename(entry)
-            if base.startswith(prefix) and base.endswith(MARKER_SUFFIX):
-                with self.fs.open(entry, "rb") as handle:
-                    stats = json.loads(handle.read())
-                if stats.get("source") != self.source:
-                    stale = True
-                    break
-                for index in stats["input_partitions"]:
-                    done[index] = stats
-        if stale:
-            logger.warning("%s: the parts written so far were computed from another version "
-                           "of their input (a barrier's output computed again): writing every "
-                           "part again", self.spec.path)
-            self.discard()
-            return {}
-        return done
+        """Stats of the parts already complete, by (first) input partition index (see
+        :func:`~curator_dask.io.output_state.completed_parts`)."""
+        return completed_parts(self.fs, self.spec.path, self.source)
 
     def discard(self) -> None:
         """Delete the parts, markers and temporary files of earlier runs (keeping the
         manifest): the project's own files only."""
-        root = self.spec.path
-        own, _ = own_files(self.fs, root, read_manifest(self.fs, root))
-        for name in sorted(own, key=lambda n: not n.startswith(".part-")):  # markers first
-            if name != MANIFEST:
-                self.fs.rm(posixpath.join(root, name))
+        discard_parts(self.fs, self.spec.path)
 
 
 class WriterStage(Stage):
@@ -273,9 +246,10 @@ class WriterStage(Stage):
     fmt = "parquet"
     resources: Resources = Resources(cpus=1)
 
+    @nemo_keywords()
     def __init__(self, path: str, *, compression: str | None = None, mode: WriteMode = "error",
                  write_to_filename: bool = False, filename_field: str = "file_name",
-                 keep_filename_column: bool = False, target_file_size: int | str | None = None,
+                 keep_filename_column: bool = False, target_file_size: TargetFileSize | None = None,
                  storage_options: dict | None = None):
         self.path = str(path)
         self.mode = check_mode(mode)
@@ -290,6 +264,12 @@ class WriterStage(Stage):
         """What turns a partition into this writer's files, for a format the io layer
         does not know (see :mod:`curator_dask.io.rollover`); None for Parquet and JSONL."""
         return None
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """Every directory this writer writes, with what the run's guard calls it: each
+        is registered before the run starts (checked against the inputs and the run's
+        other outputs, and leased)."""
+        return [(self.path, "output directory")]
 
     @property
     def input_columns(self) -> list[str]:
@@ -311,27 +291,29 @@ class WriterStage(Stage):
             params["encoder"] = spec.encoder.fingerprint()
         return {"stage": qualified_name(type(self)), "params": params}
 
-    def prepare(self, input_token: str, resume: bool = False, *,
+    def prepare(self, identity: dict, resume: bool = False, *,
                 pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
                 restart_on_mismatch: bool = False) -> PreparedOutput:
         """Create or check the output directory on the client, before any task runs.
 
-        ``input_token`` identifies the input plan and ``pipeline`` the stages (a list of
-        ``{"name", "kind", "fingerprint"}``, see
+        Runs inside a run's :class:`~curator_dask.io.guard.OutputGuard` (an executor's),
+        which checks the path against ``inputs`` and the run's other outputs and holds
+        its lease. ``identity`` is the input's (:func:`input_identity`) and ``pipeline``
+        the stages (a list of ``{"name", "kind", "fingerprint"}``, see
         :meth:`~curator_dask.executors.base.Layout.fingerprint`); both are recorded in
         the manifest. With ``resume=True`` and a manifest in the directory, an output
-        written from other input or by another pipeline is refused
+        written from other input (an input file changed in size, modification time,
+        checksum or content) or by another pipeline is refused
         (:class:`~curator_dask.io.errors.ResumeMismatchError`, naming what changed), or
         with ``restart_on_mismatch`` (an executor's own cache) started over; a matching
-        one is resumed, after deleting the temporary files a killed run left. An output
-        that is, contains or lies inside one of ``inputs`` is always refused.
+        one is resumed, after deleting the temporary files a killed run left.
         """
-        fs, root = url_to_fs(self.path, **self.storage_options)
-        root = root.rstrip("/") or root
-        fingerprint = {"input": input_token, "pipeline": pipeline}
+        out = guard.claim(self.path, "output directory", storage_options=self.storage_options,
+                          inputs=inputs)
+        fs, root = out.fs, out.path
+        fingerprint = {"input": identity, "pipeline": pipeline}
         mode = self.mode
         if resume:
-            check_output_path(root, inputs, fs=fs)
             saved = read_manifest(fs, root)
             if saved is not None:
                 changes = resume_changes(saved.get("fingerprint"), fingerprint)
@@ -344,14 +326,14 @@ class WriterStage(Stage):
                 logger.info("%s was written by another run (%s): starting it over", self.path,
                             "; ".join(changes))
                 mode = "overwrite"
-        first_index = prepare_output(fs, root, mode, inputs=inputs, fingerprint=fingerprint)
+        first_index = prepare_output(out, mode, fingerprint=fingerprint)
         return PreparedOutput(fs, replace(self.spec, path=root, first_index=first_index))
 
     def finish(self, output: PreparedOutput, stats: list[dict]) -> None:
         """Called on the client once every part of a run is written (or was found
         complete by a resume), with the stats of all of them: what the output holds as a
-        whole goes into its manifest (:func:`~curator_dask.io.writers.finish_output`)."""
-        finish_output(output.fs, output.spec.path, output.spec, stats)
+        whole goes into its manifest (:func:`~curator_dask.io.output_state.finish_output`)."""
+        finish_output(output.fs, output.spec.path, output.spec.encoder, stats)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r} ({self.resources})>"
@@ -381,28 +363,37 @@ class JsonlWriter(WriterStage):
 
 
 def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> dict:
-    """Task body: write one part, then its completion marker; returns the part's stats.
-
-    The part is named after the first input partition it holds. The marker is written
-    after the part's atomic rename, so a marker always means a complete part; a task
-    that dies between the two leaves a complete part without a marker, which a resume
-    rewrites (same name, same content).
-    """
-    index = input_partitions[0]
-    stats = write_partition(df, output.spec, index, output.fs)
-    stats["input_partitions"] = list(input_partitions)
-    stats["source"] = output.source
-    marker = output.marker_path(index)
-    tmp = f"{marker}.tmp-{uuid.uuid4().hex}"
-    with output.fs.open(tmp, "wb") as handle:
-        handle.write(json.dumps(stats).encode("utf-8"))
-    output.fs.mv(tmp, marker)
-    return stats
+    """Task body: write one part and its completion marker
+    (:func:`curator_dask.io.writers.write_part`); returns the part's stats."""
+    return write_part_to(df, output.spec, output.fs, input_partitions, source=output.source)
 
 
-def plan_token(ds: DocumentDataset) -> str:
-    """A fingerprint of the input plan (files, sizes, partitioning)."""
-    return dask.base.tokenize([repr(p) for p in ds.plan]) if ds.plan is not None else ""
+def input_identity(ds: DocumentDataset) -> dict:
+    """What a dataset read from files is read from: its partition plan and the identity
+    of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
+    if ds.plan is None:
+        return {}
+    if not all(hasattr(spec, "slices") for spec in ds.plan):
+        # Not read from files (URLs a downloader fetches, say): what is known of the input
+        # is the plan itself.
+        return {"plan": plan_digest(ds.plan)}
+    fs = getattr(ds.partition_reader, "fs", None) or ds.sources.fs
+    return plan_identity(fs, ds.plan)
+
+
+def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
+    """A short hash of :func:`input_identity` (computed unless given)."""
+    identity = input_identity(ds) if identity is None else identity
+    return digest(identity) if identity else ""
+
+
+def content_token(ds: DocumentDataset) -> str:
+    """:func:`plan_token` without the files' modification times: the same for input
+    written again with the same bytes (a barrier's input, recomputed by a rerun)."""
+    identity = input_identity(ds)
+    if "files" in identity:
+        identity = {**identity, "files": [[f[0], f[1], *f[3:]] for f in identity["files"]]}
+    return digest(identity) if identity else ""
 
 
 def resume_changes(saved, wanted: dict) -> list[str]:
@@ -413,23 +404,13 @@ def resume_changes(saved, wanted: dict) -> list[str]:
     --------
     >>> stage = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 50}}}
     >>> changed = {"name": "word_count", "fingerprint": {"stage": "F", "params": {"n": 20}}}
-    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "a", "pipeline": [changed]})
+    >>> inputs = {"plan": "p", "files": [["in/a.jsonl", 10, 1.5, None, "x"]]}
+    >>> resume_changes({"input": inputs, "pipeline": [stage]},
+    ...                {"input": inputs, "pipeline": [changed]})
     ["stage 'word_count': n 50 -> 20"]
-    >>> resume_changes({"input": "a", "pipeline": [stage]}, {"input": "b", "pipeline": [stage]})
-    ['different input (the input files, their sizes or the partitioning changed)']
+    >>> edited = {"plan": "p", "files": [["in/a.jsonl", 10, 1.5, None, "y"]]}
+    >>> resume_changes({"input": inputs, "pipeline": [stage]},
+    ...                {"input": edited, "pipeline": [stage]})
+    ["different input: the input files changed (1 file: 'in/a.jsonl' content changed ...)"]
     """
-    if not isinstance(saved, dict) or "input" not in saved:
-        return ["the output was written without a fingerprint of its input and pipeline "
-                "(by an earlier version, or not by a pipeline)"]
-    changes = []
-    if saved.get("input") != wanted.get("input"):
-        changes.append("different input (the input files, their sizes or the partitioning "
-                       "changed)")
-    old, new = saved.get("pipeline"), wanted.get("pipeline")
-    if isinstance(old, list) and isinstance(new, list):
-        # Stage names are for messages: a renamed stage computes the same.
-        if [e.get("fingerprint") for e in old] != [e.get("fingerprint") for e in new]:
-            changes += pipeline_changes(old, new) or ["the pipeline changed"]
-    elif old != new:
-        changes += param_changes(old, new) or ["the pipeline changed"]
-    return changes
+    return fingerprint_changes(saved, wanted, explain={"pipeline": pipeline_changes})

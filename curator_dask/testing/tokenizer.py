@@ -9,8 +9,11 @@ the same arguments give the same tokenizer.
 
 from __future__ import annotations
 
-import json
 import os
+
+import fsspec
+
+from curator_dask.io import atomic
 
 __all__ = ["save_bpe_tokenizer", "END_OF_TEXT"]
 
@@ -50,10 +53,10 @@ def save_bpe_tokenizer(path, vocab_size: int = 2000, *, limit: int | None = None
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
-    os.makedirs(path, exist_ok=True)
-    tokenizer.save(os.path.join(path, "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": END_OF_TEXT,
               "eos_token": END_OF_TEXT, "unk_token": END_OF_TEXT, "model_max_length": 2048}
-    with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as out:
-        json.dump(config, out, indent=2)
+    with atomic.staged_files(path) as draft:  # both files appear together, or neither
+        tokenizer.save(os.path.join(draft, "tokenizer.json"))
+        atomic.write_json(fsspec.filesystem("file"), os.path.join(draft, "tokenizer_config.json"),
+                          config)
     return os.fspath(path)

@@ -20,8 +20,13 @@ Examples
 from __future__ import annotations
 
 import io
+import os
 import random
 from dataclasses import dataclass
+
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
 
 __all__ = ["Page", "synthetic_pages", "write_warc"]
 
@@ -142,7 +147,7 @@ def write_warc(path, pages: list[Page], *, gzip: bool = True, requests: bool = T
     from warcio.warcwriter import WARCWriter
 
     ids = []
-    with open(path, "wb") as out:
+    with atomic.atomic_open(LocalFileSystem(), os.path.abspath(os.fspath(path))) as out:
         writer = WARCWriter(out, gzip=gzip)
         for page in pages:
             if requests:

@@ -13,8 +13,8 @@ The sizes of every writer's files (``target_file_size``) are in
 
 from curator_dask.training.blend import BlendError, BlendReader, BlendSource, blend_datasets
 from curator_dask.training.counts import CountTokens
-from curator_dask.training.shuffle import Shuffle, shuffle_dataset
+from curator_dask.training.shuffle import Shuffle, ShuffleError, shuffle_dataset
 from curator_dask.training.writers import MegatronWriter, merge_megatron
 
 __all__ = ["BlendError", "BlendReader", "BlendSource", "CountTokens", "MegatronWriter", "Shuffle",
-           "blend_datasets", "merge_megatron", "shuffle_dataset"]
+           "ShuffleError", "blend_datasets", "merge_megatron", "shuffle_dataset"]

@@ -46,6 +46,8 @@ import pandas as pd
 import pyarrow as pa
 from typing_extensions import NotRequired, TypedDict  # pydantic checks these on 3.11
 
+from curator_dask.bounds import ByteSize, NonNegativeInt, PositiveInt
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import (
     add_dropped,
@@ -299,6 +301,13 @@ class BlendPart:
     def nbytes(self) -> int:
         return self.spec.nbytes
 
+    @property
+    def slices(self) -> tuple:
+        """The file slices the source's partition reads: a blend's input is known by the
+        content of its sources' files, as any reader's (see
+        :func:`~curator_dask.stages.io_stages.input_identity`)."""
+        return self.spec.slices
+
 
 class _ReadBlendPartition:
     """The task that reads one partition of a blend (pickled to workers with the plan)."""
@@ -354,11 +363,12 @@ class BlendReader(ReaderStage):
 
     name = "read_blend"
 
-    def __init__(self, sources: list[BlendSource], *, target_size: int,
+    def __init__(self, sources: list[BlendSource], *, target_size: NonNegativeInt,
                  by: BlendBy = "documents", seed: int = 0, replacement: bool = False,
                  tokenizer: str | None = None, text_field: str = "text",
                  source_field: str = "source", columns: list[str] | None = None,
-                 blocksize: int | str | None = None, files_per_partition: int | None = None,
+                 blocksize: ByteSize | None = None,
+                 files_per_partition: PositiveInt | None = None,
                  storage_options: dict | None = None):
         sources = [dict(s) for s in sources]
         _check_sources(sources, target_size, by, tokenizer)
@@ -395,7 +405,7 @@ class BlendReader(ReaderStage):
             options["target_size"], by=options["by"], seed=options["seed"],
             replacement=options["replacement"], tokenizer=tokenizer,
             text_field=options["text_field"], source_field=options["source_field"],
-            counter_prefix=self.stage_name)
+            counter_prefix=self.name)
         parts = [BlendPart(0, i, p, spec) for i, ds in enumerate(datasets)
                  for p, spec in enumerate(ds.plan)]
         parts = [BlendPart(k, part.source, part.position, part.spec)
@@ -490,6 +500,7 @@ def _common_columns(datasets: Sequence[DocumentDataset], names: Sequence[str],
 
 # -- interactive ----------------------------------------------------------------------------
 
+@nemo_keywords()
 def blend_datasets(target_size: int, datasets: Sequence[DocumentDataset],
                    weights: Sequence[float], *, by: BlendBy = "documents", seed: int = 0,
                    replacement: bool = False, tokenizer: str | None = None,

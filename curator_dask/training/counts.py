@@ -85,4 +85,4 @@ class CountTokens(ProcessingStage):
         out = df.assign(**{self.token_field: pd.Series(lengths, index=df.index)}) \
             if self.token_field else df.copy(deep=False)
         sources = to_host(df[self.source_field]).to_numpy() if self.source_field else None
-        return record_token_counters(out, f"{self.stage_name}.tokens", lengths, sources)
+        return record_token_counters(out, f"{self.name}.tokens", lengths, sources)

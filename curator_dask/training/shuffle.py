@@ -24,15 +24,34 @@ import logging
 
 import numpy as np
 
+from curator_dask.bounds import PositiveInt
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
+from curator_dask.errors import CuratorError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.training.blend import blend_keys
 
-__all__ = ["Shuffle", "shuffle_dataset", "shuffle_keys"]
+__all__ = ["Shuffle", "ShuffleError", "shuffle_dataset", "shuffle_keys"]
 
 logger = logging.getLogger(__name__)
 
 _KEY = "_curator_shuffle_key"
+
+
+class ShuffleError(CuratorError, ValueError):
+    """A shuffle asked with a seed or a number of partitions it cannot use."""
+
+
+def _check(seed, npartitions) -> None:
+    """Refuse, before anything runs, what would fail on a worker."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ShuffleError(f"shuffle: seed must be an integer, got {seed!r}; the order is "
+                           "fixed by the seed, so give one (NeMo Curator's seed=None, a new "
+                           "order every run, has no counterpart)")
+    if npartitions is not None and (isinstance(npartitions, bool)
+                                    or not isinstance(npartitions, int) or npartitions < 1):
+        raise ShuffleError(f"shuffle: npartitions must be a positive integer, got "
+                           f"{npartitions!r}")
 _MASK64 = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
@@ -84,9 +103,8 @@ def shuffle_dataset(ds: DocumentDataset, seed: int = 0, *, id_field: str | None 
     >>> sorted(once) == list(range(6)), once == shuffle_dataset(ds, seed=3).df.compute()["id"].tolist()
     (True, True)
     """
+    _check(seed, npartitions)
     n = npartitions or ds.npartitions
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"npartitions must be a positive integer, got {npartitions!r}")
     if id_field is not None and id_field not in ds.df.columns:
         logger.info("shuffle: no %r column, keying documents by their text", id_field)
         id_field = None
@@ -122,8 +140,10 @@ class Shuffle(WholeDatasetStage):
 
     name = "shuffle"
 
+    @nemo_keywords()
     def __init__(self, seed: int = 0, *, id_field: str | None = "id", text_field: str = "text",
-                 npartitions: int | None = None):
+                 npartitions: PositiveInt | None = None):
+        _check(seed, npartitions)
         self.seed, self.id_field, self.text_field = seed, id_field, text_field
         self.npartitions = npartitions
 

@@ -17,21 +17,23 @@ from collections.abc import Iterable
 
 from fsspec.core import url_to_fs
 
+from curator_dask.io import guard
 from curator_dask.io.megatron import dataset_prefixes, merge_datasets
-from curator_dask.io.overlap import InputPaths, check_output_path, input_paths
-from curator_dask.io.rollover import FileSize
+from curator_dask.io.output_state import read_manifest, record_in_manifest
+from curator_dask.io.overlap import InputPaths, input_paths
+from curator_dask.bounds import PositiveInt
+from curator_dask.compat import nemo_keywords
+from curator_dask.io.rollover import FileSize, TargetFileSize
 from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
-from curator_dask.io.writers import (
-    WriteMode,
-    prepare_output,
-    read_manifest,
-    record_in_manifest,
-)
+from curator_dask.io.writers import WriteMode, prepare_output
 from curator_dask.stages.io_stages import PreparedOutput, WriterStage
 
 __all__ = ["MegatronWriter", "merge_megatron"]
 
 logger = logging.getLogger(__name__)
+
+#: What the guard calls the directory the parts are merged into.
+MERGE_DIRECTORY = "merge directory"
 
 
 class MegatronWriter(WriterStage):
@@ -90,11 +92,13 @@ class MegatronWriter(WriterStage):
     name = "write_megatron"
     fmt = "encoded"
 
+    @nemo_keywords()
     def __init__(self, path: str, *, tokenizer: str, text_field: str = "text",
                  bos: bool | str = False, eos: bool | str = False,
                  add_special_tokens: bool = False, source_field: str | None = None,
-                 target_file_size: int | str | None = None, merge_path: str | None = None,
-                 num_shards: int | None = None, merge_file_size: int | str | None = None,
+                 target_file_size: TargetFileSize | None = None, merge_path: str | None = None,
+                 num_shards: PositiveInt | None = None,
+                 merge_file_size: TargetFileSize | None = None,
                  mode: WriteMode = "error", storage_options: dict | None = None):
         self.tokenizer = TokenizerSpec(tokenizer, bos=bos, eos=eos,
                                        add_special_tokens=add_special_tokens)
@@ -120,17 +124,22 @@ class MegatronWriter(WriterStage):
         """The text column (and the source column when tokens are counted by source)."""
         return [self.text_field, *([self.source_field] if self.source_field else [])]
 
-    def prepare(self, input_token: str, resume: bool = False, *,
+    def outputs(self) -> list[tuple[str, str]]:
+        """The parts' directory, and the merge directory when the parts are merged."""
+        merged = [(self.merge_path, MERGE_DIRECTORY)] if self.merge_path is not None else []
+        return [*super().outputs(), *merged]
+
+    def prepare(self, identity: dict, resume: bool = False, *,
                 pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
                 restart_on_mismatch: bool = False) -> PreparedOutput:
-        """As :meth:`WriterStage.prepare`; the merge directory is checked too, before
-        anything is written: clear of the inputs and of the parts' directory."""
+        """As :meth:`WriterStage.prepare`; the merge directory is claimed from the run's
+        guard too, before anything is written: clear of the inputs, the parts' directory
+        and every other output of the run, and leased."""
         inputs = list(inputs)
         if self.merge_path is not None:
-            check_output_path(self.merge_path, [*inputs, input_paths(self.path, self.storage_options,
-                                                                     label="output directory")],
-                              what="merge directory", storage_options=self.storage_options)
-        return super().prepare(input_token, resume, pipeline=pipeline, inputs=inputs,
+            guard.claim(self.merge_path, MERGE_DIRECTORY, storage_options=self.storage_options,
+                        inputs=inputs)
+        return super().prepare(identity, resume, pipeline=pipeline, inputs=inputs,
                                restart_on_mismatch=restart_on_mismatch)
 
     def finish(self, output: PreparedOutput, stats: list[dict]) -> None:
@@ -142,8 +151,8 @@ class MegatronWriter(WriterStage):
                            storage_options=self.storage_options)
 
 
-def merge_megatron(path: str, output: str, *, num_shards: int | None = None,
-                   target_file_size: int | str | None = None, mode: WriteMode = "error",
+def merge_megatron(path: str, output: str, *, num_shards: PositiveInt | None = None,
+                   target_file_size: TargetFileSize | None = None, mode: WriteMode = "error",
                    storage_options: dict | None = None) -> list[dict]:
     """Concatenate the Megatron token files of ``path`` (in name order) into shards in
     ``output``: ``part-00000.bin``/``.idx``, ...
@@ -170,21 +179,20 @@ def merge_megatron(path: str, output: str, *, num_shards: int | None = None,
     """
     fs, root = url_to_fs(path, **(storage_options or {}))
     root = root.rstrip("/") or root
-    out_fs, out_root = url_to_fs(output, **(storage_options or {}))
-    out_root = out_root.rstrip("/") or out_root
-    prepare_output(out_fs, out_root, mode,
-                   inputs=[input_paths(path, storage_options, label="merged directory")],
-                   fingerprint={"merged_from": root})
-    prefixes = dataset_prefixes(fs, root)
-    shards = merge_datasets(fs, prefixes, out_root, num_shards=num_shards,
-                            target_file_size=target_file_size, output_fs=out_fs)
-    source = (read_manifest(fs, root) or {}).get("encoded") or {}
-    record_in_manifest(out_fs, out_root, "encoded", {
-        **source, "parts": len(shards), "merged_from": root,
-        "documents": sum(s["documents"] for s in shards),
-        "tokens": sum(s["tokens"] for s in shards),
-        "shards": [{"prefix": posixpath.basename(s["files"][0])[:-4],
-                    "documents": s["documents"], "tokens": s["tokens"]} for s in shards]})
+    with guard.guarded(output, MERGE_DIRECTORY, storage_options=storage_options,
+                       inputs=[input_paths(path, storage_options, label="merged directory")]
+                       ) as out:
+        prepare_output(out, mode, fingerprint={"merged_from": root})
+        prefixes = dataset_prefixes(fs, root)
+        shards = merge_datasets(fs, prefixes, out.path, num_shards=num_shards,
+                                target_file_size=target_file_size, output_fs=out.fs)
+        source = (read_manifest(fs, root) or {}).get("encoded") or {}
+        record_in_manifest(out.fs, out.path, "encoded", {
+            **source, "parts": len(shards), "merged_from": root,
+            "documents": sum(s["documents"] for s in shards),
+            "tokens": sum(s["tokens"] for s in shards),
+            "shards": [{"prefix": posixpath.basename(s["files"][0])[:-4],
+                        "documents": s["documents"], "tokens": s["tokens"]} for s in shards]})
     logger.info("merged %d Megatron datasets of %s into %d shards in %s", len(prefixes), root,
-                len(shards), out_root)
+                len(shards), out.path)
     return shards

@@ -21,11 +21,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import wait_until
 
 from curator_dask import DocumentDataset, processing_stage
 from curator_dask.cli.main import main
@@ -207,7 +207,7 @@ def test_curator_dask_run_refuses_to_write_into_its_input(tmp_path, corpus, caps
         stages: [WhitespaceNormalizer]
         writer: {{type: parquet, path: {raw}, mode: overwrite}}
     """))
-    assert main(["run", str(pipeline)]) == 1
+    assert main(["run", str(pipeline)]) == 2  # refused before anything runs: a usage error
     err = capsys.readouterr().err
     assert err.startswith("curator-dask run: error: output directory")
     assert f"{str(raw)!r} is the input path {str(raw)!r}" in err
@@ -219,13 +219,14 @@ def test_curator_dask_dedup_exact_refuses_an_output_equal_to_its_input(tmp_path,
     raw, before = corpus
     base = ["dedup", "exact", "--input", str(raw), "--output-mode", "overwrite",
             "--scheduler-address", cluster.scheduler_address]
-    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 1
+    # Refused before anything runs: usage errors.
+    assert main([*base, "--output", str(raw), "--cache", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err
     assert f"output directory {str(raw)!r} is the input path {str(raw)!r}" in err
-    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 1
+    assert main([*base, "--output", str(tmp_path / "out"), "--cache", str(raw / "cache")]) == 2
     assert "cache directory" in capsys.readouterr().err
     assert main([*base, "--output", str(tmp_path / "c" / "out"),
-                 "--cache", str(tmp_path / "c")]) == 1
+                 "--cache", str(tmp_path / "c")]) == 2
     assert "lies inside the cache directory" in capsys.readouterr().err
     assert snapshot(raw) == before
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
@@ -276,7 +277,8 @@ def test_a_run_killed_before_its_manifest_was_in_place_does_not_block_the_next(t
     # The name the writer gives the manifest while writing it.
     (out / f"{MANIFEST}.tmp-{'c' * 32}").write_bytes(b"")
     written = DocumentDataset.read_jsonl(str(raw)).to_parquet(str(out))
-    assert sorted(os.listdir(out)) == [".curator-output.json", "part-00000.parquet"]
+    assert sorted(os.listdir(out)) == [".curator-output.json", ".part-00000.done",
+                                       "part-00000.parquet"]
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before
 
@@ -306,7 +308,9 @@ def test_overwrite_all_wipes_the_directory_when_asked(tmp_path, corpus):
     written = DocumentDataset.read_jsonl(str(raw), blocksize="4KiB").to_parquet(
         str(out), mode="overwrite_all")
     assert sorted(os.listdir(out)) == sorted([".curator-output.json",
-                                              *(Path(f).name for f in written.files)])
+                                              *(Path(f).name for f in written.files),
+                                              *(f".part-{i:05d}.done"
+                                                for i in range(len(written.files)))])
     assert outside.read_text() == "not in the output"  # a link is removed, not followed
     assert_exactly_once(out, written.dropped)
     assert snapshot(raw) == before
@@ -392,7 +396,8 @@ def test_the_next_run_removes_temporary_parts_of_a_killed_run(tmp_path, corpus, 
 
 
 DRIVER = textwrap.dedent("""
-    import sys
+    import os, re, sys, threading
+    from distributed.diagnostics.plugin import WorkerPlugin
     from curator_dask import processing_stage
     from curator_dask.cluster import get_client
     from curator_dask.executors import StreamingExecutor
@@ -403,8 +408,28 @@ DRIVER = textwrap.dedent("""
     def shout(df):
         return df.assign(text=df["text"].str.upper())
 
+    class StallBeforeRename(WorkerPlugin):
+        # A worker about to rename a finished temporary part into place says so in a
+        # flag file and stops there: the part is written, not yet committed.
+        def __init__(self, flag):
+            self.flag = flag
+
+        def setup(self, worker):
+            flag = self.flag
+            for name in ("rename", "replace"):
+                original = getattr(os, name)
+
+                def stalled(src, dst, *args, _original=original, **kwargs):
+                    if re.match(r"[.]part-.*[.]tmp-", os.path.basename(str(src))):
+                        open(flag, "w").close()
+                        threading.Event().wait()
+                    return _original(src, dst, *args, **kwargs)
+
+                setattr(os, name, stalled)
+
     if __name__ == "__main__":
         client = get_client(n_workers=2, dashboard_address=None)
+        client.register_plugin(StallBeforeRename(sys.argv[3]))
         (Pipeline("safety").add_stage(JsonlReader(sys.argv[1], blocksize="1MiB"))
          .add_stage(shout).add_stage(JsonlWriter(sys.argv[2], compression="gzip")))\\
             .run(StreamingExecutor(progress=False))
@@ -424,31 +449,21 @@ def test_temporary_parts_of_a_really_killed_run_are_removed_on_resume(tmp_path, 
             for i in range(f * total // 2, (f + 1) * total // 2):
                 handle.write(json.dumps({"id": i, "text": "word " * 40 + str(i)}) + "\n")
     before = snapshot(raw)
-    out = tmp_path / "out"
+    out, stalled = tmp_path / "out", tmp_path / "stalled"
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    # The driver runs its own LocalCluster: killing its process group kills the workers
-    # mid-write, as a machine that loses power does.
-    driver = subprocess.Popen([sys.executable, str(script), str(raw), str(out)],
+    # The driver runs its own LocalCluster, whose workers stop before committing their
+    # first part: killing its process group then kills them mid-write, as a machine that
+    # loses power does.
+    driver = subprocess.Popen([sys.executable, str(script), str(raw), str(out), str(stalled)],
                               start_new_session=True, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ})
-    leftovers: list[str] = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and driver.poll() is None and not leftovers:
-            names = os.listdir(out) if out.is_dir() else []
-            if any(n.startswith(".part-") and ".tmp-" in n for n in names):
-                os.killpg(driver.pid, signal.SIGSTOP)  # freeze, then look again
-                leftovers = [n for n in os.listdir(out)
-                             if n.startswith(".part-") and ".tmp-" in n]
-                if not leftovers:
-                    os.killpg(driver.pid, signal.SIGCONT)
-            else:
-                time.sleep(0.001)
+        assert wait_until(lambda: stalled.exists() or driver.poll() is not None, timeout=120)
+        assert stalled.exists(), "the driver should have stopped before committing a part"
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
-    assert leftovers, "the driver should have been killed while writing a part"
     assert [n for n in os.listdir(out) if ".tmp-" in n]  # what the kill left behind
 
     p = (Pipeline("safety").add_stage(JsonlReader(str(raw), blocksize="1MiB"))

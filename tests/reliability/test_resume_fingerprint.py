@@ -217,7 +217,7 @@ def test_a_barrier_output_is_reused_by_the_same_pipeline(tmp_path, corpus, clien
     cache = tmp_path / "cache"
     pipeline(raw, tmp_path / "out1", word_count(5), ExactDedup()).run(
         StreamingExecutor(cache_path=str(cache), progress=False))
-    marker = next(cache.glob("*/output/.complete"))
+    marker = next(cache.glob("*/output/_COMPLETE.json"))
     stamp = os.stat(marker).st_mtime_ns
     result = pipeline(raw, tmp_path / "out2", word_count(5), ExactDedup()).run(
         StreamingExecutor(cache_path=str(cache), resume=True, progress=False))

@@ -14,9 +14,8 @@ import dask.dataframe as dd
 from curator_dask.backends import is_cudf
 from curator_dask.compat import FuzzyDuplicatesConfig, nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
+from curator_dask.dedup.config import Configured, FuzzyDedupConfig, takes_config
 from curator_dask.dedup.fuzzy.components import (
-    DEFAULT_MAX_LOCAL_EDGES,
     GROUP_FIELD,
     connected_components,
 )
@@ -25,8 +24,6 @@ from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
-    DEFAULT_BROADCAST_THRESHOLD,
-    RemovalStrategy,
     remove_ids,
 )
 from curator_dask.observe import progress
@@ -39,15 +36,11 @@ logger = logging.getLogger(__name__)
 FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
 
 #: NeMo Curator's parameters without a counterpart here, and what to write instead.
-NEMO_ONLY = {"logger": 'curator-dask logs through logging.getLogger("curator_dask")',
-             "profile_dir": "profile with distributed.performance_report(filename=...)"}
-
-
 def _ids_to_remove(df, id_field: str):
     return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
 
 
-class FuzzyDuplicates:
+class FuzzyDuplicates(Configured):
     """Find groups of near-duplicate documents, and remove all but the lowest id of each.
 
     As NeMo Curator's (and :class:`~curator_dask.dedup.ExactDuplicates`): calling the
@@ -103,59 +96,21 @@ class FuzzyDuplicates:
     [1, 3]
     """
 
-    @nemo_keywords(unsupported=NEMO_ONLY)
-    def __init__(self, seed: int = 42, char_ngrams: int = 24, num_bands: int = 20,
-                 minhashes_per_band: int = 13, *, bands_per_iteration: int = 5,
-                 use_64_bit_hash: bool = False, false_positive_check: bool = False,
-                 jaccard_threshold: float = 0.8, id_field: str = "id",
-                 text_field: str = "text", max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 perform_removal: bool = False,
-                 config: FuzzyDedupConfig | FuzzyDuplicatesConfig | None = None):
-        if isinstance(seed, FuzzyDuplicatesConfig):  # NeMo Curator: FuzzyDuplicates(config)
-            config, seed = seed, 42
-        if isinstance(config, FuzzyDuplicatesConfig):
-            options = config.options()
-            # NeMo Curator 0.8 also takes perform_removal beside the config.
-            options["perform_removal"] = options["perform_removal"] or perform_removal
-            self.__init__(**options)
-            return
+    @nemo_keywords(nemo_config=FuzzyDuplicatesConfig)
+    @takes_config(FuzzyDedupConfig,
+                  positional=("seed", "char_ngrams", "num_bands", "minhashes_per_band"))
+    def __init__(self, *, perform_removal: bool = False,
+                 config: FuzzyDedupConfig | None = None):
+        self.config = config
         self.perform_removal = perform_removal
-        c = resolve_config(FuzzyDedupConfig, config, dict(
-            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
-            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
-            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
-            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
-            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold), who="FuzzyDuplicates")
-        self.minhash = MinHash(seed=c.seed, char_ngrams=c.char_ngrams,
-                               num_hashes=c.num_bands * c.minhashes_per_band,
-                               use_64_bit_hash=c.use_64_bit_hash, text_field=c.text_field,
-                               id_field=c.id_field)
-        self.lsh = LSH(num_bands=c.num_bands, minhashes_per_band=c.minhashes_per_band,
-                       bands_per_iteration=c.bands_per_iteration, id_field=c.id_field)
-        self.false_positive_check = c.false_positive_check
-        self.jaccard_threshold = c.jaccard_threshold
-        self.id_field = c.id_field
-        self.text_field = c.text_field
-        self.max_local_edges = c.max_local_edges
-        self.removal_strategy = c.removal_strategy
-        self.broadcast_threshold = c.broadcast_threshold
-
-    @property
-    def config(self) -> FuzzyDedupConfig:
-        """The parameters as one :class:`~curator_dask.dedup.FuzzyDedupConfig`."""
-        m, lsh = self.minhash, self.lsh
-        return FuzzyDedupConfig(
-            seed=m.seed, char_ngrams=m.char_ngrams, num_bands=lsh.num_bands,
-            minhashes_per_band=lsh.minhashes_per_band,
-            bands_per_iteration=lsh.bands_per_iteration, use_64_bit_hash=m.use_64_bit_hash,
-            false_positive_check=self.false_positive_check,
-            jaccard_threshold=self.jaccard_threshold, id_field=self.id_field,
-            text_field=self.text_field, max_local_edges=self.max_local_edges,
-            removal_strategy=self.removal_strategy,
-            broadcast_threshold=self.broadcast_threshold)
+        self.minhash = MinHash(seed=config.seed, char_ngrams=config.char_ngrams,
+                               num_hashes=config.num_bands * config.minhashes_per_band,
+                               use_64_bit_hash=config.use_64_bit_hash,
+                               text_field=config.text_field, id_field=config.id_field)
+        self.lsh = LSH(num_bands=config.num_bands,
+                       minhashes_per_band=config.minhashes_per_band,
+                       bands_per_iteration=config.bands_per_iteration,
+                       id_field=config.id_field)
 
     def __repr__(self) -> str:
         return (f"FuzzyDuplicates(seed={self.minhash.seed}, "
@@ -207,6 +162,7 @@ class FuzzyDuplicates:
                                     max_local_edges=self.max_local_edges, num_edges=num_edges)
 
     # -- all together ------------------------------------------------------------------------
+    @nemo_keywords()
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, group)`` of every document in a group of two or more.
 
@@ -229,6 +185,7 @@ class FuzzyDuplicates:
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
         return DocumentDataset(self.groups(edges, num_edges=len(edges)))
 
+    @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
         """NeMo Curator's name of :meth:`identify` (warns)."""
         renamed("FuzzyDuplicates.identify_duplicates(ds)", "FuzzyDuplicates.identify(ds)")
@@ -241,6 +198,7 @@ class FuzzyDuplicates:
                                  meta=df._meta[[self.id_field]], align_dataframes=False,
                                  enforce_metadata=False)
 
+    @nemo_keywords()
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
         """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
         ids = self.ids_to_remove(groups)
@@ -251,6 +209,7 @@ class FuzzyDuplicates:
                           broadcast_threshold=self.broadcast_threshold,
                           reason=FUZZY_DUPLICATE_REASON)
 
+    @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """The duplicates (:meth:`identify`), or with ``perform_removal=True`` the
         deduplicated dataset."""

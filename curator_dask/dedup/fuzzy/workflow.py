@@ -5,8 +5,9 @@ read -> assign ids (if missing) -> MinHash -> LSH (bands_per_iteration bands a s
 
 Every phase writes its result under ``cache_path/fuzzy/`` and marks it complete last
 (``_COMPLETE.json``, the protocol of exact dedup's cache); a rerun reads back each phase
-whose marker matches the input files and the parameters, and computes only what
-follows. LSH marks each iteration of bands on its own, so a crash in the middle of LSH
+whose marker matches the input files (the identity of each: size, modification time,
+checksum, a hash of its first and last blocks) and the parameters, and computes only
+what follows. LSH marks each iteration of bands on its own, so a crash in the middle of LSH
 redoes only the unfinished bands.
 
 ==============  ==========================================  ===============================
@@ -31,6 +32,7 @@ from typing import get_args
 import numpy as np
 import pyarrow as pa
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OUTPUT_MODES,
@@ -43,20 +45,21 @@ from curator_dask.dedup.cache import (
     recorded_blocksize,
     removal_output_intact,
     write_phase,
+    workflow_run,
     write_removal,
 )
-from curator_dask.dedup.config import FuzzyDedupConfig, resolve_config
-from curator_dask.dedup.fuzzy.components import DEFAULT_MAX_LOCAL_EDGES, GROUP_FIELD
+from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
+from curator_dask.dedup.duplicate_ids import ASSIGNED_ID_FIELD, IdNumbering, write_duplicate_ids
+from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, RemovalStrategy
-from curator_dask.dedup.workflow import FileType, check_on_bad_lines, read_input
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
+from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
+from curator_dask.io.identity import files_identity
+from curator_dask.faults import faults_explained
 from curator_dask.io.jsonl import OnBadLines
-from curator_dask.io.overlap import check_run_paths
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
@@ -96,6 +99,9 @@ class FuzzyDedupResult:
     #: Input lines skipped as unreadable (``on_bad_lines="skip"``): not documents, so not
     #: in ``input_documents``.
     skipped_lines: int = 0
+    #: Without removal, given an ``output_path``: where the ids to remove were written
+    #: (``output_path/FuzzyDuplicateIds``; None when there were none).
+    duplicate_ids_path: str | None = None
 
 
 class FuzzyDeduplicationWorkflow:
@@ -119,7 +125,12 @@ class FuzzyDeduplicationWorkflow:
         an input path or ``cache_path``.
     perform_removal : bool, default False
         Remove all but the lowest id of each group and write the rest. Without it, the
-        run ends with the groups in ``cache_path/fuzzy/components``.
+        run ends with the groups in ``cache_path/fuzzy/components`` and, given an
+        ``output_path``, where NeMo Curator 1.x writes them: the ids to remove in
+        ``output_path/FuzzyDuplicateIds/`` (when there are any) and how they were given
+        in ``output_path/fuzzy_id_generator.json``, for
+        :class:`~curator_dask.dedup.TextDuplicatesRemovalWorkflow` (see
+        :mod:`curator_dask.dedup.duplicate_ids`).
     seed, char_ngrams, num_bands, minhashes_per_band, bands_per_iteration,
     use_64_bit_hash, false_positive_check, jaccard_threshold, max_local_edges,
     removal_strategy, broadcast_threshold
@@ -147,6 +158,8 @@ class FuzzyDeduplicationWorkflow:
         The algorithm's parameters (``seed`` ... ``broadcast_threshold``, ``id_field``,
         ``text_field``) as one object (then leave them at their defaults), shared with
         :class:`~curator_dask.dedup.FuzzyDuplicates` and the ``FuzzyDedup`` stage.
+    force : bool, default False
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
 
     Examples
     --------
@@ -164,19 +177,14 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
+    @nemo_keywords()
+    @takes_config(FuzzyDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
-                 perform_removal: bool = False, seed: int = 42, char_ngrams: int = 24,
-                 num_bands: int = 20, minhashes_per_band: int = 13,
-                 bands_per_iteration: int = 5, use_64_bit_hash: bool = False,
-                 false_positive_check: bool = False, jaccard_threshold: float = 0.8,
-                 input_filetype: FileType = "jsonl", input_blocksize: int | str | None = None,
-                 on_bad_lines: OnBadLines = "error",
-                 id_field: str = "id", text_field: str = "text", backend: Backend = "pandas",
-                 max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
-                 removal_strategy: RemovalStrategy = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None,
-                 config: FuzzyDedupConfig | None = None):
+                 perform_removal: bool = False, input_filetype: FileType = "jsonl",
+                 input_blocksize: int | str | None = None, on_bad_lines: OnBadLines = "error",
+                 backend: Backend = "pandas", output_mode: OutputMode = "error",
+                 storage_options: dict | None = None, config: FuzzyDedupConfig | None = None,
+                 force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -193,13 +201,7 @@ class FuzzyDeduplicationWorkflow:
         self.backend = backend
         self.output_mode = output_mode
         self.storage_options = storage_options
-        config = resolve_config(FuzzyDedupConfig, config, dict(
-            seed=seed, char_ngrams=char_ngrams, num_bands=num_bands,
-            minhashes_per_band=minhashes_per_band, bands_per_iteration=bands_per_iteration,
-            use_64_bit_hash=use_64_bit_hash, false_positive_check=false_positive_check,
-            jaccard_threshold=jaccard_threshold, id_field=id_field, text_field=text_field,
-            max_local_edges=max_local_edges, removal_strategy=removal_strategy,
-            broadcast_threshold=broadcast_threshold), who="FuzzyDeduplicationWorkflow")
+        self.force = force
         self.dedup = FuzzyDuplicates(config=config)
 
     def __repr__(self) -> str:
@@ -208,18 +210,24 @@ class FuzzyDeduplicationWorkflow:
 
     # -- inputs -------------------------------------------------------------------------------
     def _files(self):
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        return list_files(self.input_path, extensions, self.storage_options)[1]
+        return input_files(self.input_path, self.input_filetype, self.storage_options)
 
-    def blocksize(self) -> int:
+    def identity(self) -> list[list]:
+        """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
+        fs, files = self._files()
+        return files_identity(fs, [f.path for f in files])
+
+    def blocksize(self, identity: list | None = None) -> int:
         """Bytes per partition this run reads with: ``input_blocksize`` as given, or for
         the automatic choice the one an earlier run of the same input recorded in the
         cache (so a rerun on a cluster of another size reuses its phases), or a new
-        automatic choice (see ``docs/io.md``)."""
-        files = self._files()
+        automatic choice (see ``docs/io.md``). ``identity``: the input's
+        (:meth:`identity`; computed unless given)."""
+        _, files = self._files()
         if self.input_blocksize not in (None, AUTO):
             return resolve_blocksize(files, blocksize=self.input_blocksize)
-        recorded = recorded_blocksize(self._path("minhash"), [[f.path, f.size] for f in files],
+        recorded = recorded_blocksize(self._path("minhash"),
+                                      identity if identity is not None else self.identity(),
                                       storage_options=self.storage_options)
         return recorded or resolve_blocksize(files)
 
@@ -233,15 +241,18 @@ class FuzzyDeduplicationWorkflow:
             ds = AddId(id_field=self.dedup.id_field)(ds)
         return ds
 
-    def fingerprints(self, blocksize: int | None = None) -> dict[str, dict]:
-        """What each phase depends on: the input files, how they are read, the parameters
-        of that phase and of every phase before it. Changing the Jaccard threshold redoes
-        components and what follows, not MinHash, LSH or the scores of the pairs."""
-        files = self._files()
+    def fingerprints(self, blocksize: int | None = None,
+                     identity: list | None = None) -> dict[str, dict]:
+        """What each phase depends on: the input files (their identities), how they are
+        read, the parameters of that phase and of every phase before it. Changing the
+        Jaccard threshold redoes components and what follows, not MinHash, LSH or the
+        scores of the pairs."""
+        identity = identity if identity is not None else self.identity()
         params = self.dedup.parameters()
-        minhash = {"files": [[f.path, f.size] for f in files],
+        minhash = {"files": identity,
                    "input_filetype": self.input_filetype,
-                   "input_blocksize": blocksize if blocksize is not None else self.blocksize(),
+                   "input_blocksize": blocksize if blocksize is not None
+                   else self.blocksize(identity),
                    **({"on_bad_lines": "skip"} if self.on_bad_lines != "error" else {}),
                    "minhash": params["minhash"]}
         lsh = {**minhash, "lsh": params["lsh"]}
@@ -260,16 +271,18 @@ class FuzzyDeduplicationWorkflow:
         Progress is reported phase by phase: a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting():
+        with reporting(), faults_explained(self.blocksize):
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:
-        blocksize = self.blocksize()
+        identity = self.identity()
+        blocksize = self.blocksize(identity)
         ds = self.read(blocksize)
-        # Before anything is written: neither the output nor the cache may touch the input.
-        check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
-                        cache=self.cache_path, storage_options=self.storage_options)
-        fingerprints = self.fingerprints(blocksize)
+        with workflow_run(self, ds):
+            return self._dedup(ds, blocksize, self.fingerprints(blocksize, identity))
+
+    def _dedup(self, ds: DocumentDataset, blocksize: int, fingerprints: dict
+               ) -> FuzzyDedupResult:
         if self.perform_removal:  # an output this run may not replace: refuse before MinHash
             output_mode_for(self.output_path, self.output_mode, resuming=True,
                             fingerprint=fingerprints["removal"],
@@ -324,6 +337,9 @@ class FuzzyDeduplicationWorkflow:
                                duplicates)
             result.duplicate_documents = removed
             result.kept_documents = stats["rows"]
+        elif self.output_path is not None:
+            result.duplicate_ids_path = self._write_duplicate_ids(
+                blocksize, fingerprints["minhash"]["files"], duplicates)
         logger.info("fuzzy dedup: %d documents in, %d near-duplicates in %d groups, %d kept "
                     "(phases from cache: %s)", result.input_documents,
                     result.duplicate_documents, result.duplicate_groups,
@@ -429,6 +445,22 @@ class FuzzyDeduplicationWorkflow:
         return write_removal(lambda: self.dedup.remove(ds, self.groups()), self.output_path,
                              self.output_mode, self._path("removal"), fingerprint=fingerprint,
                              resuming=resuming, storage_options=self.storage_options)
+
+    def _write_duplicate_ids(self, blocksize: int, files: list, duplicates: int) -> str | None:
+        """The ids to remove, where NeMo Curator 1.x writes them (none: nothing written)."""
+        if not duplicates:
+            logger.info("fuzzy dedup: no duplicates; nothing written to %s", self.output_path)
+            return None
+        id_field = self.dedup.id_field
+        ids = self.dedup.ids_to_remove(self.groups())
+        given = id_field in read_input(self.input_path, self.input_filetype, blocksize,
+                                       self.on_bad_lines, text_field=self.dedup.text_field,
+                                       storage_options=self.storage_options).df.columns
+        column = id_field if given else ASSIGNED_ID_FIELD  # AddId's ids: NeMo's column
+        numbering = IdNumbering(self.input_filetype, blocksize, files, column,
+                                assigned=not given)
+        return write_duplicate_ids(ids.rename(columns={id_field: column}), self.output_path,
+                                   "fuzzy", numbering, self.storage_options)
 
     def _output_intact(self, removal: PhaseResult) -> bool:
         return removal_output_intact(self.output_path, removal, self.storage_options)

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Sequence
-from typing import Literal
 
 import dask
 import dask.dataframe as dd
@@ -36,12 +34,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import is_cudf, to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import read_parquet_parts, write_phase
+from curator_dask.dedup.config import (
+    SIM_METRICS,
+    WHICH_TO_KEEP,
+    Configured,
+    SemanticDedupConfig,
+    takes_config,
+)
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
-    DEFAULT_BROADCAST_THRESHOLD,
-    STRATEGIES,
     default_shuffle_method,
     remove_ids,
 )
@@ -52,6 +56,7 @@ from curator_dask.dedup.semantic.kernels import (
 )
 from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
 from curator_dask.io.errors import InputError
+from curator_dask.io.guard import guarded
 
 __all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
            "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
@@ -71,8 +76,6 @@ SIMILARITY_FIELD = "cosine_similarity"
 GROUP_FIELD = "group"
 DISTANCE_FIELD = "_distance_to_centroid"
 
-WHICH_TO_KEEP = ("hard", "easy", "random")
-SIM_METRICS = ("cosine", "l2")
 
 
 class EmbeddingColumnError(InputError):
@@ -82,7 +85,7 @@ class EmbeddingColumnError(InputError):
 # -- embeddings as arrays --------------------------------------------------------------------
 
 def _arrow_vectors(column) -> pa.Array | None:
-    if type(column).__module__.startswith("cudf"):
+    if is_cudf(column):
         arr = column.to_arrow()
     elif isinstance(column.dtype, pd.ArrowDtype):
         arr = pa.array(column)
@@ -186,8 +189,7 @@ def _embedding_rows(df, id_field: str, column: str, partition_info=None):
     from curator_dask.dropped import strip_dropped
 
     df, _ = strip_dropped(df)
-    if type(df).__module__.startswith("cudf"):
-        df = df.to_pandas()
+    df = to_host(df)
     matrix = normalized(embedding_matrix(df[column], where=_where(partition_info)))
     return pd.DataFrame({id_field: df[id_field].to_numpy(),
                          column: vector_series(matrix, pd.RangeIndex(len(df)))})
@@ -292,7 +294,7 @@ def _groups(pairs, id_field: str, min_similarity: float):
         {id_field: removed[id_field].dtype, GROUP_FIELD: removed[id_field].dtype})
 
 
-class SemanticDuplicates:
+class SemanticDuplicates(Configured):
     """Find semantic duplicates: embeddings, k-means, similarity within each cluster.
 
     Parameter names and defaults follow NeMo Curator's ``SemDedupConfig``.
@@ -343,6 +345,9 @@ class SemanticDuplicates:
         chooses its own device the same way.
     removal_strategy, broadcast_threshold
         See :func:`~curator_dask.dedup.removal.remove_ids`.
+    config : SemanticDedupConfig, optional
+        All the parameters above as one object (then leave them at their defaults),
+        shared with the workflow and the pipeline stage.
 
     Examples
     --------
@@ -360,55 +365,11 @@ class SemanticDuplicates:
     [1, 3, 4]
     """
 
-    def __init__(self, n_clusters: int = 1000, *, max_iter: int = 100, tol: float = 1e-4,
-                 random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds: Sequence[float] = (0.01, 0.001),
-                 eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
-                 embedding_column: str = "embeddings",
-                 embedding_model_name_or_path: str | None = None,
-                 embedding_batch_size: int = 128, embedding_max_chars: int | None = 6000,
-                 id_field: str = "id", text_field: str = "text", device: str = "auto",
-                 removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD):
-        for name, value in (("n_clusters", n_clusters), ("max_iter", max_iter),
-                            ("pairwise_batch_size", pairwise_batch_size),
-                            ("embedding_batch_size", embedding_batch_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if which_to_keep not in WHICH_TO_KEEP:
-            raise ValueError(f"which_to_keep must be one of {WHICH_TO_KEEP}, "
-                             f"got {which_to_keep!r}")
-        if sim_metric not in SIM_METRICS:
-            raise ValueError(f"sim_metric must be one of {SIM_METRICS}, got {sim_metric!r}")
-        if isinstance(eps_thresholds, int | float):
-            eps_thresholds = [eps_thresholds]
-        eps_thresholds = sorted({float(e) for e in eps_thresholds}, reverse=True)
-        if not eps_thresholds or not all(0 <= e < 2 for e in eps_thresholds):
-            raise ValueError(f"eps_thresholds must be values in [0, 2), got {eps_thresholds}")
-        if float(eps_to_extract) not in eps_thresholds:
-            raise ValueError(f"eps_to_extract={eps_to_extract} must be one of "
-                             f"eps_thresholds {eps_thresholds}")
-        if removal_strategy not in STRATEGIES:
-            raise ValueError(
-                f"removal_strategy must be one of {STRATEGIES}, got {removal_strategy!r}")
-        self.n_clusters = n_clusters
-        self.max_iter = max_iter
-        self.tol = float(tol)
-        self.random_state = int(random_state)
-        self.which_to_keep = which_to_keep
-        self.sim_metric = sim_metric
-        self.eps_thresholds = eps_thresholds
-        self.eps_to_extract = float(eps_to_extract)
-        self.pairwise_batch_size = pairwise_batch_size
-        self.embedding_column = embedding_column
-        self.embedding_model_name_or_path = embedding_model_name_or_path
-        self.embedding_batch_size = embedding_batch_size
-        self.embedding_max_chars = embedding_max_chars
-        self.id_field = id_field
-        self.text_field = text_field
-        self.device = check_device(device)
-        self.removal_strategy = removal_strategy
-        self.broadcast_threshold = broadcast_threshold
+    @takes_config(SemanticDedupConfig, positional=("n_clusters",))
+    def __init__(self, *, config: SemanticDedupConfig | None = None):
+        self.config = config
+        #: Where the kernels run: the config's device, checked (or an ``ArrayOps``).
+        self.device = check_device(config.device)
 
     def __repr__(self) -> str:
         return (f"SemanticDuplicates(n_clusters={self.n_clusters}, "
@@ -432,7 +393,7 @@ class SemanticDuplicates:
                        "init": "k-means++ on a sample"},
             "clusters": {"sim_metric": self.sim_metric},
             "pairwise": {"which_to_keep": self.which_to_keep,
-                         "eps_thresholds": self.eps_thresholds,
+                         "eps_thresholds": list(self.eps_thresholds),
                          "random_state": self.random_state},
             "removal": {"eps_to_extract": self.eps_to_extract},
         }
@@ -573,19 +534,21 @@ class SemanticDuplicates:
         def path(name):
             return posixpath.join(cache_path.rstrip("/"), name)
 
-        embeddings = self.embeddings(ds)
-        id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
-        write_phase(embeddings, path("embeddings"), fingerprint=None,
-                    storage_options=storage_options)
-        embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
-        self.check_ids(embeddings)
-        fit = self.kmeans(embeddings)
-        write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
-                    fingerprint=None, storage_options=storage_options)
-        clusters = self.read_clusters(path("clusters"), id_type, storage_options)
-        write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
-                    storage_options=storage_options)
-        pairs = self.read_pairs(path("pairs"), id_type, storage_options)
+        with guarded(cache_path, "cache directory", inputs=[ds.sources],
+                     storage_options=storage_options):
+            embeddings = self.embeddings(ds)
+            id_type = id_arrow_type(embeddings._meta[self.id_field].dtype)
+            write_phase(embeddings, path("embeddings"), fingerprint=None,
+                        storage_options=storage_options)
+            embeddings = self.read_embeddings(path("embeddings"), id_type, storage_options)
+            self.check_ids(embeddings)
+            fit = self.kmeans(embeddings)
+            write_phase(self.clusters(embeddings, fit.centroids), path("clusters"),
+                        fingerprint=None, storage_options=storage_options)
+            clusters = self.read_clusters(path("clusters"), id_type, storage_options)
+            write_phase(self.pairs(clusters), path("pairs"), fingerprint=None,
+                        storage_options=storage_options)
+            pairs = self.read_pairs(path("pairs"), id_type, storage_options)
         return DocumentDataset(self.duplicates(pairs))
 
     def __call__(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:

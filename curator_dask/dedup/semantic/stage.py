@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Literal
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.dedup.config import SemanticDedupConfig, field_names, takes_config
 from curator_dask.dedup.ids import DuplicateIdError
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
 from curator_dask.dedup.semantic.duplicates import (
     GROUP_FIELD,
     SEMANTIC_DUPLICATE_REASON,
     SemanticDuplicates,
 )
+from curator_dask.dedup.stats import DedupStats
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["SemanticDedup"]
@@ -28,11 +27,24 @@ class SemanticDedup(WholeDatasetStage):
     (NeMo Curator's ``SemDedupConfig`` names). Each phase is written under the
     executor's cache directory for this stage; the pairs table, for auditing, is in its
     ``pairs/`` subdirectory. Removed documents are counted as ``semantic_duplicate``,
-    and :attr:`last_run` holds a :class:`~curator_dask.dedup.stages.DedupStats` (a group
+    and :attr:`last_run` holds a :class:`~curator_dask.dedup.stats.DedupStats` (a group
     is a kept document and the duplicates removed for it).
 
     Ids must be unique (``AddId`` before this stage); a repeated id raises
     :class:`~curator_dask.dedup.ids.DuplicateIdError` naming the stage.
+
+    Parameters
+    ----------
+    n_clusters, max_iter, tol, random_state, which_to_keep, sim_metric, eps_thresholds,
+    eps_to_extract, pairwise_batch_size, embedding_column, embedding_model_name_or_path,
+    embedding_batch_size, embedding_max_chars, id_field, text_field, device,
+    removal_strategy, broadcast_threshold
+        As for :class:`~curator_dask.dedup.semantic.SemanticDuplicates`.
+    name : str, default "semantic_dedup"
+    config : SemanticDedupConfig, optional
+        The parameters above but ``name`` as one object (then leave them at their
+        defaults), shared with the workflow and
+        :class:`~curator_dask.dedup.SemanticDuplicates`.
 
     Examples
     --------
@@ -46,26 +58,10 @@ class SemanticDedup(WholeDatasetStage):
     ([1, 3], {2: 1})
     """
 
-    def __init__(self, n_clusters: int = 1000, max_iter: int = 100, tol: float = 1e-4,
-                 random_state: int = 1234, which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine", eps_thresholds: Sequence[float] = (0.01, 0.001),
-                 eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
-                 embedding_column: str = "embeddings",
-                 embedding_model_name_or_path: str | None = None,
-                 embedding_batch_size: int = 128, embedding_max_chars: int = 6000,
-                 id_field: str = "id", text_field: str = "text", device: str = "auto",
-                 removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 name: str = "semantic_dedup"):
-        self.dedup = SemanticDuplicates(
-            n_clusters, max_iter=max_iter, tol=tol, random_state=random_state,
-            which_to_keep=which_to_keep, sim_metric=sim_metric, eps_thresholds=eps_thresholds,
-            eps_to_extract=eps_to_extract, pairwise_batch_size=pairwise_batch_size,
-            embedding_column=embedding_column,
-            embedding_model_name_or_path=embedding_model_name_or_path,
-            embedding_batch_size=embedding_batch_size, embedding_max_chars=embedding_max_chars,
-            id_field=id_field, text_field=text_field, device=device,
-            removal_strategy=removal_strategy, broadcast_threshold=broadcast_threshold)
+    @takes_config(SemanticDedupConfig, positional=(*field_names(SemanticDedupConfig), "name"))
+    def __init__(self, name: str = "semantic_dedup", *,
+                 config: SemanticDedupConfig | None = None):
+        self.dedup = SemanticDuplicates(config=config)
         self.name = name
         self.last_run = None
 
@@ -76,18 +72,16 @@ class SemanticDedup(WholeDatasetStage):
 
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Compute every phase under ``cache_path``, then remove the duplicates."""
-        from curator_dask.dedup.stages import DedupStats
-
         try:
             found = self.dedup.identify(ds, cache_path)
         except DuplicateIdError as err:
-            raise DuplicateIdError(f"stage {self.stage_name!r}: {err}") from None
+            raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         removed = DocumentDataset(found.df.persist())
         sizes = removed.df.groupby(GROUP_FIELD).size().compute() + 1
         self.last_run = DedupStats.from_group_sizes(SEMANTIC_DUPLICATE_REASON, sizes)
-        logger.info("%s: %d semantic duplicates in %d groups", self.stage_name,
+        logger.info("%s: %d semantic duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
         return self.dedup.remove(ds, removed)
 
     def __repr__(self) -> str:
-        return f"<SemanticDedup {self.stage_name!r} (whole dataset, {self.dedup!r})>"
+        return f"<SemanticDedup {self.name!r} (whole dataset, {self.dedup!r})>"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,10 +43,11 @@ from curator_dask.dedup.cache import (
     read_parquet_parts,
     read_phase,
     removal_output_intact,
+    workflow_run,
     write_phase,
     write_removal,
 )
-from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD
+from curator_dask.dedup.config import SemanticDedupConfig, takes_config
 from curator_dask.dedup.semantic.duplicates import (
     CLUSTER_FIELD,
     GROUP_FIELD,
@@ -58,8 +58,9 @@ from curator_dask.dedup.semantic.duplicates import (
     id_arrow_type,
     vector_series,
 )
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.overlap import check_run_paths
+from curator_dask.dedup.workflow import input_files
+from curator_dask.io.identity import files_identity
+from curator_dask.faults import faults_explained
 from curator_dask.stages.ids import AddId
 
 __all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
@@ -121,6 +122,11 @@ class SemanticDeduplicationWorkflow:
     embedding_batch_size, embedding_max_chars, device, removal_strategy,
     broadcast_threshold
         As for :class:`~curator_dask.dedup.semantic.SemanticDuplicates`.
+    config : SemanticDedupConfig, optional
+        The algorithm's parameters (``n_clusters`` ... ``broadcast_threshold``,
+        ``id_field``, ``text_field``) as one object (then leave them at their defaults),
+        shared with :class:`~curator_dask.dedup.SemanticDuplicates` and the
+        ``SemanticDedup`` stage.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Reruns must use the same value, or ids (and the
@@ -133,24 +139,17 @@ class SemanticDeduplicationWorkflow:
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     storage_options : dict, optional
         For fsspec, used for input, cache and output.
+    force : bool, default False
+        As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     """
 
+    @takes_config(SemanticDedupConfig)
     def __init__(self, input_path, cache_path: str, output_path: str | None = None, *,
-                 perform_removal: bool = False, n_clusters: int = 1000, max_iter: int = 100,
-                 tol: float = 1e-4, random_state: int = 1234,
-                 which_to_keep: Literal["hard", "easy", "random"] = "hard",
-                 sim_metric: Literal["cosine", "l2"] = "cosine",
-                 eps_thresholds: Sequence[float] = (0.01, 0.001),
-                 eps_to_extract: float = 0.01, pairwise_batch_size: int = 1024,
-                 embedding_column: str = "embeddings",
-                 embedding_model_name_or_path: str | None = None,
-                 embedding_batch_size: int = 128, embedding_max_chars: int = 6000,
+                 perform_removal: bool = False,
                  input_filetype: Literal["jsonl", "parquet"] = "jsonl",
-                 input_blocksize: int | str | None = None,
-                 id_field: str = "id", text_field: str = "text", device: str = "auto",
-                 removal_strategy: str = "auto",
-                 broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-                 output_mode: OutputMode = "error", storage_options: dict | None = None):
+                 input_blocksize: int | str | None = None, output_mode: OutputMode = "error",
+                 storage_options: dict | None = None,
+                 config: SemanticDedupConfig | None = None, force: bool = False):
         if input_filetype not in FILETYPES:
             raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
         if output_mode not in OUTPUT_MODES:
@@ -165,15 +164,8 @@ class SemanticDeduplicationWorkflow:
         self.input_blocksize = input_blocksize
         self.output_mode = output_mode
         self.storage_options = storage_options
-        self.dedup = SemanticDuplicates(
-            n_clusters, max_iter=max_iter, tol=tol, random_state=random_state,
-            which_to_keep=which_to_keep, sim_metric=sim_metric, eps_thresholds=eps_thresholds,
-            eps_to_extract=eps_to_extract, pairwise_batch_size=pairwise_batch_size,
-            embedding_column=embedding_column,
-            embedding_model_name_or_path=embedding_model_name_or_path,
-            embedding_batch_size=embedding_batch_size, embedding_max_chars=embedding_max_chars,
-            id_field=id_field, text_field=text_field, device=device,
-            removal_strategy=removal_strategy, broadcast_threshold=broadcast_threshold)
+        self.force = force
+        self.dedup = SemanticDuplicates(config=config)
 
     def __repr__(self) -> str:
         return (f"SemanticDeduplicationWorkflow(input_path={self.input_path!r}, "
@@ -191,13 +183,13 @@ class SemanticDeduplicationWorkflow:
         return ds
 
     def fingerprints(self) -> dict[str, dict]:
-        """What each phase depends on: the input files, how they are read, the parameters
-        of that phase and of every phase before it."""
-        extensions = JSONL_EXTENSIONS if self.input_filetype == "jsonl" else PARQUET_EXTENSIONS
-        _, files = list_files(self.input_path, extensions, self.storage_options)
+        """What each phase depends on: the input files (the identity of each, see
+        :mod:`curator_dask.io.identity`), how they are read, the parameters of that phase
+        and of every phase before it."""
+        fs, files = input_files(self.input_path, self.input_filetype, self.storage_options)
         params = self.dedup.parameters()
         out = {}
-        upstream = {"files": [[f.path, f.size] for f in files],
+        upstream = {"files": files_identity(fs, [f.path for f in files]),
                     "input_filetype": self.input_filetype,
                     "input_blocksize": str(self.input_blocksize)}
         for phase, key in (("embeddings", "embeddings"), ("kmeans", "kmeans"),
@@ -219,10 +211,15 @@ class SemanticDeduplicationWorkflow:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
+        with faults_explained():
+            return self._run()
+
+    def _run(self) -> SemanticDedupResult:
         ds = self.read()
-        check_run_paths([ds.sources], output=self.output_path if self.perform_removal else None,
-                        cache=self.cache_path, storage_options=self.storage_options)
-        fingerprints = self.fingerprints()
+        with workflow_run(self, ds):
+            return self._dedup(ds, self.fingerprints())
+
+    def _dedup(self, ds: DocumentDataset, fingerprints: dict) -> SemanticDedupResult:
         if self.perform_removal:  # an output this run may not replace: refuse before embedding
             output_mode_for(self.output_path, self.output_mode, resuming=True,
                             fingerprint=fingerprints["removal"],

@@ -1,7 +1,7 @@
 """Compiled loops of task decontamination, over whole partitions (numba, cached on disk).
 
 Words are ids into the task vocabulary (``-1`` for a word no task contains). An n-gram's
-key is a polynomial rolling hash of its ids (:func:`~curator_dask.stages.filters.kernels.
+key is a polynomial rolling hash of its ids (:func:`~curator_dask.text.kernels.
 prefix_hashes`, O(1) per window from prefix hashes), mixed with its length; keys only
 find candidates: a candidate matches when its ids equal the task n-gram's ids, word for
 word, so a hash collision can cost a comparison but never a false match.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from curator_dask.numba_cache import njit
-from curator_dask.stages.filters.kernels import HASH_BASE
+from curator_dask.text.kernels import HASH_BASE
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.tasks import EvalTask, load_task_texts
-from curator_dask.stages.filters import kernels as text_kernels
-from curator_dask.stages.filters._text import buffers, char_table, string_array
+from curator_dask.text import buffers, char_table, string_array
+from curator_dask.text import kernels as text_kernels
 
 __all__ = ["Words", "words_of", "TaskNgramIndex", "build_index"]
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import dask
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.stages.base import WholeDatasetStage
@@ -17,8 +18,8 @@ from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.index import TaskNgramIndex, build_index, words_of
 from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_files
-from curator_dask.stages.filters import kernels as text_kernels
-from curator_dask.stages.filters._text import arrow_text, is_cudf, string_array
+from curator_dask.text import arrow_text, string_array
+from curator_dask.text import kernels as text_kernels
 
 __all__ = ["TaskDecontamination", "DecontaminationStats", "decontaminate_partition",
            "count_partition"]
@@ -158,7 +159,7 @@ class TaskDecontamination(WholeDatasetStage):
     def run(self, ds: DocumentDataset, cache_path: str) -> DocumentDataset:
         """Count task n-grams over the corpus (unless ``max_matches`` is None), then cut
         the remaining matches out of every partition."""
-        require_columns(f"stage {self.stage_name!r}", ds.df.columns, [self.text_field],
+        require_columns(f"stage {self.name!r}", ds.df.columns, [self.text_field],
                         fix="Pass text_field= to name the right one.")
         index = self.index
         stats = DecontaminationStats(ngrams=len(index), index_bytes=index.nbytes)
@@ -175,12 +176,12 @@ class TaskDecontamination(WholeDatasetStage):
                                                         minlength=len(index.tasks))) if n}
             if common.any():
                 logger.info("%s: %d task n-gram(s) occur more than %d times and are kept",
-                            self.stage_name, int(common.sum()), self.max_matches)
+                            self.name, int(common.sum()), self.max_matches)
                 index = index.with_enabled(~common)
         self.last_run = stats
         options = {"text_field": self.text_field, "margin": self.remove_char_each_side,
                    "min_length": self.min_document_length, "max_splits": self.max_splits,
-                   "stage_name": self.stage_name}
+                   "stage_name": self.name}
         df = ds.df.map_partitions(decontaminate_partition, dask.delayed(index, pure=True),
                                   meta=ds.df._meta, align_dataframes=False,
                                   enforce_metadata=False, **options)

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
@@ -43,7 +44,6 @@ from curator_dask.stages.extract.extractors import (
     ExtractorStartError,
     extract_html,
 )
-from curator_dask.stages.filters._text import is_cudf
 
 __all__ = ["HtmlExtractor", "ALGORITHMS", "extract_html"]
 
@@ -159,7 +159,7 @@ class HtmlExtractor(ProcessingStage):
     def meta(self, input_meta):
         if self.html_field not in input_meta.columns:
             raise KeyError(
-                f"stage {self.stage_name!r} reads HTML from the column {self.html_field!r}, "
+                f"stage {self.name!r} reads HTML from the column {self.html_field!r}, "
                 f"which the dataset does not have; its columns are "
                 f"{list(input_meta.columns)}. Read WARC files with read_warc, or pass "
                 "html_field= to name the HTML column.")

@@ -29,9 +29,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
+from curator_dask.text import like_input, to_pandas_text
 
 __all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores", "dtype_name",
            "snake_case"]

@@ -38,7 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import (
+from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.stages.filters.heuristic import alternation
+from curator_dask.text import (
     Segments,
     arrow_text,
     like_input,
@@ -46,8 +48,6 @@ from curator_dask.stages.filters._text import (
     splitlines,
     words,
 )
-from curator_dask.stages.filters.base import DocumentFilter
-from curator_dask.stages.filters.heuristic import alternation
 
 __all__ = ["C4QualityFilter", "C4_POLICY_SUBSTRINGS", "c4_lines"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import arrow_text, count_classes, lengths, like_input, ratio
 from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.text import arrow_text, count_classes, lengths, like_input, ratio
 
 __all__ = ["AlphaFilter", "NumberOfLinesOfCodeFilter", "XMLHeaderFilter"]
 

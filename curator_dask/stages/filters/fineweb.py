@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import (
+from curator_dask.stages.filters.gopher import RuleSetFilter
+from curator_dask.text import (
     arrow_text,
     count_classes,
     lengths,
@@ -24,7 +25,6 @@ from curator_dask.stages.filters._text import (
     register_chars,
     words,
 )
-from curator_dask.stages.filters.gopher import RuleSetFilter
 
 __all__ = ["FineWebQualityFilter"]
 

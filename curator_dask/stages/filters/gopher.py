@@ -33,10 +33,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters import kernels
-from curator_dask.stages.filters._text import (
+from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.text import (
     arrow_text,
     count_classes,
+    kernels,
     lengths,
     like_input,
     ratio,
@@ -46,7 +47,6 @@ from curator_dask.stages.filters._text import (
     splitlines,
     words,
 )
-from curator_dask.stages.filters.base import DocumentFilter
 
 __all__ = ["GopherQualityFilter", "GopherRepetitionFilter", "STOP_WORDS"]
 

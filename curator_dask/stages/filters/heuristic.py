@@ -29,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import (
+from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.text import (
     arrow_text,
     char_table,
     count_chars,
@@ -43,7 +44,6 @@ from curator_dask.stages.filters._text import (
     to_pandas_text,
     words,
 )
-from curator_dask.stages.filters.base import DocumentFilter
 
 __all__ = [
     "NonAlphaNumericFilter",

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from curator_dask.stages.filters import kernels
-from curator_dask.stages.filters._text import (
+from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.stages.filters.heuristic import check_lang
+from curator_dask.text import (
     arrow_text,
+    kernels,
     lengths,
     like_input,
     nonblank_lines,
@@ -27,8 +29,6 @@ from curator_dask.stages.filters._text import (
     word_spans,
     words,
 )
-from curator_dask.stages.filters.base import DocumentFilter
-from curator_dask.stages.filters.heuristic import check_lang
 
 __all__ = [
     "RepeatedLinesFilter",

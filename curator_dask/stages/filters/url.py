@@ -21,8 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import arrow_text, like_input
 from curator_dask.stages.filters.base import DocumentFilter
+from curator_dask.text import arrow_text, like_input
 
 __all__ = ["DomainBlocklistFilter", "UrlKeywordFilter", "read_list"]
 

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf
 
-__all__ = ["is_cudf", "host_text", "token_array", "column_like", "cudf_meta",
+__all__ = ["host_text", "host_text_array", "token_array", "column_like", "cudf_meta",
            "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))
@@ -52,6 +52,11 @@ def host_text(series, max_chars: int | None = None) -> list[str]:
     >>> host_text(pd.Series(["héllo wörld", None], dtype="str"), max_chars=4)
     ['héll', '']
     """
+    return host_text_array(series, max_chars).to_pylist()
+
+
+def host_text_array(series, max_chars: int | None = None) -> pa.Array:
+    """:func:`host_text` as one Arrow string array (no nulls) on the host."""
     arr = _arrow(series)
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         try:
@@ -65,7 +70,7 @@ def host_text(series, max_chars: int | None = None) -> list[str]:
         arr = arr.fill_null("")
     if max_chars is not None:
         arr = pc.utf8_slice_codeunits(arr, 0, max_chars)  # code points, not bytes
-    return arr.to_pylist()
+    return arr
 
 
 def token_array(series) -> pa.Array:
@@ -89,7 +94,8 @@ def column_like(values, like, kind: str):
         row per document) or token ids (an Arrow list array).
     like : Series or DataFrame
         The partition or one of its columns: gives the backend and the index.
-    kind : {"str", "bool", "vectors", "token_ids"}
+    kind : {"str", "bool", "vectors", "token_ids", "values"}
+        ``"values"``: numbers (a 1-d numpy array), kept in their dtype.
 
     Examples
     --------
@@ -120,19 +126,24 @@ def column_like(values, like, kind: str):
         if is_cudf(like):
             return _cudf_from_arrow(pa.array(np.asarray(values, dtype=bool)), like)
         return pd.Series(np.asarray(values, dtype=bool), index=like.index)
+    if kind == "values":
+        if is_cudf(like):
+            return _cudf_from_arrow(pa.array(np.asarray(values)), like)
+        return pd.Series(np.asarray(values), index=like.index)
     raise ValueError(f"unknown column kind {kind!r}")
 
 
 def cudf_meta(input_meta, removed_columns, added: dict[str, str]):
     """The output meta on a cuDF input meta: ``added`` maps new columns to their kind
-    ("str", "vectors", "token_ids"). Pandas metas are made by ``ProcessingStage.meta``."""
+    ("str", "vectors", "token_ids") or a numeric dtype ("float32", "int64", "bool").
+    Pandas metas are made by ``ProcessingStage.meta``."""
     import cudf
 
     dtypes = {"str": "str", "vectors": cudf.ListDtype("float32"),
               "token_ids": cudf.ListDtype("int32")}
     out = input_meta.drop(columns=list(removed_columns))
     for column, kind in added.items():
-        out[column] = cudf.Series([], dtype=dtypes[kind], index=out.index)
+        out[column] = cudf.Series([], dtype=dtypes.get(kind, kind), index=out.index)
     return out
 
 

@@ -25,16 +25,17 @@ from typing import Any
 
 import numpy as np
 
+from curator_dask.backends import is_cudf
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.models import loading
+from curator_dask.stages.models import loading, token_cache
 from curator_dask.stages.models.backend import (
     TOKEN_IDS_DTYPE,
     VECTOR_DTYPE,
     column_like,
     cudf_meta,
     host_text,
-    is_cudf,
+    host_text_array,
     token_array,
 )
 from curator_dask.stages.models.batching import Tokens, run_batches, tokenize
@@ -83,25 +84,43 @@ def _default_name(model_dir: ModelDir, suffix: str) -> str:
 
 
 class _TokenizingMixin:
-    """Tokenizer handling shared by model stages and :class:`TokenizerStage`."""
+    """Tokenizer handling shared by model stages and :class:`TokenizerStage`.
+
+    Tokens go through the per-process :mod:`token cache <.token_cache>`, so stages in a
+    row over the same text, tokenizer and settings tokenize once.
+    """
 
     model_dir: ModelDir
     text_field: str
     max_chars: int | None
     max_length: int | None
     trust_remote_code: bool
+    #: Names how :meth:`prepare_texts` changes the text before tokenizing (part of the
+    #: token cache key); None when it does not.
+    text_preparation: str | None = None
     _tokenizer: Any = None
     _tokenizer_key: Hashable | None = None
+    _tokenizer_identity: str | None = None
+
+    @property
+    def tokenizer_path(self) -> str:
+        """The directory the tokenizer loads from: the model's own, unless a subclass
+        says otherwise."""
+        return self.__dict__.get("_tokenizer_path") or self.model_dir.path
 
     def _acquire_tokenizer(self) -> None:
         if self._tokenizer is None:
             self._tokenizer_key, self._tokenizer = loading.acquire_tokenizer(
-                self.model_dir.path, trust_remote_code=self.trust_remote_code)
+                self.tokenizer_path, trust_remote_code=self.trust_remote_code)
+            self._tokenizer_identity = token_cache.tokenizer_identity(self._tokenizer,
+                                                                      self.tokenizer_path)
 
     def _release_tokenizer(self) -> None:
         if self._tokenizer_key is not None:
             loading.release(self._tokenizer_key)
-        self._tokenizer = self._tokenizer_key = None
+            if not any(key[0] == "tokenizer" for key in loading.loaded()):
+                token_cache.clear()  # no stage here can use the cached tokens any more
+        self._tokenizer = self._tokenizer_key = self._tokenizer_identity = None
 
     def _default_max_length(self) -> int:
         limits = []
@@ -117,13 +136,28 @@ class _TokenizingMixin:
         """Most tokens per document: ``max_length``, else the model's own limit."""
         return self.max_length or self._default_max_length()
 
+    def prepare_texts(self, texts: list[str]) -> list[str]:
+        """The texts as the model reads them (after the ``max_chars`` cut); a subclass
+        that changes them (a prompt around each) sets :attr:`text_preparation`."""
+        return texts
+
     def tokenize_column(self, text) -> Tokens:
         """Token ids of a text column (any backend), cut to ``max_chars`` then
-        :meth:`token_limit` tokens."""
+        :meth:`token_limit` tokens; from the token cache when an earlier stage in this
+        process tokenized the same text the same way."""
         self._acquire_tokenizer()
-        texts = host_text(text, self.max_chars)
-        with loading.tokenizer_lock:
-            return tokenize(self._tokenizer, texts, self.token_limit())
+        arr = host_text_array(text, self.max_chars)
+        limit = self.token_limit()
+        key = (self._tokenizer_identity, self.text_preparation, limit,
+               token_cache.text_digest(arr))
+
+        def compute() -> Tokens:
+            texts = self.prepare_texts(arr.to_pylist())
+            with loading.tokenizer_lock:
+                return tokenize(self._tokenizer, texts, limit)
+
+        return token_cache.tokens_for(key, compute, documents=len(arr),
+                                      tokenizer_path=self.tokenizer_path)
 
 
 class ModelStage(_TokenizingMixin, ProcessingStage):
@@ -167,6 +201,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
 
     model_kind: str = "encoder"
     output_suffix: str = "model"
+    #: Where a batch is padded: "left" for a causal language model that generates.
+    padding_side: str = "right"
     resources: Resources = Resources(gpus=1)
     #: Executors may run this stage on CPU workers when the cluster has no GPU worker.
     cpu_fallback: bool = True
@@ -182,7 +218,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
                  pretokenized: bool = False, input_ids_column: str = "input_ids",
                  trust_remote_code: bool = False, name: str | None = None,
                  resources: Resources | None = None):
-        self.model_dir = inspect_model_dir(model_path, need_tokenizer=not pretokenized)
+        self.model_dir = self.inspect(model_path, pretokenized)
         self.model_path = self.model_dir.path
         self.text_field = text_field
         self.model_inference_batch_size = _positive_int("model_inference_batch_size",
@@ -205,10 +241,20 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         self._model = None
         self._model_key = None
 
+    def inspect(self, model_path, pretokenized: bool) -> ModelDir:
+        """Check the model directory when the stage is made (override for a layout other
+        than ``save_pretrained``'s)."""
+        return inspect_model_dir(model_path, need_tokenizer=not pretokenized)
+
+    def model_builder(self) -> loading.ModelBuilder | None:
+        """How to build a model that is not a ``transformers`` Auto class (None: it is)."""
+        return None
+
     # -- pickling: the model never travels; setup() gets this process's copy ------------
     def __getstate__(self):
         state = self.__dict__.copy()
-        for attr in ("_model", "_model_key", "_tokenizer", "_tokenizer_key"):
+        for attr in ("_model", "_model_key", "_tokenizer", "_tokenizer_key",
+                     "_tokenizer_identity"):
             state.pop(attr, None)
         return state
 
@@ -221,10 +267,11 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
             self._acquire_tokenizer()
         self._model_key, self._model = loading.acquire_model(
             self.model_path, self.model_kind, self.device, self.dtype,
-            trust_remote_code=self.trust_remote_code, safetensors=self.model_dir.safetensors)
+            trust_remote_code=self.trust_remote_code, safetensors=self.model_dir.safetensors,
+            builder=self.model_builder())
         if self._model.device.type == "cpu" and self.resources.requires_gpu:
             logger.info("stage %r: no GPU in this worker process; running %s on CPU",
-                        self.stage_name, self.model_path)
+                        self.name, self.model_path)
 
     def teardown(self) -> None:
         """Release this stage's references; the last user of a model frees it."""
@@ -246,7 +293,7 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
     def meta(self, input_meta):
         if is_cudf(input_meta):
             self.check_input_columns(input_meta.columns)
-            kinds = {c: "vectors" if dtype == VECTOR_DTYPE else "str"
+            kinds = {c: "vectors" if dtype == VECTOR_DTYPE else dtype
                      for c, dtype in self.output_columns.items()}
             return cudf_meta(input_meta, self.removed_columns, kinds)
         return super().meta(input_meta)
@@ -275,7 +322,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         raise NotImplementedError
 
     def infer(self, tokens: Tokens) -> np.ndarray:
-        """:meth:`forward_batch` over all of ``tokens``; float32 rows in input order."""
+        """:meth:`forward_batch` over all of ``tokens``; rows in input order (floats as
+        float32, integers such as generated token ids as they are)."""
         self.setup()
         torch, _ = loading.require_torch()
         loaded = self._model
@@ -287,13 +335,15 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
             attention_mask = torch.from_numpy(mask).to(loaded.device, non_blocking=True)
             with autocast:
                 result = self.forward_batch(input_ids, attention_mask)
-            return result.float().cpu().numpy()
+            if result.is_floating_point():
+                result = result.float()
+            return result.cpu().numpy()
 
         with torch.inference_mode():
             return run_batches(forward, tokens, batch_size=self.model_inference_batch_size,
                                pad_id=self.pad_token_id,
                                max_tokens_per_batch=self.tokens_per_batch(loaded.device.type),
-                               label=self.stage_name)
+                               label=self.name, padding_side=self.padding_side)
 
     def tokens_per_batch(self, device_type: str) -> int | None:
         """The token budget of one forward pass on ``device_type`` ("cpu", "cuda").
@@ -377,8 +427,8 @@ class TokenizerStage(_TokenizingMixin, ProcessingStage):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.pop("_tokenizer", None)
-        state.pop("_tokenizer_key", None)
+        for attr in ("_tokenizer", "_tokenizer_key", "_tokenizer_identity"):
+            state.pop(attr, None)
         return state
 
     def setup(self) -> None:

@@ -101,8 +101,15 @@ def batch_bounds(sorted_lengths: np.ndarray, start: int, batch_size: int,
     return min(start + rows, len(sorted_lengths))
 
 
-def pad_batch(tokens: Tokens, rows: np.ndarray, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+PADDING_SIDES = ("right", "left")
+
+
+def pad_batch(tokens: Tokens, rows: np.ndarray, pad_id: int,
+              padding_side: str = "right") -> tuple[np.ndarray, np.ndarray]:
     """``(input_ids, attention_mask)`` of ``rows``, int64, padded to the batch's longest row.
+
+    Encoders pad on the right; a causal language model that generates after the prompt
+    needs the padding on the left (``padding_side="left"``).
 
     Examples
     --------
@@ -110,13 +117,21 @@ def pad_batch(tokens: Tokens, rows: np.ndarray, pad_id: int) -> tuple[np.ndarray
     >>> ids, mask = pad_batch(tokens, np.array([2, 0]), pad_id=0)
     >>> ids.tolist(), mask.tolist()
     ([[8, 9, 0], [5, 6, 7]], [[1, 1, 0], [1, 1, 1]])
+    >>> pad_batch(tokens, np.array([2, 0]), pad_id=0, padding_side="left")[0].tolist()
+    [[0, 8, 9], [5, 6, 7]]
     """
+    if padding_side not in PADDING_SIDES:
+        raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
     lengths = tokens.lengths[rows]
     width = max(int(lengths.max(initial=0)), 1)
-    mask = np.arange(width) < lengths[:, None]
+    if padding_side == "left":
+        mask = np.arange(width) >= (width - lengths)[:, None]
+    else:
+        mask = np.arange(width) < lengths[:, None]
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     # mask is True at (row, column) in row-major order, which is the order of each row's
-    # ids laid back to back: gather them with one index array.
+    # ids laid back to back (on either side, a row's real tokens are contiguous): gather
+    # them with one index array.
     starts = np.repeat(tokens.offsets[rows] - np.cumsum(lengths) + lengths, lengths)
     ids[mask] = tokens.ids[starts + np.arange(int(lengths.sum()))]
     return ids, mask.astype(np.int64)
@@ -141,7 +156,7 @@ def _free_memory() -> None:
 
 def run_batches(forward: Callable[[np.ndarray, np.ndarray], np.ndarray], tokens: Tokens, *,
                 batch_size: int, pad_id: int, max_tokens_per_batch: int | None = None,
-                label: str = "model") -> np.ndarray:
+                label: str = "model", padding_side: str = "right") -> np.ndarray:
     """Run ``forward`` over ``tokens`` in length-sorted batches; results in input order.
 
     Parameters
@@ -156,6 +171,8 @@ def run_batches(forward: Callable[[np.ndarray, np.ndarray], np.ndarray], tokens:
         Most tokens in one batch, padding included.
     label : str
         Names the stage in the out-of-memory warning.
+    padding_side : {"right", "left"}
+        See :func:`pad_batch`.
 
     Returns
     -------
@@ -171,7 +188,7 @@ def run_batches(forward: Callable[[np.ndarray, np.ndarray], np.ndarray], tokens:
     while start < n:
         end = batch_bounds(sorted_lengths, start, limit, max_tokens_per_batch)
         rows = order[start:end]
-        ids, mask = pad_batch(tokens, rows, pad_id)
+        ids, mask = pad_batch(tokens, rows, pad_id, padding_side)
         try:
             result = forward(ids, mask)
         except Exception as err:

@@ -13,12 +13,62 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from curator_dask.dropped import record_dropped
+from curator_dask.backends import is_cudf
+from curator_dask.compat import nemo_keywords
+from curator_dask.dropped import record_distribution, record_dropped
+from curator_dask.errors import CuratorError
 from curator_dask.resources import Resources
-from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like, is_cudf
+from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
 from curator_dask.stages.models.base import ModelStage
 
-__all__ = ["ClassifierStage"]
+__all__ = ["ClassifierStage", "ClassifierOptionError", "check_filter_by", "keep_labels",
+           "labelled"]
+
+
+class ClassifierOptionError(CuratorError, ValueError):
+    """A classifier option that cannot work with its model (a label it does not predict)."""
+
+
+def check_filter_by(owner: str, filter_by, labels: Sequence) -> list | None:
+    """``filter_by`` as a list, checked against the ``labels`` a classifier predicts.
+
+    >>> check_filter_by("quality", "High", ["Low", "Medium", "High"])
+    ['High']
+    """
+    if filter_by is None:
+        return None
+    if isinstance(filter_by, (str, bool)):
+        filter_by = [filter_by]
+    filter_by = list(filter_by)
+    unknown = [label for label in filter_by if label not in list(labels)]
+    if unknown:
+        raise ClassifierOptionError(
+            f"{owner}: filter_by names label(s) {unknown} that the model does not predict; "
+            f"its labels are {list(labels)}")
+    return filter_by
+
+
+def labelled(df, stage_name: str, column: str, values):
+    """``df`` with ``values`` counted as the label distribution of ``column`` (see
+    :func:`~curator_dask.dropped.record_distribution`)."""
+    return record_distribution(df, stage_name, column, values)
+
+
+def keep_labels(df, stage_name: str, labels: np.ndarray, filter_by: Sequence | None):
+    """The rows of ``df`` whose label (``labels``, one per row) is in ``filter_by``.
+
+    The other rows are counted as dropped per label, ``"<stage name>.<label>"``. Without
+    ``filter_by``, ``df`` itself.
+    """
+    if filter_by is None:
+        return df
+    labels = np.asarray(labels)
+    keep = np.isin(labels, np.asarray(filter_by, dtype=labels.dtype))
+    out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
+    dropped, counts = np.unique(labels[~keep].astype(str), return_counts=True)
+    for label, count in zip(dropped.tolist(), counts.tolist()):
+        record_dropped(out, f"{stage_name}.{label}", count)
+    return out
 
 
 class ClassifierStage(ModelStage):
@@ -65,6 +115,7 @@ class ClassifierStage(ModelStage):
     model_kind = "sequence-classification"
     output_suffix = "classifier"
 
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike, labels: Sequence[str] | None = None, *,
                  text_field: str = "text", pred_column: str = "label",
                  prob_column: str | None = None, filter_by: Sequence[str] | None = None,
@@ -83,15 +134,7 @@ class ClassifierStage(ModelStage):
         self.labels = self._resolve_labels(labels)
         self.pred_column = pred_column
         self.prob_column = prob_column
-        if isinstance(filter_by, str):
-            filter_by = [filter_by]
-        if filter_by is not None:
-            unknown = [label for label in filter_by if label not in self.labels]
-            if unknown:
-                raise ValueError(f"filter_by names label(s) {unknown} that the model does not "
-                                 f"predict; its labels are {self.labels}")
-            filter_by = list(filter_by)
-        self.filter_by = filter_by
+        self.filter_by = check_filter_by(self.name, filter_by, self.labels)
         self.output_columns = {pred_column: "str"}
         if prob_column is not None:
             self.output_columns[prob_column] = VECTOR_DTYPE
@@ -100,24 +143,27 @@ class ClassifierStage(ModelStage):
         config_labels = self.model_dir.labels
         if labels is None:
             if config_labels is None:
-                raise ValueError(
+                raise ClassifierOptionError(
                     f"{self.model_path}/config.json has no id2label; pass labels= (class "
                     "names in class-index order)"
                 )
             return config_labels
         labels = [str(label) for label in labels]
         if config_labels is not None and len(labels) != len(config_labels):
-            raise ValueError(
+            raise ClassifierOptionError(
                 f"labels= has {len(labels)} names but the model in {self.model_path} has "
                 f"{len(config_labels)} classes ({config_labels})"
             )
         if len(set(labels)) != len(labels):
-            raise ValueError(f"labels= must be distinct, got {labels}")
+            raise ClassifierOptionError(f"labels= must be distinct, got {labels}")
         return labels
 
+    def logits(self, input_ids, attention_mask):
+        """The class logits of one padded batch (the model's own forward)."""
+        return self._model.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
     def forward_batch(self, input_ids, attention_mask):
-        logits = self._model.model(input_ids=input_ids, attention_mask=attention_mask).logits
-        return logits.float().softmax(dim=-1)
+        return self.logits(input_ids, attention_mask).float().softmax(dim=-1)
 
     def attach(self, df, probs):
         if probs is None:
@@ -127,14 +173,5 @@ class ClassifierStage(ModelStage):
         columns = {self.pred_column: column_like(names, df, "str")}
         if self.prob_column is not None:
             columns[self.prob_column] = column_like(probs, df, "vectors")
-        df = df.assign(**columns)
-        if self.filter_by is None:
-            return df
-        keep_index = np.flatnonzero(np.isin(np.asarray(self.labels, dtype=object),
-                                            np.asarray(self.filter_by, dtype=object)))
-        keep = np.isin(predicted, keep_index)
-        out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
-        dropped = np.bincount(predicted[~keep], minlength=len(self.labels))
-        for index in np.flatnonzero(dropped):
-            record_dropped(out, f"{self.stage_name}.{self.labels[index]}", int(dropped[index]))
-        return out
+        df = labelled(df.assign(**columns), self.name, self.pred_column, names)
+        return keep_labels(df, self.name, names, self.filter_by)

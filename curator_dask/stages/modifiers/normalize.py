@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import arrow_text, like_input, re2_class
 from curator_dask.stages.modifiers.base import DocumentModifier
+from curator_dask.text import arrow_text, like_input, re2_class
 
 __all__ = ["NewlineNormalizer", "WhitespaceNormalizer"]
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import arrow_text, like_input
 from curator_dask.stages.modifiers.base import DocumentModifier
+from curator_dask.text import arrow_text, like_input
 
 if TYPE_CHECKING:
     from ftfy import TextFixerConfig

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.stages.filters._text import buffers, lengths
+from curator_dask.text import buffers, lengths
 
 __all__ = ["PATTERN_ENTITIES", "Spans", "find_pattern_spans", "luhn_valid", "iban_valid",
            "ssn_valid"]

@@ -10,12 +10,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import is_cudf
+from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
-from curator_dask.stages.filters._text import arrow_text, is_cudf
 from curator_dask.stages.pii.patterns import PATTERN_ENTITIES, Spans, find_pattern_spans
 from curator_dask.stages.pii.presidio import PRESIDIO_ENTITIES, PresidioFinder
+from curator_dask.text import arrow_text
 
 __all__ = ["PiiRedactor", "ACTIONS", "SPANS_DTYPE"]
 
@@ -97,6 +99,7 @@ class PiiRedactor(ProcessingStage):
      {'type': 'PHONE_NUMBER', 'start': 30, 'end': 42}]
     """
 
+    @nemo_keywords()
     def __init__(self, entities: Sequence[str] | None = None, action: str = "replace",
                  detect_only: bool = False, text_field: str = "text",
                  spans_field: str = "pii_spans", mask_char: str = "*",
@@ -169,7 +172,7 @@ class PiiRedactor(ProcessingStage):
 
     def process(self, df):
         if is_cudf(df):
-            raise TypeError(f"stage {self.stage_name!r} works on pandas partitions; move the "
+            raise TypeError(f"stage {self.name!r} works on pandas partitions; move the "
                             "dataset to pandas first with ds.to_backend('pandas')")
         text = df[self.text_field]
         spans = self.find(text)
@@ -181,7 +184,7 @@ class PiiRedactor(ProcessingStage):
         else:
             out = df.assign(**{self.text_field: self._redact(text, spans)})
         for entity, count in zip(spans.types, counts):
-            record_counter(out, f"{self.stage_name}.{entity}", int(count))
+            record_counter(out, f"{self.name}.{entity}", int(count))
         return out
 
     def _drop(self, df, spans: Spans):
@@ -192,7 +195,7 @@ class PiiRedactor(ProcessingStage):
         out = df[keep]
         per_type = np.bincount(spans.kinds[first], minlength=len(spans.types))
         for entity, count in zip(spans.types, per_type):
-            record_dropped(out, f"{self.stage_name}.{entity}", int(count))
+            record_dropped(out, f"{self.name}.{entity}", int(count))
         return out
 
     def _replacement(self, entity: str, value: str) -> str:

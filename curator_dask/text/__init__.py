@@ -1,8 +1,10 @@
-"""Whole-partition text primitives shared by the filters and modifiers.
+"""Whole-partition text primitives: what the filters, modifiers and other text stages are
+made of, and what a custom filter can be written with.
 
 Everything here takes a partition's text column and returns one value per document (or
 per word, line, paragraph, each tagged with its document), computed with Arrow kernels,
-numpy and the compiled loops in :mod:`.kernels` — never a Python loop over documents.
+numpy and the compiled loops in :mod:`curator_dask.text.kernels` — never a Python loop
+over documents.
 
 Definitions used throughout (they match Python's ``str`` methods exactly, which the
 tests check against plain per-document references):
@@ -17,7 +19,19 @@ tests check against plain per-document references):
 
 Backends: these functions need pandas partitions (Arrow-backed strings). Stages convert
 a cuDF text column to pandas in one place, :func:`to_pandas_text`, and convert the
-result back with :func:`like_input`.
+result back with :func:`like_input`. Telling the backends apart is
+:func:`curator_dask.backends.is_cudf`'s job.
+
+Examples
+--------
+A score for a :class:`~curator_dask.stages.filters.DocumentFilter`: the share of a
+document's words that are longer than ten characters.
+
+>>> import pandas as pd
+>>> text = pd.Series(["a tremendously long word", None, "short words only"], dtype="str")
+>>> found = words(arrow_text(text))
+>>> ratio(found.per_doc_sum(found.nchars > 10), found.per_doc_count(), empty=0.0).tolist()
+[0.25, 0.0, 0.0]
 """
 
 from __future__ import annotations
@@ -29,15 +43,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.backends import is_cudf, series_like, to_host
-from curator_dask.stages.filters import kernels
+from curator_dask.backends import series_like, to_host
+from curator_dask.text import kernels
 
 __all__ = [
-    "is_cudf",
+    "kernels",
     "to_pandas_text",
     "like_input",
     "arrow_text",
+    "buffers",
+    "lengths",
     "char_table",
+    "register_chars",
     "count_chars",
     "count_classes",
     "re2_class",

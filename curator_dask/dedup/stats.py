@@ -1,0 +1,40 @@
+"""What one run of a dedup stage found: :class:`DedupStats`, which every dedup barrier
+(:mod:`curator_dask.dedup.stages`) keeps in ``last_run`` and the curation report
+(:mod:`curator_dask.observe.report`) plots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["DedupStats"]
+
+
+@dataclass
+class DedupStats:
+    """What one run of a dedup stage found.
+
+    Attributes
+    ----------
+    reason : str
+        The drop reason removed documents are counted under.
+    duplicate_documents : int
+        Documents removed: every member of a group but the one kept.
+    duplicate_groups : int
+        Groups of two or more documents.
+    cluster_sizes : dict of int to int
+        Number of groups of each size (documents in the group, the kept one included).
+    """
+
+    reason: str
+    duplicate_documents: int = 0
+    duplicate_groups: int = 0
+    cluster_sizes: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_group_sizes(cls, reason: str, sizes) -> DedupStats:
+        """From a Series of group sizes (one value per group)."""
+        counts = sizes.value_counts().sort_index()
+        cluster_sizes = {int(size): int(n) for size, n in counts.items()}
+        return cls(reason=reason,
+                   duplicate_documents=sum((size - 1) * n for size, n in cluster_sizes.items()),
+                   duplicate_groups=sum(cluster_sizes.values()), cluster_sizes=cluster_sizes)

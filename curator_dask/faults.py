@@ -1,0 +1,146 @@
+"""Cluster faults that name their cause.
+
+When a task's worker dies again and again, distributed ends the run with
+``KilledWorker``, which names the task and the last worker, not why they died. The usual
+cause is memory: each worker's nanny restarts its worker once it passes
+``distributed.worker.memory.terminate`` (95%) of its memory limit, and records that on the
+scheduler as a ``worker-restart-memory`` event (the worker's address, pid and resident
+memory). :func:`explain_fault` reads those events, the workers' memory limits and the size
+of the run's partitions, and turns the ``KilledWorker`` into a
+:class:`WorkerMemoryError` that says which limit was passed, by how much, the partition
+size, and what to change (``blocksize``, ``memory_limit``). A worker that died for another
+reason (killed, its machine gone) is named as such.
+
+The executors and the dedup workflows call it where a run fails (:func:`faults_explained`).
+
+Examples
+--------
+>>> with faults_explained(partition_bytes=None):
+...     pass
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from dask.utils import format_bytes, key_split
+
+from curator_dask.errors import CuratorError
+
+__all__ = ["WorkerMemoryError", "WorkerDiedError", "explain_fault", "faults_explained",
+           "MEMORY_EVENT"]
+
+logger = logging.getLogger(__name__)
+
+#: The scheduler event topic a nanny logs when it restarts its worker for memory.
+MEMORY_EVENT = "worker-restart-memory"
+
+
+class WorkerDiedError(CuratorError, RuntimeError):
+    """A task whose worker died on every try (distributed's ``KilledWorker``), with why.
+
+    ``task`` is the task's key, ``stage`` the stage it belongs to, ``tries`` how often
+    it was tried.
+    """
+
+    def __init__(self, message: str, task=None, stage: str | None = None, tries: int = 0):
+        self.task, self.stage, self.tries = task, stage, tries
+        super().__init__(message)
+
+
+class WorkerMemoryError(WorkerDiedError, MemoryError):
+    """The workers that ran a task were restarted for passing their memory limit.
+
+    ``memory_limit`` is the workers' limit in bytes, ``peak`` the most memory a worker
+    held when it was restarted, ``partition_bytes`` the size of the run's partitions.
+    """
+
+    def __init__(self, message: str, task=None, stage: str | None = None, tries: int = 0,
+                 memory_limit: int | None = None, peak: int | None = None,
+                 partition_bytes: int | None = None):
+        self.memory_limit, self.peak, self.partition_bytes = memory_limit, peak, partition_bytes
+        super().__init__(message, task, stage, tries)
+
+
+def _memory_restarts(client) -> list[dict]:
+    try:
+        return [event for _, event in client.get_events(MEMORY_EVENT)
+                if isinstance(event, dict)]
+    except Exception:  # the explanation is best effort; the error itself is not
+        logger.debug("could not read the scheduler's memory events", exc_info=True)
+        return []
+
+
+def _memory_limits(client) -> list[int]:
+    from curator_dask._distributed import scheduler_workers
+
+    try:
+        return [int(w.get("memory_limit") or 0) for w in scheduler_workers(client).values()]
+    except Exception:  # a scheduler that is gone: the events alone must do
+        return []
+
+
+def explain_fault(error: BaseException, client, *, partition_bytes: int | None = None
+                  ) -> BaseException:
+    """``error`` with its cause named where it is a ``KilledWorker`` (else ``error``).
+
+    ``partition_bytes`` is the size of the run's partitions (its blocksize), named in
+    the advice.
+    """
+    from distributed.scheduler import KilledWorker
+
+    if not isinstance(error, KilledWorker) or client is None:
+        return error
+    task, tries = error.task, error.allowed_failures + 1
+    stage = key_split(task)
+    restarts = _memory_restarts(client)
+    head = (f"task {task!r} of stage {stage!r} was tried {tries} time(s), and each time "
+            "the worker running it died")
+    size = (f"; the run's partitions are up to {format_bytes(partition_bytes)} "
+            f"(blocksize)" if partition_bytes else "")
+    if not restarts:
+        return WorkerDiedError(
+            f"{head}: not for passing its memory limit (no worker was restarted for "
+            "memory), so it was killed from outside (the operating system's out-of-memory "
+            "killer, a job scheduler, a signal) or its machine was lost. Look in the "
+            f"workers' logs and the system log (dmesg) for why{size}. Finished parts are "
+            "kept: rerun with resume=True", task, stage, tries)
+    limits = [limit for limit in _memory_limits(client) if limit]
+    limit = max(limits) if limits else None
+    peak = max(int(e.get("rss") or 0) for e in restarts)
+    shown = f" of {format_bytes(limit)}" if limit else ""
+    smaller = (f" (for example {format_bytes(max(partition_bytes // 4, 1 << 20))})"
+               if partition_bytes else "")
+    return WorkerMemoryError(
+        f"{head}: workers were restarted {len(restarts)} time(s) for passing 95% of their "
+        f"memory limit{shown} (distributed.worker.memory.terminate; the most a worker held "
+        f"was {format_bytes(peak)}){size}. Read smaller partitions: pass a smaller "
+        f"blocksize{smaller}, or give each worker more memory (get_client(memory_limit=...)"
+        ", or fewer threads per worker). Finished parts are kept: rerun with resume=True",
+        task, stage, tries, limit, peak, partition_bytes)
+
+
+@contextmanager
+def faults_explained(partition_bytes: int | Callable[[], int | None] | None = None,
+                     client=None) -> Iterator[None]:
+    """Around a run on a cluster: a ``KilledWorker`` leaves it as :func:`explain_fault`
+    names it. ``partition_bytes`` may be a function, called only on a failure;
+    ``client`` defaults to the current ``distributed`` client."""
+    try:
+        yield
+    except Exception as err:
+        from distributed.scheduler import KilledWorker
+
+        if not isinstance(err, KilledWorker):
+            raise
+        if client is None:
+            from distributed import default_client
+
+            try:
+                client = default_client()
+            except ValueError:
+                raise err from None
+        size = partition_bytes() if callable(partition_bytes) else partition_bytes
+        raise explain_fault(err, client, partition_bytes=size) from err

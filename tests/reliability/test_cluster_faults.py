@@ -1,0 +1,88 @@
+"""Cluster faults name their cause: a task whose workers are restarted for passing their
+memory limit ends the run with a ``WorkerMemoryError`` that says which limit, how much
+a worker held, the partition size and what to change; a worker killed from outside is
+named as such. Inputs stay byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+from reliability.conftest import write_corpus
+
+from curator_dask import processing_stage
+from curator_dask.executors import BatchExecutor, StreamingExecutor
+from curator_dask.faults import WorkerDiedError, WorkerMemoryError
+from curator_dask.pipeline import Pipeline
+from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+
+LIMIT = 600 * 2**20
+
+
+@pytest.fixture
+def small_workers():
+    """2 workers of 600 MiB each, whose tasks are given up after one retry."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1,
+                          "distributed.worker.memory.monitor-interval": "10ms"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=LIMIT,
+                         processes=True, host="127.0.0.1", dashboard_address=None,
+                         resources={"CPU": 1}, silence_logs=logging.CRITICAL) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+@processing_stage(name="hog")
+def hog(df):
+    """Holds twice a worker's memory limit, touched page by page, for a while."""
+    import time
+
+    block = np.ones(2 * LIMIT // 8)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the nanny restarts the worker before this ends
+        block[::512] += 1
+    return df
+
+
+@processing_stage(name="suicide")
+def suicide(df):
+    os.kill(os.getpid(), signal.SIGKILL)
+    return df
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [StreamingExecutor, BatchExecutor])
+def test_workers_restarted_for_memory_are_named_with_the_limit_and_the_fix(
+        tmp_path, small_workers, make):
+    corpus = write_corpus(tmp_path / "in", n_docs=20, n_files=1)
+    pipeline = (Pipeline("hungry").add_stage(JsonlReader(str(corpus.path)))
+                .add_stage(hog).add_stage(ParquetWriter(str(tmp_path / "out"))))
+    with pytest.raises(WorkerMemoryError) as caught:
+        pipeline.run(make(client=small_workers, progress=False))
+    error = caught.value
+    message = str(error)
+    assert error.stage == "hog" and error.memory_limit == LIMIT
+    assert error.peak > 0.9 * LIMIT and error.partition_bytes == corpus.path.joinpath(
+        "f00.jsonl").stat().st_size
+    for words in ("memory limit", "600.00 MiB", "blocksize", "memory_limit", "resume=True"):
+        assert words in message, message
+    corpus.assert_unchanged()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_from_outside_is_named_as_such(tmp_path, small_workers):
+    corpus = write_corpus(tmp_path / "in", n_docs=20, n_files=1)
+    pipeline = (Pipeline("killed").add_stage(JsonlReader(str(corpus.path)))
+                .add_stage(suicide).add_stage(ParquetWriter(str(tmp_path / "out"))))
+    with pytest.raises(WorkerDiedError) as caught:
+        pipeline.run(StreamingExecutor(client=small_workers, progress=False))
+    assert not isinstance(caught.value, WorkerMemoryError)
+    assert "killed from outside" in str(caught.value) and caught.value.stage == "suicide"
+    corpus.assert_unchanged()
