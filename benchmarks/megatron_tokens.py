@@ -22,7 +22,7 @@ generated text (random words) of ``--generated-mb``; the diverse corpus of
 ``/work/corpus/scale1`` when present (``--real``). Memory in streaming mode is measured
 on 1/8 of the replicated sample and on all of it.
 
-    python benchmarks/tokenize.py --size-mb 128 --generated-mb 48 --workers 2
+    python benchmarks/megatron_tokens.py --size-mb 128 --generated-mb 48 --workers 2
 """
 
 from __future__ import annotations
