@@ -299,7 +299,7 @@ def test_stages_derive_from_the_stage_classes():
     # "dedup" is the catalog's kind for every whole-dataset stage (a pipeline barrier).
     assert {n for n, s in catalog.items() if s.kind == "dedup"} == {
         "ExactDedup", "FuzzyDedup", "SemanticDedup", "TaskDecontamination", "LineDedup",
-        "ExactIndexDedup", "FuzzyIndexDedup"}
+        "ExactIndexDedup", "FuzzyIndexDedup", "Shuffle"}
     assert {"AddId", "LanguageIdFilter", "ClassifierStage", "EmbeddingStage",
             "PiiRedactor"} <= set(catalog)
 

@@ -427,3 +427,15 @@ def test_the_command_refuses_a_missing_path_and_a_bad_model_option(tmp_path, cap
 def test_top_level_hint_names_where_a_nemo_name_lives():
     with pytest.raises(AttributeError, match="from curator_dask.stages.filters import"):
         curator_dask.ScoreFilter  # noqa: B018
+
+
+def test_nemo_s_tokenizing_writer_becomes_ours_with_a_local_tokenizer():
+    report = migrated("from nemo_curator.stages.text.io.writer import MegatronTokenizerWriter\n"
+                      "writer = MegatronTokenizerWriter(path='out/', model_identifier='tok/',\n"
+                      "                                 append_eod=True, hf_token='hf_x')\n")
+    assert "from curator_dask.training import MegatronWriter" in report.code
+    assert "MegatronWriter(path='out/', tokenizer='tok/',\n" in report.code
+    assert "eos=True, hf_token='hf_x')" in report.code
+    # The hub's token has no counterpart: the line is listed, saying to pass a directory.
+    assert [(n.line, "hf_token" in n.message and "local directory" in n.message)
+            for n in report.todo] == [(2, True)]

@@ -122,6 +122,11 @@ NAMES: dict[str, Counterpart] = {
     "ParquetReader": Counterpart("curator_dask.ParquetReader"),
     "JsonlWriter": Counterpart("curator_dask.JsonlWriter"),
     "ParquetWriter": Counterpart("curator_dask.ParquetWriter"),
+    "MegatronTokenizerWriter": Counterpart(
+        "curator_dask.training.MegatronWriter",
+        note="tokenizer= a local directory holding a fast tokenizer (model_identifier; "
+             "nothing is downloaded); append_eod=True is eos=True; a .bin/.idx pair per "
+             "part, tokenized on CPU workers"),
     "ProcessingStage": Counterpart("curator_dask.ProcessingStage",
                                    note="process() takes one partition (a pandas or cuDF "
                                         "frame), not a task"),
@@ -155,9 +160,13 @@ NAMES: dict[str, Counterpart] = {
                                             "or cuDF frame); there is no task object"),
     "FileGroupTask": Counterpart(None, note="a reader stage plans the partitions; there is "
                                             "no task object"),
-    "blend_datasets": Counterpart(None, note="concatenate with dask.dataframe.concat and "
-                                             "sample with ds.df.sample(frac=...)"),
-    "Shuffle": Counterpart(None, note="shuffle with ds.df.shuffle(on=...) (a Dask operation)"),
+    "blend_datasets": Counterpart(
+        "curator_dask.training.blend_datasets",
+        note="exact and deterministic: each source gives its share of target_size, chosen "
+             "by a seeded key (seed=); sampling_weights is weights"),
+    "Shuffle": Counterpart(
+        "curator_dask.training.Shuffle",
+        note="a seeded global shuffle (seed=, default 0): the same order on any cluster"),
     "ParallelDataset": Counterpart(None, note="read the two sides as DocumentDatasets"),
 }
 
@@ -166,7 +175,7 @@ NAMES: dict[str, Counterpart] = {
 _DEDUP_NAMES = ("ExactDuplicates", "FuzzyDuplicates", "FuzzyDuplicatesConfig", "MinHash", "LSH",
                 "SemDedup")
 _MODULE_NAMES = ("ScoreFilter", "Score", "Filter", "Modify", "AddId", "Sequential",
-                 *_DEDUP_NAMES, "TaskDecontamination")
+                 *_DEDUP_NAMES, "TaskDecontamination", "blend_datasets", "Shuffle")
 _DOWNLOAD = ("DocumentDownloader", "DocumentIterator", "DocumentExtractor",
              "download_and_extract")
 _FILTER_MODULE = ("DocumentFilter", "ScoreFilter", "Score", "Filter", "FastTextLangId",
@@ -186,6 +195,8 @@ MODULES: dict[str, ModulePath] = {
     "nemo_curator.modules.fuzzy_dedup": ModulePath(_DEDUP, ("FuzzyDuplicates", "MinHash", "LSH")),
     "nemo_curator.modules.config": ModulePath(_DEDUP, ("FuzzyDuplicatesConfig",)),
     "nemo_curator.modules.semantic_dedup": ModulePath(_DEDUP, ("SemDedup",)),
+    "nemo_curator.modules.dataset_ops": ModulePath("curator_dask.training",
+                                                   ("blend_datasets", "Shuffle")),
     "nemo_curator.filters": ModulePath(_FILTERS, _FILTER_MODULE),
     "nemo_curator.filters.doc_filter": ModulePath(_FILTERS, ("DocumentFilter",)),
     "nemo_curator.filters.heuristic_filter": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
@@ -220,7 +231,10 @@ MODULES: dict[str, ModulePath] = {
     "nemo_curator.stages.text.io.reader": ModulePath("curator_dask", ("JsonlReader",
                                                                       "ParquetReader")),
     "nemo_curator.stages.text.io.writer": ModulePath("curator_dask", ("JsonlWriter",
-                                                                      "ParquetWriter")),
+                                                                      "ParquetWriter",
+                                                                      "MegatronTokenizerWriter")),
+    "nemo_curator.stages.text.io.writer.megatron_tokenizer": ModulePath(
+        "curator_dask.training", ("MegatronTokenizerWriter",)),
     "nemo_curator.stages.text.filters": ModulePath(_FILTERS, _FILTER_MODULE),
     "nemo_curator.stages.text.filters.heuristic": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
     "nemo_curator.stages.text.filters.heuristic.string": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
@@ -285,6 +299,10 @@ _READER = {"file_paths": Renamed("path"), "fields": Renamed("columns"),
 _WRITER = {"write_kwargs": Refused("pass compression= and storage_options="),
            "fields": Refused("keep the columns you want with a stage before the writer"),
            "file_extension": Refused("the writer names its parts part-00000.<format>")}
+_LOCAL_TOKENIZER = Refused("pass tokenizer= a local directory holding the tokenizer "
+                           "(tokenizer.save_pretrained(directory)); nothing is downloaded")
+_TOKENIZER_BATCH = Ignored("a partition is tokenized in batched calls of about a million "
+                           "characters")
 KEYWORDS: dict[str, dict[str, Rule]] = {
     "curator_dask.dataset.DocumentDataset.read_jsonl": {"input_files": Renamed("path")},
     "curator_dask.dataset.DocumentDataset.read_parquet": {"input_files": Renamed("path")},
@@ -296,6 +314,23 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
     "curator_dask.stages.io_stages.JsonlReader.__init__": _READER,
     "curator_dask.stages.io_stages.ParquetReader.__init__": _READER,
     "curator_dask.stages.io_stages.WriterStage.__init__": _WRITER,
+    "curator_dask.training.writers.MegatronWriter.__init__": {
+        **_WRITER, "output_dir": Renamed("path"), "model_identifier": Renamed("tokenizer"),
+        "append_eod": Renamed("eos"), "cache_dir": _LOCAL_TOKENIZER,
+        "hf_token": _LOCAL_TOKENIZER,
+        "local_files_only": Ignored("the tokenizer is always loaded from a local directory"),
+        "transformers_init_kwargs": Refused(
+            "the tokenizer is loaded from its tokenizer.json: save it with the options you "
+            "need (save_pretrained) and pass that directory as tokenizer="),
+        "batch_size": _TOKENIZER_BATCH, "tokenization_batch_size": _TOKENIZER_BATCH,
+        "max_seq_length": Refused("every document is written whole, as one sequence; cut "
+                                  "long texts with a stage before the writer"),
+        "unk_token": Ignored("it pads batches for a model; token files hold no padding")},
+    "curator_dask.training.blend.blend_datasets": {"sampling_weights": Renamed("weights")},
+    "curator_dask.training.shuffle.Shuffle.__init__": {
+        "partition_to_filename": Refused("the writer names its parts part-00000.<format>"),
+        "filename_col": Refused("the writer names its parts part-00000.<format>; no column "
+                                "of file names is made")},
     "curator_dask.stages.modifiers.base.Modify.__init__": {
         "modifier_fn": Renamed("modifier"), "input_fields": Renamed("text_field")},
     **CLASSIFIER_KEYWORDS,
