@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 import dask.dataframe as dd
@@ -52,6 +52,9 @@ from curator_dask.io.warc import (
     WARC_SCHEMA,
     read_warc_partition,
 )
+from curator_dask.io.output_state import finish_output
+from curator_dask.io.rollover import TargetFileSize
+from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
 from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
 
 __all__ = ["DocumentDataset", "WriteResult"]
@@ -390,6 +393,7 @@ class DocumentDataset:
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
+                   target_file_size: TargetFileSize | None = None,
                    storage_options: dict | None = None,
                    fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
@@ -404,6 +408,11 @@ class DocumentDataset:
             earlier write of curator-dask made there (and refuse if anything else is
             there); delete everything in the directory first; or add parts after the
             existing ones.
+        target_file_size : int or str, optional
+            Cut each partition's part into files of at most this size, named
+            ``part-00042-00000.parquet``, ``part-00042-00001.parquet``, ...: bytes
+            (``"256MiB"``, counted before compression) or documents (``"100000
+            documents"``); see :mod:`curator_dask.io.rollover`.
         fingerprint : dict, optional
             What the output is computed from (JSON), recorded in the directory's
             manifest (``.curator-output.json``) for whoever resumes into it.
@@ -430,21 +439,62 @@ class DocumentDataset:
         >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
         'part-00000.parquet'
         """
-        return self._write(path, "parquet", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint, force)
+        spec = WriteSpec(path=str(path), fmt="parquet", compression=compression,
+                         filename_field=filename_field if write_to_filename else None,
+                         keep_filename_column=keep_filename_column,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     @nemo_keywords()
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
+                 target_file_size: TargetFileSize | None = None,
                  storage_options: dict | None = None,
                  fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
-        Other parameters are those of :meth:`to_parquet`.
+        Other parameters are those of :meth:`to_parquet`; a ``target_file_size`` in bytes
+        counts the lines' bytes exactly (before compression).
         """
-        return self._write(path, "jsonl", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint, force)
+        spec = WriteSpec(path=str(path), fmt="jsonl", compression=compression,
+                         filename_field=filename_field if write_to_filename else None,
+                         keep_filename_column=keep_filename_column,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
+
+    def to_megatron(self, path: str, tokenizer: str, *, text_field: str = "text",
+                    bos: bool | str = False, eos: bool | str = False,
+                    add_special_tokens: bool = False,
+                    target_file_size: TargetFileSize | None = None,
+                    source_field: str | None = None, mode: WriteMode = "error",
+                    storage_options: dict | None = None,
+                    fingerprint: dict | None = None, force: bool = False) -> WriteResult:
+        """Tokenize every document and write Megatron-LM token files, a ``.bin`` +
+        ``.idx`` pair per partition (``part-00042.bin``) that megatron-core's
+        ``IndexedDataset("path/part-00042")`` reads.
+
+        ``tokenizer`` is a local directory with a Hugging Face fast tokenizer; the other
+        options are :class:`~curator_dask.training.MegatronWriter`'s, and ``mode``,
+        ``storage_options``, ``fingerprint``, ``force`` those of :meth:`to_parquet`. The
+        result's ``counters["tokens"]`` (and ``tokens.<source>``) count the tokens written.
+
+        Examples
+        --------
+        >>> import pandas as pd, tempfile
+        >>> from curator_dask.testing.tokenizer import save_bpe_tokenizer
+        >>> tokenizer = save_bpe_tokenizer(tempfile.mkdtemp())
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a cat", "a dog"]}))
+        >>> result = ds.to_megatron(tempfile.mkdtemp(), tokenizer, eos=True, mode="overwrite")
+        >>> result.counters, [f.rsplit("/", 1)[-1] for f in result.files]
+        ({'tokens': 8}, ['part-00000.bin', 'part-00000.idx'])
+        """
+        encoder = MegatronEncoder(TokenizerSpec(tokenizer, bos=bos, eos=eos,
+                                                add_special_tokens=add_special_tokens),
+                                  text_field=text_field, source_field=source_field)
+        spec = WriteSpec(path=str(path), fmt="encoded", encoder=encoder,
+                         target_file_size=target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
@@ -457,32 +507,28 @@ class DocumentDataset:
         renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
         return self.to_jsonl(output_path, **options)
 
-    def _write(self, path, fmt, compression, write_to_filename, filename_field,
-               keep_filename_column, mode, storage_options, fingerprint, force) -> WriteResult:
-        if write_to_filename:
-            if filename_field not in self.df.columns:
+    def _write(self, path, spec: WriteSpec, mode, storage_options, fingerprint,
+               force) -> WriteResult:
+        """Write every partition as ``spec`` says (its options checked when it was made,
+        before the output directory is touched)."""
+        if spec.filename_field is not None:
+            if spec.filename_field not in self.df.columns:
                 raise KeyError(
-                    f"write_to_filename needs the column {filename_field!r}; read with "
+                    f"write_to_filename needs the column {spec.filename_field!r}; read with "
                     f"add_filename=True (columns: {list(self.df.columns)})"
                 )
             self._check_whole_files()
-        # Validate the format options before touching the output directory.
-        WriteSpec(path=str(path), fmt=fmt, compression=compression,
-                  filename_field=filename_field if write_to_filename else None,
-                  keep_filename_column=keep_filename_column)
         with guarded(path, "output directory", inputs=[self.sources],
                      storage_options=storage_options, force=force) as out:
             first = prepare_output(out, mode, fingerprint=fingerprint)
-            spec = WriteSpec(path=out.path, fmt=fmt, compression=compression,
-                             filename_field=filename_field if write_to_filename else None,
-                             keep_filename_column=keep_filename_column, first_index=first,
-                             schema=self.schema)
+            spec = replace(spec, path=out.path, first_index=first, schema=self.schema)
             token = dask.base.tokenize(self.df, spec)
             tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
                                               dask_key_name=f"write-{token}-{i}")
                      for i, part in enumerate(self.df.to_delayed())]
             # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
             stats = list(compute(*tasks))
+            finish_output(out.fs, out.path, spec.encoder, stats)
         files = sorted(f for s in stats for f in s["files"])
         dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
         return WriteResult(

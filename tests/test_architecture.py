@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -206,3 +207,16 @@ def test_fsspec_private_api_is_used_in_one_module_only():
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Attribute) and node.attr == "_strip_protocol"]
     assert wrong == []
+
+
+def test_no_script_directory_shadows_a_standard_library_module():
+    """Tests put ``benchmarks/`` and ``tests/`` first on ``sys.path``, and worker processes
+    they spawn inherit it: a script named like a standard library module there
+    (``tokenize.py``) would be imported in its place (``linecache`` imports ``tokenize``)
+    and break every worker that starts after it."""
+    root = PACKAGE.parent
+    scripts = {f"{d}/{p.name}" for d in ("benchmarks", "tests", "examples")
+               for p in (root / d).glob("*.py")}
+    assert any(s.startswith("benchmarks/") for s in scripts)
+    shadowing = sorted(s for s in scripts if Path(s).stem in sys.stdlib_module_names)
+    assert shadowing == []

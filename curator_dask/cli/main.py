@@ -1,6 +1,6 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``,
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic|index|lines``, ``stages``,
 ``migrate SCRIPT.py``. Exit codes: 0 success, 1 failure, 2 usage error (a bad argument or
 pipeline file, or a path to write that is, contains or lies inside an input or another
 output of the command, refused before anything runs); messages go to stderr, results to
@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli import dedup_index
 from curator_dask.cli.migrate import add_migrate_parser, run_migrate
 from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
@@ -105,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                                              f"parameters of {workflow.__name__}.")
         _add_workflow_arguments(sub, workflow)
         _add_cluster_arguments(sub)
+    dedup_index.add_commands(methods, _add_cluster_arguments)
 
     stages = commands.add_parser(
         "stages", help="list the stages a pipeline file can use",
@@ -429,6 +431,13 @@ def _workflow_options(args, workflow) -> dict:
 def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
 
+    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
+               else {"n_workers": args.workers})
+    if args.method in dedup_index.COMMANDS:
+        try:
+            return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
+        except dedup_index.RequestError as err:
+            raise UsageError(str(err)) from None
     workflow_cls = _workflows()[args.method][0]
     spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
@@ -439,8 +448,6 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
         guard = workflow_outputs(workflow)
     except OutputOverlapsInputError as err:  # --output or --cache: refused before running
         raise UsageError(str(err)) from None
-    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
-               else {"n_workers": args.workers})
     with guard, get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
@@ -574,7 +581,8 @@ def _log_beside_bars():
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits with 2 here
     _configure_logging(args.verbose)
-    command = args.command + (f" {args.method}" if args.command == "dedup" else "")
+    command = args.command + (f" {args.method}" if args.command == "dedup" else "") + (
+        f" {args.action}" if getattr(args, "action", None) else "")
     try:
         with _log_beside_bars():
             return COMMANDS[args.command](args, echo=print)

@@ -62,7 +62,7 @@ __all__ = ["Parameter", "ParameterTypeError", "StageSpec", "stage_catalog", "par
            "type_text", "convert_option", "REQUIRED", "STAGE_OPTIONS"]
 
 #: The packages searched for stage classes.
-PACKAGES = ("curator_dask.stages", "curator_dask.dedup")
+PACKAGES = ("curator_dask.stages", "curator_dask.dedup", "curator_dask.training")
 
 #: Public classes of those packages that are not stages a YAML file can make: the
 #: bases, and the wrappers that take a filter, modifier or function object.

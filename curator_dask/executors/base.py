@@ -569,8 +569,8 @@ class Executor:
         options = layout.writer.storage_options if layout.writer is not None else None
         if report:
             guard.register(report, "performance report", kind="file")
-        if layout.writer is not None:
-            guard.register(layout.writer.path, "output directory", storage_options=options)
+        for path, what in (layout.writer.outputs() if layout.writer is not None else []):
+            guard.register(path, what, storage_options=options)
         cache = self._cache_root(layout) if layout.barriers else None
         if cache is not None:
             guard.register(cache, "cache directory", storage_options=options)
@@ -598,6 +598,7 @@ class Executor:
                                     spec=replace(output.spec, schema=source.dataset.schema)),
                             layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
+                layout.writer.finish(sink.output, state.write_stats + state.skipped_stats)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
                                                           first=k == 0))

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 
-__all__ = ["BLOCK_BYTES", "file_identity", "files_identity", "plan_identity",
+__all__ = ["BLOCK_BYTES", "file_identity", "files_identity", "plan_identity", "plan_digest",
            "identity_changes"]
 
 #: Bytes hashed at each end of a file.
@@ -82,8 +82,12 @@ def files_identity(fs, paths: Iterable[str]) -> list[list]:
 def plan_identity(fs, plan: Sequence) -> dict:
     """What a partition plan reads: a token of its slices, and every file's identity."""
     files = {s.file.path for spec in plan for s in spec.slices}
-    return {"plan": dask.base.tokenize([repr(p) for p in plan]),
-            "files": files_identity(fs, files)}
+    return {"plan": plan_digest(plan), "files": files_identity(fs, files)}
+
+
+def plan_digest(plan: Sequence) -> str:
+    """A token of a partition plan's specs (what each partition reads, in order)."""
+    return dask.base.tokenize([repr(p) for p in plan])
 
 
 def _when(value) -> str:

@@ -15,8 +15,8 @@ from libcst.metadata import PositionProvider
 from curator_dask.migrate.mapping import NEMO_PACKAGE
 
 __all__ = ["Aliases", "GPU_MODULES", "Leftovers", "UNKNOWN", "code_of", "ends_in_raise",
-           "is_definition", "is_main_guard", "literal", "merged_imports", "quoted",
-           "string_value", "tidy", "unindented"]
+           "is_definition", "is_main_guard", "keyword_arg", "literal", "merged_imports",
+           "quoted", "string_value", "tidy", "unindented"]
 
 #: Libraries only GPU workers have: a function that imports nothing else is a GPU warm-up.
 GPU_MODULES = {"cudf", "cupy", "cuml", "dask_cudf", "dask_cuda", "rmm", "cugraph"}
@@ -46,6 +46,12 @@ def string_value(node) -> str | None:
 def quoted(text: str) -> cst.SimpleString:
     """``text`` as a double-quoted Python string literal."""
     return cst.SimpleString(json.dumps(text) if text.isprintable() else repr(text))
+
+
+def keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
+    """``keyword=value``, spaced as keyword arguments are."""
+    return cst.Arg(keyword=cst.Name(keyword), value=value,
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
 
 
 def literal(node):

@@ -29,11 +29,12 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.identity import plan_identity
+from curator_dask.io.identity import plan_digest, plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.output_state import (
     completed_parts,
     discard_parts,
+    finish_output,
     fingerprint_changes,
     marker_name,
     read_manifest,
@@ -41,6 +42,7 @@ from curator_dask.io.output_state import (
 )
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.planner import AUTO, check_partitioning, resolve_blocksize
+from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
 from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
@@ -51,7 +53,7 @@ from curator_dask.stages.fingerprint import digest, pipeline_changes
 
 __all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
            "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
-           "plan_token", "input_identity"]
+           "plan_token", "content_token", "input_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +245,11 @@ class WriterStage(Stage):
         of the earlier run instead (when its manifest matches this run).
     write_to_filename, filename_field, keep_filename_column
         Write each document to a file named after its source file.
+    target_file_size : int or str, optional
+        Cut each part into files of at most this size, ``part-00042-00000.parquet``,
+        ``part-00042-00001.parquet``, ...: bytes (``"256MiB"``, counted before
+        compression) or documents (``"100000 documents"``); see
+        :mod:`curator_dask.io.rollover`. Default: one file per part.
     storage_options : dict, optional
     """
 
@@ -254,14 +261,27 @@ class WriterStage(Stage):
     @nemo_keywords()
     def __init__(self, path: str, *, compression: str | None = None, mode: WriteMode = "error",
                  write_to_filename: bool = False, filename_field: str = "file_name",
-                 keep_filename_column: bool = False, storage_options: dict | None = None):
+                 keep_filename_column: bool = False, target_file_size: TargetFileSize | None = None,
+                 storage_options: dict | None = None):
         self.path = str(path)
         self.mode = check_mode(mode)
         self.storage_options = dict(storage_options or {})
-        # Validates format and compression now, not on the first worker.
+        # Validates format, compression and size now, not on the first worker.
         self.spec = WriteSpec(path=self.path, fmt=self.fmt, compression=compression,
                               filename_field=filename_field if write_to_filename else None,
-                              keep_filename_column=keep_filename_column)
+                              keep_filename_column=keep_filename_column,
+                              target_file_size=target_file_size, encoder=self.encoder())
+
+    def encoder(self):
+        """What turns a partition into this writer's files, for a format the io layer
+        does not know (see :mod:`curator_dask.io.rollover`); None for Parquet and JSONL."""
+        return None
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """Every directory this writer writes, with what the run's guard calls it: each
+        is registered before the run starts (checked against the inputs and the run's
+        other outputs, and leased)."""
+        return [(self.path, "output directory")]
 
     @property
     def input_columns(self) -> list[str]:
@@ -274,10 +294,14 @@ class WriterStage(Stage):
         from curator_dask.stages.fingerprint import qualified_name
 
         spec = self.spec
-        return {"stage": qualified_name(type(self)),
-                "params": {"format": spec.fmt, "compression": spec.compression,
-                           "filename_field": spec.filename_field,
-                           "keep_filename_column": spec.keep_filename_column}}
+        params = {"format": spec.fmt, "compression": spec.compression,
+                  "filename_field": spec.filename_field,
+                  "keep_filename_column": spec.keep_filename_column}
+        if spec.target_file_size is not None:  # older manifests have no such key
+            params["target_file_size"] = str(spec.target_file_size)
+        if spec.encoder is not None:
+            params["encoder"] = spec.encoder.fingerprint()
+        return {"stage": qualified_name(type(self)), "params": params}
 
     def prepare(self, identity: dict, resume: bool = False, *,
                 pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
@@ -317,6 +341,12 @@ class WriterStage(Stage):
         first_index = prepare_output(out, mode, fingerprint=fingerprint)
         return PreparedOutput(fs, replace(self.spec, path=root, first_index=first_index))
 
+    def finish(self, output: PreparedOutput, stats: list[dict]) -> None:
+        """Called on the client once every part of a run is written (or was found
+        complete by a resume), with the stats of all of them: what the output holds as a
+        whole goes into its manifest (:func:`~curator_dask.io.output_state.finish_output`)."""
+        finish_output(output.fs, output.spec.path, output.spec.encoder, stats)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r} ({self.resources})>"
 
@@ -355,13 +385,26 @@ def input_identity(ds: DocumentDataset) -> dict:
     of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
     if ds.plan is None:
         return {}
-    fs = ds.partition_reader.fs if ds.partition_reader is not None else ds.sources.fs
+    if not all(hasattr(spec, "slices") for spec in ds.plan):
+        # Not read from files (URLs a downloader fetches, say): what is known of the input
+        # is the plan itself.
+        return {"plan": plan_digest(ds.plan)}
+    fs = getattr(ds.partition_reader, "fs", None) or ds.sources.fs
     return plan_identity(fs, ds.plan)
 
 
 def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
     """A short hash of :func:`input_identity` (computed unless given)."""
     identity = input_identity(ds) if identity is None else identity
+    return digest(identity) if identity else ""
+
+
+def content_token(ds: DocumentDataset) -> str:
+    """:func:`plan_token` without the files' modification times: the same for input
+    written again with the same bytes (a barrier's input, recomputed by a rerun)."""
+    identity = input_identity(ds)
+    if "files" in identity:
+        identity = {**identity, "files": [[f[0], f[1], *f[3:]] for f in identity["files"]]}
     return digest(identity) if identity else ""
 
 

@@ -43,8 +43,8 @@ from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["LSH", "optimal_bands", "band_buckets", "BUCKET_FIELD", "EDGE_FIELDS",
-           "lsh_probability"]
+__all__ = ["LSH", "optimal_bands", "band_buckets", "bucket_edges", "BUCKET_FIELD",
+           "EDGE_FIELDS", "lsh_probability"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +193,10 @@ def _bucket_partition(df, id_field: str, bands: Sequence[int], minhashes_per_ban
                        BUCKET_FIELD: buckets.reshape(-1)})
 
 
-def _bucket_edges(df, id_field: str):
-    """Edges ``(lowest id of the bucket, member)`` of the buckets in one shuffled partition."""
+def bucket_edges(df, id_field: str):
+    """Edges ``(lowest id of the bucket, member)`` of the buckets in one partition of
+    ``(id, _bucket_id)`` rows that holds each of its buckets whole (after a shuffle on
+    the bucket)."""
     x, y = EDGE_FIELDS
     anchor = df.groupby(BUCKET_FIELD, sort=False)[id_field].transform("min")
     edges = _frame(df, {x: anchor.values, y: df[id_field].values})
@@ -284,7 +286,7 @@ class LSH:
         shuffled = buckets.shuffle(on=BUCKET_FIELD, ignore_index=True,
                                    npartitions=self.output_partitions or df.npartitions,
                                    shuffle_method=default_shuffle_method())
-        return shuffled.map_partitions(_bucket_edges, self.id_field,
+        return shuffled.map_partitions(bucket_edges, self.id_field,
                                        meta=_empty_edges(df._meta[self.id_field].dtype),
                                        align_dataframes=False, enforce_metadata=False)
 
