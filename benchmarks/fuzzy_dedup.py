@@ -289,17 +289,22 @@ def child_datasketch(corpus: Path, work: Path) -> dict:
     return out
 
 
-def child_datatrove(corpus: Path, work: Path) -> dict:
-    import logging
-
+def encode_datatrove_hashes() -> None:
+    """datatrove 0.10 passes str to xxhash, which xxhash >= 4 refuses: encode first.
+    Call before datatrove's steps are made (they look the hash function up then)."""
     import datatrove.utils.hashes.xxhash as datatrove_xxhash
     import xxhash
 
-    # datatrove 0.10 passes str to xxhash, which xxhash >= 4 refuses: encode first.
     datatrove_xxhash.xxhash64 = lambda d: xxhash.xxh64_intdigest(
         d.encode("utf-8") if isinstance(d, str) else d)
     datatrove_xxhash.xxhash32 = lambda d: xxhash.xxh32_intdigest(
         d.encode("utf-8") if isinstance(d, str) else d)
+
+
+def child_datatrove(corpus: Path, work: Path) -> dict:
+    import logging
+
+    encode_datatrove_hashes()
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import (
         MinhashDedupBuckets,

@@ -6,7 +6,6 @@ Shared by the benchmark scripts (``from rss import RssSampler``; each script run
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -16,7 +15,8 @@ __all__ = ["RssSampler"]
 
 
 class RssSampler:
-    """The summed RSS of some processes: ``baseline`` at the start, ``peak`` over the run.
+    """The summed RSS of some processes: ``baseline`` at the start, ``peak`` over the run,
+    and ``largest``, the most one of them held at any sample.
 
     ``pids`` is a list of process ids, or a function returning them (for processes that
     come and go, like restarted workers). Children are not walked: that scan of /proc
@@ -28,14 +28,19 @@ class RssSampler:
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self.largest = 0
         self.baseline = self.sample()
         self.peak = self.baseline
 
     def sample(self) -> int:
         total = 0
         for pid in self.pids_fn():
-            with contextlib.suppress(psutil.Error):  # the process left
-                total += psutil.Process(pid).memory_info().rss
+            try:
+                rss = psutil.Process(pid).memory_info().rss
+            except psutil.Error:  # the process left
+                continue
+            total += rss
+            self.largest = max(self.largest, rss)
         return total
 
     def _run(self):

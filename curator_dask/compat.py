@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from curator_dask.errors import CuratorError, InvalidArgumentError
-from curator_dask.migrate.mapping import Ignored, Refused, Renamed, keyword_rules
+from curator_dask.migrate.mapping import Ignored, Refused, keyword_rules
 
 __all__ = ["FuzzyDuplicatesConfig", "NeMoCuratorWarning", "NeMoKeywordError", "nemo_keywords",
            "renamed", "warn_nemo"]
@@ -122,32 +122,24 @@ def _translate(owner: str, rules: Mapping, kwargs: dict, positional: set[str]) -
     return kwargs
 
 
-def nemo_keywords(*, renamed_keywords: Mapping[str, str | tuple[str, Callable]] | None = None,
-                  unsupported: Mapping[str, str] | None = None,
-                  unneeded: Mapping[str, str] | None = None,
-                  nemo_config: type | None = None) -> Callable:
+def nemo_keywords(*, nemo_config: type | None = None) -> Callable:
     """Decorate a function, constructor or method to take NeMo Curator's keyword arguments.
 
     Its rules come from :data:`curator_dask.migrate.mapping.KEYWORDS` under the
     function's dotted path (``curator_dask.stages.io_stages.JsonlReader.__init__``), the
     table ``curator-dask migrate`` rewrites scripts with; a NeMo keyword is passed on
-    under curator-dask's name (:class:`~curator_dask.migrate.mapping.Renamed`), dropped
-    (:class:`~curator_dask.migrate.mapping.Ignored`), both with a
+    under curator-dask's name (:class:`~curator_dask.migrate.rules.Renamed`), dropped
+    (:class:`~curator_dask.migrate.rules.Ignored`), both with a
     :class:`NeMoCuratorWarning` at the caller's line, or refused with a
     :class:`NeMoKeywordError` saying what to write
-    (:class:`~curator_dask.migrate.mapping.Refused`).
+    (:class:`~curator_dask.migrate.rules.Refused`).
+
+    The table is the only place a keyword rule lives, so the codemod rewrites a script
+    the way the callable reads it; a ``Renamed`` rule's ``convert`` also converts the
+    value (``autocast=False`` -> ``dtype="float32"``).
 
     Parameters
     ----------
-    renamed_keywords : mapping, optional
-        More renamings (NeMo Curator's name -> curator-dask's), over the table's. A
-        ``(name, convert)`` pair also converts the value (``autocast=False`` ->
-        ``dtype="float32"``).
-    unsupported : mapping, optional
-        More refusals (NeMo Curator's name -> what to write instead), over the table's.
-    unneeded : mapping, optional
-        NeMo Curator's options for work curator-dask does by itself (name -> why): the
-        value is dropped, with a warning saying why.
     nemo_config : type, optional
         NeMo Curator's configuration class (one with an ``options()`` method giving
         curator-dask's keywords), taken as ``config=`` or as the first positional
@@ -159,10 +151,6 @@ def nemo_keywords(*, renamed_keywords: Mapping[str, str | tuple[str, Callable]] 
     """
     def decorate(func: Callable) -> Callable:
         rules = dict(keyword_rules(f"{func.__module__}.{func.__qualname__}"))
-        rules.update({k: Renamed(*v) if isinstance(v, tuple) else Renamed(v)
-                      for k, v in (renamed_keywords or {}).items()})
-        rules.update({k: Refused(v) for k, v in (unsupported or {}).items()})
-        rules.update({k: Ignored(v) for k, v in (unneeded or {}).items()})
         if not rules and nemo_config is None:
             raise InvalidArgumentError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
                              "keywords in curator_dask.migrate.mapping.KEYWORDS")

@@ -31,17 +31,18 @@ import pyarrow as pa
 
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
-from curator_dask.dataset_writes import WriteResult, check_whole_files, write_partitions
+from curator_dask.dataset_writes import WriteResult, file_spec, megatron_spec, write_partitions
 from curator_dask.dropped import counting, join_counts, split_counts, sum_dropped
 from curator_dask.envelopes import Envelopes, FunctionStep
-from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNotFoundError
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.overlap import InputPaths
 from curator_dask.io.planner import PartitionSpec
+from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
 from curator_dask.io.tables import Backend, check_backend
 from curator_dask.io.warc import HTML_CONTENT_TYPES
-from curator_dask.io.writers import WriteMode
+from curator_dask.io.writers import WriteMode, WriteSpec
 from curator_dask.partition import Partition, Step
 
 __all__ = ["DocumentDataset", "WriteResult"]
@@ -228,7 +229,8 @@ class DocumentDataset:
             Target bytes per partition. Small files are grouped, large uncompressed
             files split at line boundaries. Default (or ``"auto"``): chosen from the
             data and the cluster, two partitions per worker thread where the data
-            allows, between 1 MiB and 256 MiB (see ``docs/io.md``); the choice is in
+            allows, between 1 MiB and 64 MiB and within the workers' memory (see
+            ``docs/io.md``); the choice is in
             :attr:`blocksize`.
         files_per_partition : int, optional
             Whole files per partition instead of ``blocksize``; not both.
@@ -392,6 +394,7 @@ class DocumentDataset:
     def to_parquet(self, path: str, *, write_to_filename: bool = False,
                    filename_field: str = "file_name", keep_filename_column: bool = False,
                    compression: str | None = "snappy", mode: WriteMode = "error",
+                   target_file_size: TargetFileSize | None = None,
                    storage_options: dict | None = None,
                    fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one Parquet file per partition (``part-00000.parquet``, ...).
@@ -406,6 +409,11 @@ class DocumentDataset:
             earlier write of curator-dask made there (and refuse if anything else is
             there); delete everything in the directory first; or add parts after the
             existing ones.
+        target_file_size : int or str, optional
+            Cut each partition's part into files of at most this size, named
+            ``part-00042-00000.parquet``, ``part-00042-00001.parquet``, ...: bytes
+            (``"256MiB"``, counted before compression) or documents (``"100000
+            documents"``); see :mod:`curator_dask.io.rollover`.
         fingerprint : dict, optional
             What the output is computed from (JSON), recorded in the directory's
             manifest (``.curator-output.json``) for whoever resumes into it.
@@ -432,21 +440,55 @@ class DocumentDataset:
         >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
         'part-00000.parquet'
         """
-        return self._write(path, "parquet", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint, force)
+        spec = file_spec(path, "parquet", compression, write_to_filename and filename_field,
+                         keep_filename_column, target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     @nemo_keywords()
     def to_jsonl(self, path: str, *, compression: str | None = None,
                  write_to_filename: bool = False, filename_field: str = "file_name",
                  keep_filename_column: bool = False, mode: WriteMode = "error",
+                 target_file_size: TargetFileSize | None = None,
                  storage_options: dict | None = None,
                  fingerprint: dict | None = None, force: bool = False) -> WriteResult:
         """Write one JSONL file per partition; ``compression`` is gzip, zstd or bz2.
 
-        Other parameters are those of :meth:`to_parquet`.
+        Other parameters are those of :meth:`to_parquet`; a ``target_file_size`` in bytes
+        counts the lines' bytes exactly (before compression).
         """
-        return self._write(path, "jsonl", compression, write_to_filename, filename_field,
-                           keep_filename_column, mode, storage_options, fingerprint, force)
+        spec = file_spec(path, "jsonl", compression, write_to_filename and filename_field,
+                         keep_filename_column, target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
+
+    def to_megatron(self, path: str, tokenizer: str, *, text_field: str = "text",
+                    bos: bool | str = False, eos: bool | str = False,
+                    add_special_tokens: bool = False,
+                    target_file_size: TargetFileSize | None = None,
+                    source_field: str | None = None, mode: WriteMode = "error",
+                    storage_options: dict | None = None,
+                    fingerprint: dict | None = None, force: bool = False) -> WriteResult:
+        """Tokenize every document and write Megatron-LM token files, a ``.bin`` +
+        ``.idx`` pair per partition (``part-00042.bin``) that megatron-core's
+        ``IndexedDataset("path/part-00042")`` reads.
+
+        ``tokenizer`` is a local directory with a Hugging Face fast tokenizer; the other
+        options are :class:`~curator_dask.training.MegatronWriter`'s, and ``mode``,
+        ``storage_options``, ``fingerprint``, ``force`` those of :meth:`to_parquet`. The
+        result's ``counters["tokens"]`` (and ``tokens.<source>``) count the tokens written.
+
+        Examples
+        --------
+        >>> import pandas as pd, tempfile
+        >>> from curator_dask.testing.tokenizer import save_bpe_tokenizer
+        >>> tokenizer = save_bpe_tokenizer(tempfile.mkdtemp())
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a cat", "a dog"]}))
+        >>> result = ds.to_megatron(tempfile.mkdtemp(), tokenizer, eos=True, mode="overwrite")
+        >>> result.counters, [f.rsplit("/", 1)[-1] for f in result.files]
+        ({'tokens': 8}, ['part-00000.bin', 'part-00000.idx'])
+        """
+        spec = megatron_spec(path, tokenizer, text_field, bos, eos, add_special_tokens,
+                             source_field, target_file_size)
+        return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
@@ -459,21 +501,9 @@ class DocumentDataset:
         renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
         return self.to_jsonl(output_path, **options)
 
-    def _write(self, path, fmt, compression, write_to_filename, filename_field,
-               keep_filename_column, mode, storage_options, fingerprint, force) -> WriteResult:
-        if write_to_filename:
-            if filename_field not in self.df.columns:
-                raise NameNotFoundError(
-                    f"write_to_filename needs the column {filename_field!r}; read with "
-                    f"add_filename=True (columns: {list(self.df.columns)})"
-                )
-            check_whole_files(self.plan)
-        return write_partitions(
-            self._envelopes(), path, fmt=fmt, compression=compression,
-            filename_field=filename_field if write_to_filename else None,
-            keep_filename_column=keep_filename_column, mode=mode,
-            storage_options=storage_options, fingerprint=fingerprint, force=force,
-            sources=self.sources, schema=self.schema)
+    def _write(self, path, spec: WriteSpec, *options) -> WriteResult:
+        return write_partitions(self._envelopes(), path, spec, *options, plan=self.plan,
+                                meta=self._meta, sources=self.sources, schema=self.schema)
 
     # -- in memory ----------------------------------------------------------------------
     def persist(self) -> DocumentDataset:

@@ -34,6 +34,19 @@ def client(cluster):
         yield client
 
 
+@pytest.fixture
+def sync_scheduler(request):
+    """Dask's in-process scheduler for the test (small graphs run fastest there), unless
+    the test uses the shared cluster's ``client``."""
+    if "client" in request.fixturenames:
+        yield
+        return
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
 def write_jsonl(path, rows) -> None:
     """Write rows (dicts) as JSONL, creating parent directories."""
     path.parent.mkdir(parents=True, exist_ok=True)

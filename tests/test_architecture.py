@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -220,3 +221,14 @@ def test_a_partition_path_never_calls_back_up_a_layer():
     assert Hop("curator_dask.io.writers", "write_part") in path.hops
     assert path.upward == []
 
+def test_no_script_directory_shadows_a_standard_library_module():
+    """Tests put ``benchmarks/`` and ``tests/`` first on ``sys.path``, and worker processes
+    they spawn inherit it: a script named like a standard library module there
+    (``tokenize.py``) would be imported in its place (``linecache`` imports ``tokenize``)
+    and break every worker that starts after it."""
+    root = PACKAGE.parent
+    scripts = {f"{d}/{p.name}" for d in ("benchmarks", "tests", "examples")
+               for p in (root / d).glob("*.py")}
+    assert any(s.startswith("benchmarks/") for s in scripts)
+    shadowing = sorted(s for s in scripts if Path(s).stem in sys.stdlib_module_names)
+    assert shadowing == []

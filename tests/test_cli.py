@@ -298,7 +298,8 @@ def test_stages_derive_from_the_stage_classes():
         set(modifiers.__all__) - {"DocumentModifier", "Modify"}
     # "dedup" is the catalog's kind for every whole-dataset stage (a pipeline barrier).
     assert {n for n, s in catalog.items() if s.kind == "dedup"} == {
-        "ExactDedup", "FuzzyDedup", "SemanticDedup", "TaskDecontamination"}
+        "ExactDedup", "FuzzyDedup", "SemanticDedup", "TaskDecontamination", "LineDedup",
+        "ExactIndexDedup", "FuzzyIndexDedup", "Shuffle"}
     assert {"AddId", "LanguageIdFilter", "ClassifierStage", "EmbeddingStage",
             "PiiRedactor"} <= set(catalog)
 

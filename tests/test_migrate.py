@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +19,20 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nemo_signatures import (
+    NEMO_CLASSIFIER_KEYWORDS,
+    NEMO_CLASSIFIER_MODULES,
+    NEMO_DEFAULTS,
+    NEMO_VALUES,
+)
 
 import curator_dask
 from curator_dask.errors import CuratorError
 from curator_dask.migrate import mapping
 from curator_dask.migrate.codemod import migrate_source, unified_diff
 from curator_dask.migrate.finder import NeMoModulePathError
+from curator_dask.migrate.mapping import Refused, Renamed, keyword_rules
+from curator_dask.stages.models.published import PUBLISHED
 
 ROOT = Path(__file__).parent.parent
 
@@ -227,11 +236,77 @@ def test_a_hub_model_takes_the_directory_given_or_is_listed():
     source = ("from nemo_curator.classifiers import QualityClassifier\n"
               "q = QualityClassifier(filter_by=['High'], batch_size=64)\n")
     without = migrated(source)
-    assert any("--model QualityClassifier=DIR" in n.message for n in without.todo)
-    given_dir = migrated(source, models={"QualityClassifier": "/models/q"})
-    assert given_dir.todo == []
-    assert ('q = ClassifierStage(model_path="/models/q", filter_by=[\'High\'], '
-            'model_inference_batch_size=64, pred_column="quality_pred")') in given_dir.code
+    assert [n.line for n in without.todo] == [2]
+    assert "--model QualityClassifier=DIR --model microsoft/deberta-v3-base=DIR" in \
+        without.todo[0].message
+    backbone_missing = migrated(source, models={"QualityClassifier": "/models/q"})
+    assert "--model microsoft/deberta-v3-base=DIR" in backbone_missing.todo[0].message
+    assert "--model QualityClassifier" not in backbone_missing.todo[0].message
+    given_dirs = migrated(source, models={"QualityClassifier": "/models/q",
+                                          "microsoft/DeBERTa-v3-base": "/models/base"})
+    assert given_dirs.todo == []
+    assert ('q = QualityClassifier(model_path="/models/q", base_model_path="/models/base", '
+            'filter_by=[\'High\'], model_inference_batch_size=64)') in given_dirs.code
+
+
+def test_the_table_names_the_models_the_classifiers_load():
+    for name, published in PUBLISHED.items():
+        assert mapping.NAMES[name].hub_model == published.model_id, name
+
+
+def _call_keywords(code: str) -> dict:
+    """The keyword arguments of ``stage = Cls(...)`` in migrated code, as values."""
+    call = next(node.value for node in ast.walk(ast.parse(code))
+                if isinstance(node, ast.Assign) and node.targets[0].id == "stage")
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+
+
+def _every_model_directory() -> dict[str, str]:
+    return {key: f"/models/{i}" for i, key in enumerate(
+        [*NEMO_CLASSIFIER_KEYWORDS, *(hub for name in NEMO_CLASSIFIER_KEYWORDS
+                                      for _, hub in mapping.NAMES[name].models())])}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(NEMO_CLASSIFIER_KEYWORDS)), st.sampled_from((0, 1)), st.data())
+def test_any_nemo_classifier_call_becomes_a_call_of_ours_with_the_same_values(name, version,
+                                                                              data):
+    keywords = data.draw(st.lists(st.sampled_from(sorted(NEMO_CLASSIFIER_KEYWORDS[name][version])),
+                                  unique=True, max_size=6))
+    source = (f"from {NEMO_CLASSIFIER_MODULES[version]} import {name}\n"
+              f"stage = {name}(" + ", ".join(f"{k}={NEMO_VALUES[k]}" for k in keywords) + ")\n")
+    report = migrated(source, models=_every_model_directory())
+    init = getattr(curator_dask, name).__init__
+    rules = keyword_rules(f"{init.__module__}.{init.__qualname__}")
+    refused = sorted(k for k in keywords if isinstance(rules.get(k), Refused))
+    assert sorted(n.message.partition("=")[0] for n in report.todo) == refused
+    given_ours = _call_keywords(report.code)
+    for keyword in refused:
+        given_ours.pop(keyword)
+    bound = inspect.signature(init).bind(None, **given_ours).arguments
+    for keyword in keywords:
+        rule, value = rules.get(keyword), ast.literal_eval(NEMO_VALUES[keyword])
+        if isinstance(rule, Renamed):
+            keyword, value = rule.ours, rule.convert(value) if rule.convert else value
+        elif rule is not None:
+            continue
+        assert bound[keyword] == value, keyword
+
+
+@pytest.mark.parametrize("version", (0, 1))
+@pytest.mark.parametrize("name", sorted(NEMO_DEFAULTS))
+def test_a_migrated_classifier_writes_and_reads_as_its_nemo_version_did(name, version):
+    report = migrated(f"from {NEMO_CLASSIFIER_MODULES[version]} import {name}\n"
+                      f"stage = {name}()\n")
+    init = getattr(curator_dask, name).__init__
+    rules = keyword_rules(f"{init.__module__}.{init.__qualname__}")
+    bound = inspect.signature(init).bind(None, **_call_keywords(report.code))
+    bound.apply_defaults()
+    for keyword, value in NEMO_DEFAULTS[name][version].items():
+        rule = rules.get(keyword)
+        ours = rule.ours if isinstance(rule, Renamed) else keyword
+        expected = None if keyword == "max_chars" and value == -1 else value  # -1: all
+        assert bound.arguments[ours] == expected, (name, keyword)
 
 
 def test_a_modifier_that_is_a_stage_here_loses_its_wrapper():
@@ -286,6 +361,22 @@ def test_cpu_rewrites_only_the_gpu_only_choices():
     assert "import cudf" in code  # the function stays; it is no longer called
 
 
+def test_cpu_puts_a_classifier_on_the_cpu_and_reports_the_line():
+    source = ("from nemo_curator.classifiers import DomainClassifier\n\n"
+              "domain = DomainClassifier(device_type='cuda', text_field='cuda')\n")
+    assert "device='cuda'" in migrated(source).code
+    report = migrated(source, cpu=True)
+    assert "DomainClassifier(device=\"cpu\", text_field='cuda')" in report.code
+    assert [n.line for n in report.changes if "device_type='cuda'" in n.message] == [3]
+
+
+def test_a_value_known_only_when_the_script_runs_keeps_its_nemo_keyword():
+    report = migrated("from nemo_curator.classifiers import DomainClassifier\n"
+                      "fast = True\nd = DomainClassifier(autocast=fast, batch_size=8)\n")
+    assert "DomainClassifier(autocast=fast, model_inference_batch_size=8)" in report.code
+    assert not any("autocast" in n.message for n in report.todo)
+
+
 def test_loguru_becomes_logging():
     code = migrated("from loguru import logger\nlogger.info('x')\n").code
     scope: dict = {"__name__": "script"}
@@ -336,3 +427,15 @@ def test_the_command_refuses_a_missing_path_and_a_bad_model_option(tmp_path, cap
 def test_top_level_hint_names_where_a_nemo_name_lives():
     with pytest.raises(AttributeError, match=r"from curator_dask\.stages\.filters import"):
         curator_dask.ScoreFilter  # noqa: B018
+
+
+def test_nemo_s_tokenizing_writer_becomes_ours_with_a_local_tokenizer():
+    report = migrated("from nemo_curator.stages.text.io.writer import MegatronTokenizerWriter\n"
+                      "writer = MegatronTokenizerWriter(path='out/', model_identifier='tok/',\n"
+                      "                                 append_eod=True, hf_token='hf_x')\n")
+    assert "from curator_dask.training import MegatronWriter" in report.code
+    assert "MegatronWriter(path='out/', tokenizer='tok/',\n" in report.code
+    assert "eos=True, hf_token='hf_x')" in report.code
+    # The hub's token has no counterpart: the line is listed, saying to pass a directory.
+    assert [(n.line, "hf_token" in n.message and "local directory" in n.message)
+            for n in report.todo] == [(2, True)]

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -94,18 +95,47 @@ def read_all(directory: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+BACKBONE = "microsoft/deberta-v3-base"
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, str]:
-    """Local stand-ins for the hub models: tiny random classifiers with NeMo's labels."""
+    """Local stand-ins for the hub models, in their publishers' layouts: tiny random
+    DeBERTa classifiers with NeMo Curator's labels, and their backbone's config.json,
+    keyed as ``--model`` names them."""
     pytest.importorskip("transformers", reason="the classifier scripts need the models extra")
-    from curator_dask.testing.models import save_tiny_classifier
+    from curator_dask.testing.published_models import (
+        deberta_v3_config,
+        save_backbone_config,
+        save_hub_mixin_classifier,
+    )
 
     root = tmp_path_factory.mktemp("models")
+    backbone = save_backbone_config(root / "deberta-v3-base", deberta_v3_config())
     return {
-        "QualityClassifier": save_tiny_classifier(root / "quality", ("High", "Medium", "Low")),
-        "DomainClassifier": save_tiny_classifier(root / "domain", ("Games", "Sports", "News",
-                                                                  "Science")),
+        BACKBONE: backbone,
+        "QualityClassifier": save_hub_mixin_classifier(root / "quality", backbone,
+                                                       ("High", "Medium", "Low"), seed=1),
+        "DomainClassifier": save_hub_mixin_classifier(
+            root / "domain", backbone, ("Games", "Sports", "News", "Science"), seed=2),
     }
+
+
+def predicted(name: str, models: dict[str, str], docs: pd.DataFrame,
+              column: str) -> dict[str, str]:
+    """The named classifier's label of each document's text, run here on the same local
+    model: what the migrated script must have written (copies of a text get its label)."""
+    import curator_dask
+
+    stage = getattr(curator_dask, name)(models[name], base_model_path=models[BACKBONE],
+                                        device="cpu")
+    labelled = stage.process(docs[["id", "text"]].reset_index(drop=True))
+    return dict(zip(labelled["text"], labelled[column], strict=True))
+
+
+def labelled_as(labels: dict[str, str], docs: pd.DataFrame, kept_labels) -> list[str]:
+    """The documents (with their copies) whose label is one of ``kept_labels``, sorted."""
+    return sorted(text for text in docs["text"] if labels[text] in kept_labels)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +162,7 @@ class Script:
     prepare: callable
     check: callable
     args: list[str] = field(default_factory=list)
+    checked_with_models: bool = False  # check(work, docs, models)
 
 
 def data(write, directory: str, columns: list[str], n: int = 60, seed: int = 0):
@@ -172,10 +203,15 @@ def _fuzzy_0x_check(work: Path, docs: pd.DataFrame) -> None:
 
 
 
-def _quality_0x_check(work: Path, docs: pd.DataFrame) -> None:
+def _quality_0x_check(work: Path, docs: pd.DataFrame, models: dict[str, str]) -> None:
     kept = read_all(work / "output")
-    assert set(kept["quality_pred"]) <= {"High", "Medium"}
-    assert set(kept["text"]) <= set(docs["text"])
+    labels = predicted("QualityClassifier", models, docs, "quality_pred")
+    # exactly the documents the model rates High or Medium, with NeMo Curator 0.x's columns
+    assert sorted(kept["text"]) == labelled_as(labels, docs, {"High", "Medium"})
+    assert kept["quality_pred"].tolist() == [labels[text] for text in kept["text"]]
+    probabilities = np.stack(kept["quality_prob"].to_list())
+    assert probabilities.shape == (len(kept), 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
     # write_to_filename: one output file per input file, named after it
     assert {p.name for p in (work / "output").glob("*.jsonl")} <= {"shard-0.jsonl",
                                                                     "shard-1.jsonl"}
@@ -251,9 +287,12 @@ def _math_1x_check(work: Path, docs: pd.DataFrame) -> None:
 
 
 
-def _classifier_1x_check(work: Path, docs: pd.DataFrame) -> None:
+def _classifier_1x_check(work: Path, docs: pd.DataFrame, models: dict[str, str]) -> None:
     kept = read_all(work / "games_and_sports")
-    assert set(kept["domain_pred"]) <= {"Games", "Sports"}
+    labels = predicted("DomainClassifier", models, docs, "domain_pred")
+    assert sorted(kept["text"]) == labelled_as(labels, docs, {"Games", "Sports"})
+    assert kept["domain_pred"].tolist() == [labels[text] for text in kept["text"]]
+    assert set(kept.columns) == {"text", "id", "domain_pred"}  # 1.x: no probabilities
     assert set(kept["id"]) <= set(docs["id"])
 
 
@@ -276,7 +315,8 @@ CASES = {
         data(write_parquet, "data", ["id", "text"], seed=1), _fuzzy_0x_check, WORKERS),
     "quality_example_0x.py": Script(
         "quality_example_0x.py", "quality_example_0x.py",
-        data(write_jsonl, "data", ["id", "text"], 40), _quality_0x_check, ["--n-workers", "1"]),
+        data(write_jsonl, "data", ["id", "text"], 40), _quality_0x_check, ["--n-workers", "1"],
+        checked_with_models=True),
     "identify_languages_0x.py": Script(
         "identify_languages_0x.py", "identify_languages_0x.py", _languages_0x,
         _languages_0x_check, WORKERS),
@@ -297,7 +337,8 @@ CASES = {
          "out", "--input_filetype", "jsonl", "--char_ngrams", "20"]),
     "distributed_classifier_1x.py": Script(
         "distributed_classifier_1x.py", "distributed_classifier_1x.py",
-        data(write_jsonl, "books_dataset", ["id", "text"], 40, seed=8), _classifier_1x_check),
+        data(write_jsonl, "books_dataset", ["id", "text"], 40, seed=8), _classifier_1x_check,
+        checked_with_models=True),
 }
 
 
@@ -330,4 +371,4 @@ def test_a_migrated_nemo_curator_script_runs_unchanged(name, tmp_path, models, s
     entry = tmp_path / case.entry
     ran = run([sys.executable, str(entry), *case.args], cwd=tmp_path)
     assert ran.returncode == 0, f"{name} failed:\n{ran.stderr[-6000:]}\n{ran.stdout[-2000:]}"
-    case.check(tmp_path, docs)
+    case.check(tmp_path, docs, *([models] if case.checked_with_models else []))

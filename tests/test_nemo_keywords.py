@@ -17,9 +17,11 @@ import sys
 import warnings
 
 import pytest
+from nemo_signatures import NEMO_CLASSIFIER_KEYWORDS
 
+import curator_dask
 from curator_dask.compat import NeMoCuratorWarning, NeMoKeywordError
-from curator_dask.migrate.mapping import KEYWORDS, Ignored, Refused, Renamed
+from curator_dask.migrate.mapping import KEYWORDS, Ignored, Refused, Renamed, keyword_rules
 
 #: Stands for any value: where the callable uses it, it fails, after the keyword was handled.
 PROBE = object()
@@ -98,7 +100,9 @@ def test_a_nemo_keyword_is_accepted_with_a_warning_or_refused_with_our_spelling(
     assert len(about) == 1, f"{dotted}({keyword}=...) did not warn once: {warned}"
     message = str(about[0].message)
     if isinstance(rule, Renamed):
-        assert f"({rule.ours}=...)" in message
+        assert f"({rule.ours}=" in message
+        if rule.convert is not None:  # the value it becomes, as the call received it
+            assert f"({rule.ours}={rule.convert(value)!r})" in message
         _, _, obj = resolve(dotted)
         parameters = inspect.signature(obj).parameters
         assert rule.ours in parameters or any(
@@ -108,6 +112,16 @@ def test_a_nemo_keyword_is_accepted_with_a_warning_or_refused_with_our_spelling(
     assert {w.filename for w in warned} == {__file__}, "warnings must point at the caller"
     if error is not None:
         assert f"'{keyword}'" not in str(error), error
+
+
+@pytest.mark.parametrize("name", sorted(NEMO_CLASSIFIER_KEYWORDS))
+def test_every_keyword_of_a_nemo_classifier_is_a_parameter_or_a_rule(name):
+    init = getattr(curator_dask, name).__init__
+    parameters = set(inspect.signature(init).parameters)
+    rules = keyword_rules(f"{init.__module__}.{init.__qualname__}")
+    nemo_0x, nemo_1x = NEMO_CLASSIFIER_KEYWORDS[name]
+    assert (nemo_0x | nemo_1x) - parameters - set(rules) == set()
+    assert parameters & set(rules) == set()  # a rule never hides a parameter of ours
 
 
 @pytest.mark.parametrize("dotted, keyword, rule",

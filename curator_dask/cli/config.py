@@ -11,7 +11,7 @@ A pipeline file::
       type: streaming               # streaming | batch | local
       max_in_flight: 8              # the executor's own options
     reader:
-      type: jsonl                   # jsonl | parquet | warc
+      type: jsonl                   # jsonl | parquet | warc | blend
       path: data/
       blocksize: 64MiB
     stages:                         # in order; names from `curator-dask stages`
@@ -22,7 +22,7 @@ A pipeline file::
           score_field: word_count   # a filter also takes ScoreFilter's options
       - ExactDedup
     writer:
-      type: parquet                 # parquet | jsonl
+      type: parquet                 # parquet | jsonl | megatron
       path: out/
       mode: overwrite
     report: reports/report.html     # the curation report (optional; not inside the output)
@@ -88,6 +88,7 @@ from curator_dask.stages.io_stages import (
     ParquetWriter,
     WarcReader,
 )
+from curator_dask.training import BlendReader, MegatronWriter
 
 __all__ = [
     "READERS",
@@ -102,8 +103,9 @@ __all__ = [
 #: The keys a pipeline file may have at its top level.
 TOP_LEVEL_KEYS = ("name", "description", "cluster", "executor", "reader", "stages", "writer",
                   "report", "performance_report")
-READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader}
-WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter}
+READERS = {"jsonl": JsonlReader, "parquet": ParquetReader, "warc": WarcReader,
+           "blend": BlendReader}
+WRITERS = {"parquet": ParquetWriter, "jsonl": JsonlWriter, "megatron": MegatronWriter}
 
 
 class ConfigError(CuratorError, ValueError):
@@ -398,8 +400,9 @@ def _io_stage(check: _Checker, top: _Mapping, key: str, classes: dict[str, type]
     given = _keys_only(section, [k for k in section if k != "type"])
     parameters = parameters_of(cls)
     check.keys(given, [p.name for p in parameters], f"{kind} {key} option")
-    if "path" not in given:
-        check.fail(top.line_of(key), f"the {key} needs a 'path:'")
+    for parameter in parameters:
+        if parameter.required and parameter.name not in given:
+            check.fail(top.line_of(key), f"the {key} needs a '{parameter.name}:'")
     options = check.values(given, parameters, f"{kind} {key}")
     return check.build(cls, options, given, f"{kind} {key}")
 

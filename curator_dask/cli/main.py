@@ -1,6 +1,6 @@
 """Entry point of the ``curator-dask`` command.
 
-Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic``, ``stages``,
+Commands: ``demo``, ``run PIPELINE.yaml``, ``dedup exact|fuzzy|semantic|index|lines``, ``stages``,
 ``migrate SCRIPT.py``. Exit codes: 0 success, 1 failure, 2 usage error (a bad argument or
 pipeline file, or a path to write that is, contains or lies inside an input or another
 output of the command, refused before anything runs); messages go to stderr, results to
@@ -27,6 +27,8 @@ from collections.abc import Callable
 
 import yaml
 
+from curator_dask.cli import dedup_index
+from curator_dask.cli.arguments import positive_int
 from curator_dask.cli.migrate import add_migrate_parser, run_migrate
 from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
@@ -64,9 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--output", default="demo-output",
                       help="directory for the input shards, the curated Parquet, the cache "
                            "and report.html (default: %(default)s)")
-    demo.add_argument("--workers", type=_positive_int, default=2,
+    demo.add_argument("--workers", type=positive_int, default=2,
                       help="local worker processes (default: %(default)s)")
-    demo.add_argument("--limit", type=_positive_int, default=None,
+    demo.add_argument("--limit", type=positive_int, default=None,
                       help="use only the first N documents of the sample (a quicker run)")
     demo.add_argument("--no-model", action="store_true",
                       help="leave out the embedding stage")
@@ -105,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
                                              f"parameters of {workflow.__name__}.")
         _add_workflow_arguments(sub, workflow)
         _add_cluster_arguments(sub)
+    dedup_index.add_commands(methods, _add_cluster_arguments)
 
     stages = commands.add_parser(
         "stages", help="list the stages a pipeline file can use",
@@ -132,16 +135,6 @@ def _workflows() -> dict:
         "semantic": (SemanticDeduplicationWorkflow,
                      "semantic duplicates (embeddings, k-means, cosine within clusters)"),
     }
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _yaml_value(text: str):
@@ -172,7 +165,8 @@ _CHOICE_HELP = {
 #: Help for options whose default is None (otherwise shown as "default: none").
 _NONE_HELP = {
     "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
-                       "the cluster, two partitions per worker thread, at most 256MiB",
+                       "the cluster, two partitions per worker thread, at most 64MiB and "
+                       "within the workers' memory",
     "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
               "FuzzyDedupConfig / SemanticDedupConfig fields), instead of one option each",
 }
@@ -237,7 +231,7 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
 
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
-    group.add_argument("--workers", type=_positive_int, default=None,
+    group.add_argument("--workers", type=positive_int, default=None,
                        help="local worker processes to start (default: one per core)")
     group.add_argument("--scheduler-address",
                        help="connect to this scheduler (tcp://host:8786) instead of starting "
@@ -428,6 +422,10 @@ def _workflow_options(args, workflow) -> dict:
 def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     from curator_dask.cluster import dashboard_link, get_client
 
+    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
+               else {"n_workers": args.workers})
+    if args.method in dedup_index.COMMANDS:
+        return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
     workflow_cls = _workflows()[args.method][0]
     spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
@@ -438,8 +436,6 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
         guard = workflow_outputs(workflow)
     except OutputOverlapsInputError as err:  # --output or --cache: refused before running
         raise UsageError(str(err)) from None
-    cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
-               else {"n_workers": args.workers})
     with guard, get_client(**_local_options(cluster, args.verbose)) as client:
         link = dashboard_link(client)
         if link:
@@ -573,11 +569,12 @@ def _log_beside_bars():
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits with 2 here
     _configure_logging(args.verbose)
-    command = args.command + (f" {args.method}" if args.command == "dedup" else "")
+    command = args.command + (f" {args.method}" if args.command == "dedup" else "") + (
+        f" {args.action}" if getattr(args, "action", None) else "")
     try:
         with _log_beside_bars():
             return COMMANDS[args.command](args, echo=print)
-    except UsageError as err:
+    except (UsageError, dedup_index.RequestError) as err:
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -44,11 +44,15 @@ def add_migrate_parser(commands) -> None:
                          help="rewrite the files in place instead of printing a diff")
     migrate.add_argument("--model", action="append", type=_model, default=[],
                          metavar="NAME=DIR",
-                         help="the local directory of the model a NeMo Curator class loads "
-                              "from the hub (QualityClassifier=/models/quality); repeatable")
+                         help="the local directory of a model NeMo Curator loads from the "
+                              "hub, named by the NeMo Curator class "
+                              "(QualityClassifier=/models/quality) or by its hub id "
+                              "(microsoft/deberta-v3-base=/models/deberta, a backbone); "
+                              "repeatable")
     migrate.add_argument("--cpu", action="store_true",
                          help="also rewrite NeMo Curator's GPU-only choices (backend='cudf', "
-                              "cluster_type='gpu', --device gpu checks) for CPU workers")
+                              "cluster_type='gpu', device_type='cuda', --device gpu checks) "
+                              "for CPU workers")
 
 
 def _scripts(paths: list[str]) -> list[Path]:

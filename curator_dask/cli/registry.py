@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 #: The packages searched for stage classes.
-PACKAGES = ("curator_dask.stages", "curator_dask.dedup")
+PACKAGES = ("curator_dask.stages", "curator_dask.dedup", "curator_dask.training")
 
 #: Public classes of those packages that are not stages a YAML file can make: the
 #: bases, and the wrappers that take a filter, modifier or function object.

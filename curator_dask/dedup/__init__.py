@@ -1,5 +1,6 @@
 """Whole-dataset deduplication: exact (hash + shuffle), fuzzy (MinHash + LSH), semantic
-(embeddings + k-means), removal.
+(embeddings + k-means), removal; indexes that remember earlier batches
+(:mod:`curator_dask.dedup.index`); line and paragraph dedup (:mod:`curator_dask.dedup.lines`).
 
 The fuzzy and semantic phases live in :mod:`curator_dask.dedup.fuzzy` and
 :mod:`curator_dask.dedup.semantic`; their main entry points are re-exported here.
@@ -17,6 +18,16 @@ from curator_dask.dedup.fuzzy import (
     optimal_bands,
 )
 from curator_dask.dedup.ids import DuplicateIdError, DuplicateListMismatchError
+from curator_dask.dedup.index import (
+    ExactDedupIndex,
+    ExactIndexDedup,
+    FuzzyDedupIndex,
+    FuzzyIndexDedup,
+    IndexChangedError,
+    IndexParameterError,
+    IndexQuery,
+)
+from curator_dask.dedup.lines import LineDedup, SpanDedupStats
 from curator_dask.dedup.removal import remove_ids
 from curator_dask.dedup.removal_workflow import RemovalResult, TextDuplicatesRemovalWorkflow
 from curator_dask.dedup.semantic import (
@@ -34,15 +45,23 @@ __all__ = [
     "DuplicateListMismatchError",
     "ExactDedup",
     "ExactDedupConfig",
+    "ExactDedupIndex",
     "ExactDedupResult",
     "ExactDeduplicationWorkflow",
     "ExactDuplicates",
+    "ExactIndexDedup",
     "FuzzyDedup",
     "FuzzyDedupConfig",
+    "FuzzyDedupIndex",
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",
+    "FuzzyIndexDedup",
+    "IndexChangedError",
+    "IndexParameterError",
+    "IndexQuery",
+    "LineDedup",
     "MinHash",
     "NullTextError",
     "RemovalResult",
@@ -51,6 +70,7 @@ __all__ = [
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",
+    "SpanDedupStats",
     "TextDuplicatesRemovalWorkflow",
     "hash_texts",
     "optimal_bands",

@@ -43,7 +43,6 @@ from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, 
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
-    "DEFAULT_MAX_LOCAL_EDGES",
     "HASH_METHODS",
     "ON_NULL",
     "SIM_METRICS",
@@ -69,9 +68,6 @@ WhichToKeep = Literal["hard", "easy", "random"]
 WHICH_TO_KEEP = get_args(WhichToKeep)
 SimMetric = Literal["cosine", "l2"]
 SIM_METRICS = get_args(SimMetric)
-#: Up to this many edges, connected components are computed on one worker with
-#: union-find (:func:`~curator_dask.dedup.fuzzy.connected_components`).
-DEFAULT_MAX_LOCAL_EDGES = 50_000_000
 
 
 def _check_choice(name: str, value, choices) -> None:
@@ -131,7 +127,7 @@ class FuzzyDedupConfig:
     jaccard_threshold: float = 0.8
     id_field: str = "id"
     text_field: str = "text"
-    max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES
+    max_local_edges: int | None = None
     removal_strategy: RemovalStrategy = "auto"
     broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD
 
@@ -142,6 +138,7 @@ class FuzzyDedupConfig:
                 f"jaccard_threshold must be in [0, 1], got {self.jaccard_threshold!r}")
         _check_choice("removal_strategy", self.removal_strategy, STRATEGIES)
         _check_count("broadcast_threshold", self.broadcast_threshold, minimum=0)
+        _check_count("max_local_edges", self.max_local_edges, minimum=0, optional=True)
 
 
 @dataclass(frozen=True)

@@ -270,8 +270,9 @@ class DocumentDownloadExtractStage(ReaderStage):
             raise DownloadError(f"{type(self.url_generator).__name__}.generate_urls() gave "
                                 "no URL")
 
-    def plan(self) -> PartitionSource:
-        """One partition per URL, read by downloading, iterating and extracting it."""
+    def plan(self, **options) -> PartitionSource:
+        """One partition per URL, read by downloading, iterating and extracting it (the
+        reader's options are its own attributes)."""
         plan = [URLPartition(i, url) for i, url in enumerate(self.urls())]
         read = _ReadURL(self.downloader, self.iterator, self.extractor, self.columns(),
                         self.filename_column, self.record_limit)

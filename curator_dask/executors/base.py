@@ -56,6 +56,7 @@ from curator_dask.executors.steps import (
 )
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
+from curator_dask.io.planner import in_flight_per_worker, largest_working_set, worker_memory
 from curator_dask.io.source import PartitionSource
 from curator_dask.observe.progress import Progress
 from curator_dask.observe.run_result import RunResult
@@ -146,8 +147,8 @@ class Executor:
         options = layout.writer.storage_options if layout.writer is not None else None
         if report:
             guard.register(report, "performance report", kind="file")
-        if layout.writer is not None:
-            guard.register(layout.writer.path, "output directory", storage_options=options)
+        for path, what in (layout.writer.outputs() if layout.writer is not None else []):
+            guard.register(path, what, storage_options=options)
         cache = self._cache_root(layout) if layout.barriers else None
         if cache is not None:
             guard.register(cache, "cache directory", storage_options=options)
@@ -155,7 +156,9 @@ class Executor:
 
     def _run(self, state: RunState):
         layout = state.layout
-        read = layout.reader.source()
+        # The automatic blocksize fits the most memory-hungry stage, barriers included.
+        read = layout.reader.source(work=largest_working_set(
+            s.working_set for s in layout.stages if s.kind in ("process", "barrier")))
         if state.cache is None and layout.barriers:  # no writer, no cache_path: a private one
             state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
         cache = state.cache
@@ -175,6 +178,7 @@ class Executor:
                                     spec=replace(output.spec, schema=source.input.schema)),
                             layout.writer)
                 self._segment(state, source, stages, sink, first=k == 0)
+                layout.writer.finish(sink.output, state.write_stats + state.skipped_stats)
             else:
                 return self._collect(state, self._segment(state, source, stages, None,
                                                           first=k == 0))
@@ -202,7 +206,11 @@ class Executor:
         last = WriteStep(state, sink) if sink is not None else CollectStep(state)
         steps = [ReadStep(state, source), *(ProcessStep(state, s, s.batch_size) for s in stages),
                  last]
-        segment = Segment(indices, steps, meta)
+        partition_bytes = max((getattr(p, "nbytes", 0) for p in plan), default=0)
+        per_worker = in_flight_per_worker(
+            partition_bytes, largest_working_set(s.working_set for s in stages),
+            worker_memory(state.client)) if state.client is not None else None
+        segment = Segment(indices, steps, meta, per_worker)
         self.run_segment(state, segment)
         return segment
 

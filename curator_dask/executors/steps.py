@@ -168,6 +168,9 @@ class Segment:
     indices: list[int]
     steps: list[Step]
     meta: object
+    #: Partitions one worker may hold at once, planned from its memory
+    #: (:func:`~curator_dask.io.planner.in_flight_per_worker`); None: no limit known.
+    per_worker: int | None = None
 
     @property
     def unit(self) -> int:

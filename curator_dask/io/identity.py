@@ -33,14 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 
-__all__ = [
-    "BLOCK_BYTES",
-    "digest",
-    "file_identity",
-    "files_identity",
-    "identity_changes",
-    "plan_identity",
-]
+__all__ = ["BLOCK_BYTES", "digest", "file_identity", "files_identity", "identity_changes",
+           "plan_digest", "plan_identity"]
 
 #: Bytes hashed at each end of a file.
 BLOCK_BYTES = 1 << 20
@@ -99,8 +93,12 @@ def digest(value) -> str:
 def plan_identity(fs, plan: Sequence) -> dict:
     """What a partition plan reads: a token of its slices, and every file's identity."""
     files = {s.file.path for spec in plan for s in spec.slices}
-    return {"plan": dask.base.tokenize([repr(p) for p in plan]),
-            "files": files_identity(fs, files)}
+    return {"plan": plan_digest(plan), "files": files_identity(fs, files)}
+
+
+def plan_digest(plan: Sequence) -> str:
+    """A token of a partition plan's specs (what each partition reads, in order)."""
+    return dask.base.tokenize([repr(p) for p in plan])
 
 
 def _when(value) -> str:

@@ -62,18 +62,22 @@ __all__ = [
     "completed_parts",
     "discard_parts",
     "fingerprint_changes",
+    "finish_output",
     "is_leftover",
     "mark_complete",
     "mark_part",
     "marker_name",
     "own_files",
     "param_changes",
+    "part_index",
     "part_name",
     "read_complete",
     "read_manifest",
+    "record_in_manifest",
     "remove_leftovers",
     "remove_own_files",
     "reusable",
+    "stale_pieces",
     "write_manifest",
 ]
 
@@ -87,13 +91,47 @@ MARKER_SUFFIX = ".done"
 #: The record that a whole result is in its directory.
 COMPLETE = "_COMPLETE.json"
 _COMPLETE_FORMAT = 1
-_PART_FILE = re.compile(r"^part-\d{5,}(\.parquet|\.arrow|\.jsonl(\.gz|\.zst|\.bz2)?)$")
+# A part is one file, or pieces ``part-00042-00003.*`` cut by a target_file_size; a
+# tokenizing writer's parts are Megatron's ``.bin``/``.idx`` pairs.
+_PART_FILE = re.compile(r"^part-(\d{5,})(-\d{5,})?"
+                        r"(\.parquet|\.arrow|\.bin|\.idx|\.jsonl(\.gz|\.zst|\.bz2)?)$")
 _MARKER_FILE = re.compile(r"^\.part-\d{5,}\.done$")
 
 
-def part_name(index: int, suffix: str) -> str:
-    """``part-00042.parquet``: zero-padded so names sort in partition order."""
-    return f"part-{index:05d}{suffix}"
+def part_name(index: int, suffix: str, piece: int | None = None) -> str:
+    """``part-00042.parquet``: zero-padded so names sort in partition order; ``piece``
+    of a part cut into files of a size, ``part-00042-00003.parquet``.
+
+    Examples
+    --------
+    >>> part_name(42, ".parquet"), part_name(42, ".bin", piece=3)
+    ('part-00042.parquet', 'part-00042-00003.bin')
+    """
+    if piece is None:
+        return f"part-{index:05d}{suffix}"
+    return f"part-{index:05d}-{piece:05d}{suffix}"
+
+
+def part_index(name: str) -> int | None:
+    """The index of the part a file (a base name) belongs to, or None when it is no part.
+
+    Examples
+    --------
+    >>> part_index("part-00042.jsonl.gz"), part_index("part-00042-00003.idx"), part_index("x")
+    (42, 42, None)
+    """
+    found = _PART_FILE.match(name)
+    return int(found.group(1)) if found else None
+
+
+def stale_pieces(fs, path: str, index: int, written: Iterable[str]) -> list[str]:
+    """The pieces of part ``index`` in directory ``path`` that ``written`` (paths) does
+    not hold: what an earlier attempt at the part wrote beyond this one's files."""
+    keep = {posixpath.basename(w) for w in written}
+    pieces = part_name(index, "-")
+    return [f for f in fs.ls(path, detail=False)
+            if (name := posixpath.basename(f)).startswith(pieces) and name not in keep
+            and part_index(name) == index]
 
 
 def marker_name(index: int) -> str:
@@ -136,6 +174,25 @@ def write_manifest(fs, path: str, *, first_index: int, fingerprint, files: Itera
 
 def _write_manifest(fs, path: str, manifest: dict) -> None:
     atomic.write_json(fs, posixpath.join(path, MANIFEST), manifest)
+
+
+def record_in_manifest(fs, path: str, key: str, value) -> None:
+    """Record ``value`` (JSON) under ``key`` in the manifest of the output directory
+    ``path``: what a reader of the output should know about all of it (a tokenized
+    output's tokenizer and token counts). Does nothing where there is no manifest."""
+    manifest = read_manifest(fs, path)
+    if manifest is not None:
+        manifest[key] = value
+        _write_manifest(fs, path, manifest)
+
+
+def finish_output(fs, path: str, encoder, stats: list[dict]) -> None:
+    """Once every part of an output is written: the summary an ``encoder`` (a writer's,
+    see :mod:`curator_dask.io.rollover`) makes of the parts' ``stats`` goes into the
+    manifest under ``encoded``. Nothing for writers without one."""
+    summary = getattr(encoder, "summary", None)
+    if summary is not None:
+        record_in_manifest(fs, path, "encoded", summary(stats))
 
 
 def _files_under(fs, path: str) -> list[str]:

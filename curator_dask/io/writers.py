@@ -46,12 +46,15 @@ from curator_dask.io.output_state import (
     is_leftover,
     mark_part,
     own_files,
+    part_index,
     part_name,
     read_manifest,
     remove_leftovers,
     remove_own_files,
+    stale_pieces,
     write_manifest,
 )
+from curator_dask.io.rollover import FileSize, FileSizeError, FrameEncoded, output_pieces
 from curator_dask.partition import Partition
 
 __all__ = [
@@ -74,10 +77,10 @@ logger = logging.getLogger(__name__)
 WriteMode = Literal["error", "overwrite", "overwrite_all", "append"]
 MODES = get_args(WriteMode)
 #: ``arrow`` (Arrow IPC files, uncompressed) is for the project's own intermediate data:
-#: written at memory speed and read back as a memory map.
-FORMATS = ("parquet", "jsonl", "arrow")
+#: written at memory speed and read back as a memory map. ``encoded`` is a format whose
+#: files a writer's encoder makes (Megatron's token files, see ``io/rollover.py``).
+FORMATS = ("parquet", "jsonl", "arrow", "encoded")
 COMPRESSIONS = {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
-_PART = re.compile(r"^part-(\d+)\.")
 _SOURCE_SUFFIX = re.compile(r"(\.(jsonl|json|ndjson|parquet|pq))?(\.(gz|zst|bz2|xz))?$",
                             re.IGNORECASE)
 
@@ -96,12 +99,31 @@ class WriteSpec:
     #: The Arrow schema the data was read with: string columns are written with the
     #: type it records for them (see :func:`~curator_dask.io.tables.to_table`).
     schema: pa.Schema | None = None
+    #: Cut each part into files of at most this size (io/rollover.py); None: one file.
+    target_file_size: FileSize | None = None
+    #: For fmt "encoded": turns a partition into its files (``encode(df)``, io/rollover.py).
+    encoder: object = None
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
             raise InvalidArgumentError(f"format must be one of {FORMATS}, got {self.fmt!r}")
+        if (self.fmt == "encoded") != (self.encoder is not None):
+            raise InvalidArgumentError(
+                "an encoder goes with the format 'encoded', and only with it")
+        if self.encoder is not None and self.filename_field is not None:
+            raise InvalidArgumentError("an encoder writes its own files per part; "
+                                       "write_to_filename is for Parquet and JSONL")
+        object.__setattr__(self, "target_file_size", FileSize.parse(self.target_file_size))
+        if self.target_file_size is not None and self.target_file_size.unit == "tokens" \
+                and self.encoder is None:
+            raise FileSizeError("target_file_size in tokens is for the tokenizing writers; "
+                                "give this writer bytes ('256MiB') or documents")
+        if self.target_file_size is not None and self.filename_field is not None:
+            raise InvalidArgumentError("target_file_size cuts parts into files of a size, "
+                                       "write_to_filename writes a file per source file: "
+                                       "not both")
         allowed = {"jsonl": COMPRESSIONS, "parquet": (None, "snappy", "zstd", "gzip"),
-                   "arrow": (None,)}[self.fmt]
+                   "arrow": (None,), "encoded": (None,)}[self.fmt]
         if self.compression not in allowed:
             raise InvalidArgumentError(
                 f"compression for {self.fmt} must be one of {list(allowed)}, "
@@ -110,6 +132,8 @@ class WriteSpec:
 
     @property
     def suffix(self) -> str:
+        if self.fmt == "encoded":
+            return ""  # the encoder names its files' suffixes
         if self.fmt in ("parquet", "arrow"):
             return "." + self.fmt
         return ".jsonl" + COMPRESSIONS[self.compression]
@@ -160,7 +184,7 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
     first_index = 0
     if mode == "append":
         names = [posixpath.basename(e) for e in fs.ls(path, detail=False)]
-        indices = [int(m.group(1)) for n in names if (m := _PART.match(n))]
+        indices = [i for i in map(part_index, names) if i is not None]
         first_index = max(indices) + 1 if indices else 0
     write_manifest(fs, path, first_index=first_index, fingerprint=fingerprint,
                    files=kept_files)
@@ -185,16 +209,20 @@ def _output_name(source_name: str, suffix: str) -> str:
 
 def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     """Write one frame (pandas, cuDF or Arrow) to ``target`` as ``spec.fmt``, atomically;
-    returns the bytes written."""
+    or content encoded already (an object with ``write_to(handle)``: JSONL lines cut by
+    size, an encoder's files, see :mod:`curator_dask.io.rollover`). Returns the bytes
+    written."""
     exclusive = spec.filename_field is not None
     compression = spec.compression if spec.fmt == "jsonl" else None
     try:
         # Every format writes the same Arrow table: the partition's values and types as
         # read (an Arrow table read as Arrow is written as it is).
-        table = to_table(df, spec.schema)
+        table = None if hasattr(df, "write_to") else to_table(df, spec.schema)
         with atomic.atomic_open(fs, target, exclusive=exclusive,
                                 compression=compression) as handle:
-            if spec.fmt == "parquet":
+            if table is None:
+                df.write_to(handle)
+            elif spec.fmt == "parquet":
                 pq.write_table(table, handle, compression=spec.compression or "snappy")
             elif spec.fmt == "arrow":
                 with pa.ipc.new_file(handle, table.schema) as out:
@@ -226,9 +254,20 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
              "dropped": counts}
     if spec.filename_field is None:
-        target = posixpath.join(spec.path, part_name(spec.first_index + index, spec.suffix))
-        stats["bytes"] = _write_frame(df, fs, target, spec)
-        stats["files"].append(target)
+        part = spec.first_index + index
+        encoded = (spec.encoder.encode(df) if spec.encoder is not None
+                   else FrameEncoded.of(df, spec.fmt, spec.suffix, spec.schema))
+        for name, content in output_pieces(encoded, part, spec.target_file_size):
+            target = posixpath.join(spec.path, name)
+            stats["bytes"] += _write_frame(content, fs, target, spec)
+            stats["files"].append(target)
+        if spec.target_file_size is not None:
+            # An earlier attempt's pieces beyond this one's would hold its rows again.
+            for stale in stale_pieces(fs, spec.path, part, stats["files"]):
+                atomic.remove(fs, stale, missing_ok=True)
+        for name, count in encoded.counts().items():
+            counts[name] = counts.get(name, 0) + int(count)
+        stats["rows"] = len(encoded)  # an encoder may drop (and count) documents
         return stats
     if spec.filename_field not in df.columns:
         raise NameNotFoundError(

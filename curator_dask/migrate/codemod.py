@@ -10,18 +10,20 @@ every comment and line it does not change:
 - keywords of every call it can resolve (constructors, functions, and methods of
   variables assigned from them): renamed, or dropped where they tune what curator-dask
   does not have; NeMo Curator's method names (``read_json`` -> ``read_jsonl``);
-- hub models: a class whose model NeMo Curator downloads gets ``model_path=`` (or its
-  keyword) from ``models`` (``--model QualityClassifier=DIR``), and NeMo's prediction
-  column name;
+- hub models: a class whose models NeMo Curator downloads gets each one's directory
+  (``model_path=``, ``base_model_path=``, ...) from ``models``, keyed by the NeMo
+  Curator name or the hub id (``--model QualityClassifier=DIR --model
+  microsoft/deberta-v3-base=DIR``), and the keywords that keep the defaults of the NeMo
+  Curator version it was imported from (a 1.x prediction column's name);
 - ``Modify(PiiModifier(...))`` -> ``PiiRedactor(...)``, a stage of its own here;
 - ``from loguru import logger`` -> the standard library's ``logging``;
 - a script that starts a cluster at module level gets ``if __name__ == "__main__":``
   around its statements (worker processes import the script; without the guard each
   would start a cluster of its own);
 - with ``cpu=True``, NeMo Curator's GPU-only choices where curator-dask runs on CPU too:
-  ``backend="cudf"`` -> ``"pandas"``, ``cluster_type="gpu"`` -> ``"cpu"``, checks that
-  stop a script unless ``--device gpu``, and ``client.run`` of a function that only
-  imports GPU libraries.
+  ``backend="cudf"`` -> ``"pandas"``, ``cluster_type="gpu"`` and a classifier's
+  ``device_type="cuda"`` -> ``"cpu"``, checks that stop a script unless ``--device
+  gpu``, and ``client.run`` of a function that only imports GPU libraries.
 
 What it cannot rewrite is listed in :attr:`MigrationReport.todo` with its line and what
 to do: a NeMo name without counterpart, a refused keyword, a hub model without a
@@ -42,9 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import importlib
-import inspect
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -54,10 +53,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from curator_dask.migrate.mapping import (
     COMPANIONS,
-    KEYWORDS,
     METHODS,
-    MODULES,
-    NAMES,
     NEMO_PACKAGE,
     Counterpart,
     Ignored,
@@ -72,6 +68,7 @@ from curator_dask.migrate.syntax import (
     ends_in_raise,
     is_definition,
     is_main_guard,
+    keyword_arg,
     literal,
     merged_imports,
     quoted,
@@ -79,9 +76,9 @@ from curator_dask.migrate.syntax import (
     tidy,
     unindented,
 )
+from curator_dask.migrate.targets import counterpart, keyword_rules_of, resolve, returns
 
 __all__ = ["MigrationReport", "Note", "migrate_source", "unified_diff"]
-
 
 
 @dataclass(frozen=True)
@@ -116,64 +113,21 @@ def unified_diff(report: MigrationReport, path: str) -> str:
         fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"))
 
 
-def _resolve(dotted: str):
-    """The curator-dask object at ``dotted`` (``curator_dask.dedup.ExactDuplicates``)."""
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _counterpart(name: str, nemo_module: str) -> Counterpart | None:
-    """``name`` imported from ``nemo_module``: the table's entry, or the same name in the
-    module the table maps ``nemo_module`` to, or None."""
-    if name in NAMES:
-        return NAMES[name]
-    module = MODULES.get(nemo_module)
-    if module is not None and module.ours:
-        try:
-            if hasattr(importlib.import_module(module.ours), name):
-                return Counterpart(f"{module.ours}.{name}")
-        except ImportError:
-            return None
-    return None
-
-
-def _keyword_rules(obj, method: str | None) -> dict:
-    """The NeMo keyword rules of calling ``obj`` (a function) or ``obj.method``."""
-    if method is None:
-        return dict(KEYWORDS.get(f"{obj.__module__}.{obj.__qualname__}", {}))
-    rules: dict = {}
-    for cls in reversed(getattr(obj, "__mro__", (type(obj),))):
-        rules.update(KEYWORDS.get(f"{cls.__module__}.{cls.__qualname__}.{method}", {}))
-    return rules
-
-
-def _returns(obj, method: str | None):
-    """The class a call returns, from its annotation (None if unknown)."""
-    if method == "__init__":
-        return obj
-    func = obj if method is None else getattr(obj, method, None)
-    try:
-        hint = typing.get_type_hints(inspect.unwrap(func)).get("return")
-    except Exception:  # annotations that do not resolve: the type stays unknown
-        return None
-    return hint if isinstance(hint, type) else None
-
-
-
-
-
-
 class _Migrator(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, aliases: Aliases, models: Mapping[str, str], cpu: bool):
         super().__init__()
-        self.aliases, self.models, self.cpu = aliases, dict(models), cpu
+        self.aliases, self.cpu = aliases, cpu
+        # --model NAME=DIR: NAME is a NeMo class name or a hub id (case as the hub
+        # ignores it: microsoft/DeBERTa-v3-base is microsoft/deberta-v3-base)
+        self.models = {name.casefold(): directory for name, directory in models.items()}
         self.changes: list[Note] = []
         self.todo: list[Note] = []
         self.renames: dict[str, str] = {}  # local name in the script -> curator-dask's
         self.objects: dict[str, object] = {}  # local name -> curator-dask object
-        self.counterparts: dict[str, tuple[str, Counterpart]] = {}  # local -> (NeMo name, …)
+        # local name -> (NeMo name, its counterpart, the NeMo module it came from)
+        self.counterparts: dict[str, tuple[str, Counterpart, str]] = {}
         self.types: dict[str, type] = {}  # variable -> the curator-dask class it holds
         self.emitted: set[str] = set()
         self.depth = 0  # inside a function or class: not module level
@@ -203,10 +157,10 @@ class _Migrator(cst.CSTTransformer):
         self.emitted.add(line)
         return line
 
-    def _bind(self, local: str, nemo_name: str, cp: Counterpart) -> None:
+    def _bind(self, local: str, nemo_name: str, cp: Counterpart, nemo_module: str) -> None:
         with contextlib.suppress(ImportError, AttributeError):
-            self.objects[local] = _resolve(cp.ours)
-        self.counterparts[local] = (nemo_name, cp)
+            self.objects[local] = resolve(cp.ours)
+        self.counterparts[local] = (nemo_name, cp, nemo_module)
 
     def _from_import(self, node: cst.ImportFrom) -> list[str] | None:
         if node.relative or node.module is None:
@@ -224,7 +178,7 @@ class _Migrator(cst.CSTTransformer):
         for alias in node.names:
             name = get_full_name_for_node(alias.name)
             asname = alias.asname.name.value if alias.asname else None
-            cp = _counterpart(name, module)
+            cp = counterpart(name, module)
             if cp is None or cp.ours is None:
                 why = cp.note if cp is not None else "curator-dask has no counterpart"
                 self._todo(node, f"{module}.{name}: {why}")
@@ -233,7 +187,7 @@ class _Migrator(cst.CSTTransformer):
             if asname is None and name != cp.name:
                 self.renames[name] = cp.name
                 self._changed(node, f"{name} is {cp.name} in curator-dask")
-            self._bind(local, name, cp)
+            self._bind(local, name, cp, module)
             line = self._import_line(cp, local)
             if line:
                 lines.append(line)
@@ -257,12 +211,12 @@ class _Migrator(cst.CSTTransformer):
             nemo = True
             local = alias.asname.name.value if alias.asname else dotted
             for name in sorted(self.aliases.used.get(local, ())):
-                cp = _counterpart(name, dotted)
+                cp = counterpart(name, dotted)
                 if cp is None or cp.ours is None:
                     why = cp.note if cp is not None else "curator-dask has no counterpart"
                     self._todo(node, f"{local}.{name}: {why}")
                     continue
-                self._bind(cp.name, name, cp)
+                self._bind(cp.name, name, cp, dotted)
                 line = self._import_line(cp, cp.name)
                 if line:
                     lines.append(line)
@@ -315,7 +269,7 @@ class _Migrator(cst.CSTTransformer):
         root = get_full_name_for_node(original.value)
         if root in self.aliases.modules:
             name = original.attr.value
-            cp = _counterpart(name, self.aliases.modules[root])
+            cp = counterpart(name, self.aliases.modules[root])
             if cp is not None and cp.ours is not None:
                 return cst.Name(cp.name)
             return updated
@@ -326,7 +280,7 @@ class _Migrator(cst.CSTTransformer):
                 and updated.keyword.value != original.keyword.value:
             updated = updated.with_changes(keyword=original.keyword)
         if self.cpu and updated.keyword is not None:
-            updated = self._cpu_value(updated, updated.keyword.value)
+            updated = self._cpu_value(updated, updated.keyword.value, original)
         return updated
 
     def leave_Param(self, original, updated):
@@ -372,7 +326,7 @@ class _Migrator(cst.CSTTransformer):
             updated = updated.with_changes(func=updated.func.with_changes(attr=cst.Name(ours)))
             self._changed(original, f".{method}() is .{ours}() in curator-dask")
             method = ours
-        updated = self._keywords(original, updated, _keyword_rules(obj, method))
+        updated = self._keywords(original, updated, keyword_rules_of(obj, method))
         if local in self.counterparts and method == "__init__":
             updated = self._constructor(original, updated, *self.counterparts[local])
             unwrapped = self._unwrap(original, updated, local)
@@ -380,7 +334,7 @@ class _Migrator(cst.CSTTransformer):
                 return unwrapped
         if self.depth == 0 and self._starts_cluster(obj, method):
             self.starts_cluster_at_top = True
-        self._returned = _returns(obj, method)
+        self._returned = returns(obj, method)
         return updated
 
     def _starts_cluster(self, obj, method) -> bool:
@@ -396,8 +350,7 @@ class _Migrator(cst.CSTTransformer):
         for arg in call.args:
             rule = rules.get(arg.keyword.value) if arg.keyword is not None else None
             if isinstance(rule, Renamed) and rule.ours not in given:
-                self._changed(original, f"{arg.keyword.value}= is {rule.ours}= in curator-dask")
-                arg = arg.with_changes(keyword=cst.Name(rule.ours))
+                arg = self._renamed(original, arg, rule)
             elif isinstance(rule, Ignored):
                 value = literal(arg.value)
                 if rule.refuse_if is not None and value is UNKNOWN:
@@ -414,41 +367,73 @@ class _Migrator(cst.CSTTransformer):
             args.append(arg)
         return call.with_changes(args=tidy(args))
 
-    def _constructor(self, original, call: cst.Call, nemo_name: str, cp: Counterpart):
+    def _renamed(self, original, arg: cst.Arg, rule: Renamed) -> cst.Arg:
+        """``arg`` under curator-dask's keyword, its value converted where the rule says
+        so (a value known only when the script runs stays NeMo's: the call converts it,
+        and warns)."""
+        nemo = arg.keyword.value
+        if rule.convert is None:
+            self._changed(original, f"{nemo}= is {rule.ours}= in curator-dask")
+            return arg.with_changes(keyword=cst.Name(rule.ours))
+        value = literal(arg.value)
+        if value is UNKNOWN:
+            self._changed(original, f"{nemo}= left as it is: curator-dask's {rule.ours}= "
+                                    "depends on its value, converted when the script runs")
+            return arg
+        ours = rule.convert(value)
+        self._changed(original, f"{nemo}={value!r} is {rule.ours}={ours!r} in curator-dask")
+        value_node = quoted(ours) if isinstance(ours, str) else cst.parse_expression(repr(ours))
+        return arg.with_changes(keyword=cst.Name(rule.ours), value=value_node)
+
+    def _constructor(self, original, call: cst.Call, nemo_name: str, cp: Counterpart,
+                     nemo_module: str):
         given = {a.keyword.value for a in call.args if a.keyword is not None}
-        extra = [cst.Arg(keyword=cst.Name(k), value=cst.parse_expression(v),
-                         equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                               cst.SimpleWhitespace("")))
-                 for k, v in cp.defaults if k not in given]
+        extra = [keyword_arg(k, cst.parse_expression(v))
+                 for k, v in cp.defaults_for(nemo_module) if k not in given]
         if extra:
             self._changed(original, f"{nemo_name}: " + ", ".join(
                 f"{a.keyword.value}={code_of(a.value)}" for a in extra)
-                + " as NeMo Curator names it")
-        if cp.model_keyword and cp.model_keyword not in given:
-            directory = self.models.get(nemo_name)
-            if directory is None:
-                self._todo(original, f"{nemo_name} loads {cp.hub_model} from the Hugging "
-                                     "Face hub; save it to a directory and run migrate with "
-                                     f"--model {nemo_name}=DIR (or pass "
-                                     f"{cp.model_keyword}=DIR)")
-            else:
-                extra.insert(0, cst.Arg(keyword=cst.Name(cp.model_keyword),
-                                        value=quoted(directory),
-                                        equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                                              cst.SimpleWhitespace(""))))
-                self._changed(original, f"{nemo_name}: {cp.model_keyword}={directory!r} "
-                                        f"(instead of {cp.hub_model} from the hub)")
-        if not extra:
+                + f" as NeMo Curator's {nemo_module} has it")
+        models = self._model_directories(original, nemo_name, cp, given)
+        if not extra and not models:
             return call
-        model = [a for a in extra if a.keyword.value == cp.model_keyword]
-        rest = [a for a in extra if a.keyword.value != cp.model_keyword]
         positional = [a for a in call.args if a.keyword is None and a.star == ""]
         keywords = [a for a in call.args if a not in positional]
-        return call.with_changes(args=tidy([*positional, *model, *keywords, *rest]))
+        return call.with_changes(args=tidy([*positional, *models, *keywords, *extra]))
+
+    def _model_directories(self, original, nemo_name: str, cp: Counterpart,
+                           given: set[str]) -> list[cst.Arg]:
+        """The keywords giving the local directory of each hub model the class reads,
+        from ``--model`` (its own under the NeMo name or its hub id, the others under
+        their hub id); those without one are left to do, in one note."""
+        found, missing = [], []
+        for position, (keyword, hub_model) in enumerate(cp.models()):
+            if keyword in given:
+                continue
+            names = (nemo_name, hub_model) if position == 0 else (hub_model,)
+            directory = next((self.models[n.casefold()] for n in names
+                              if n.casefold() in self.models), None)
+            if directory is None:
+                missing.append((keyword, names[0]))
+                continue
+            found.append(keyword_arg(keyword, quoted(directory)))
+            self._changed(original, f"{nemo_name}: {keyword}={directory!r} (instead of "
+                                    f"{hub_model} from the hub)")
+        if missing:
+            hubs = [hub for _, hub in cp.models()]
+            models = ", ".join(hubs[:-1]) + " and " + hubs[-1] if len(hubs) > 1 else hubs[0]
+            self._todo(original, f"{nemo_name} loads {models} from the Hugging Face hub; "
+                                 "save each to a directory and run migrate with "
+                                 + " ".join(f"--model {name}=DIR" for _, name in missing)
+                                 + " (or pass " + ", ".join(f"{k}=DIR" for k, _ in missing)
+                                 + ")" + (", or keep them in the local Hugging Face cache, "
+                                          "where curator-dask looks for them"
+                                          if cp.finds_cached else ""))
+        return found
 
     def _unwrap(self, original, call: cst.Call, local: str) -> cst.Call | None:
         """``Modify(PiiModifier(...))`` -> ``PiiRedactor(...)``."""
-        nemo_name, _ = self.counterparts[local]
+        nemo_name = self.counterparts[local][0]
         if len(call.args) != 1 or not isinstance(call.args[0].value, cst.Call):
             return None
         inner = call.args[0].value
@@ -478,12 +463,16 @@ class _Migrator(cst.CSTTransformer):
             updated = self._cpu_assign(updated)
         return updated
 
-    def _cpu_value(self, node, name: str):
-        """``backend="cudf"`` -> ``"pandas"``; ``cluster_type="gpu"`` -> ``"cpu"``."""
+    def _cpu_value(self, node, name: str, original=None):
+        """``backend="cudf"`` -> ``"pandas"``; ``cluster_type="gpu"`` and a classifier's
+        ``device_type="cuda"`` -> ``"cpu"``. ``original``: the node as the script wrote
+        it, for the line reported (``node`` itself, when it is)."""
         swap = {"backend": ("cudf", "pandas"), "cluster_type": ("gpu", "cpu"),
-                "dataframe.backend": ("cudf", "pandas")}.get(name)
+                "dataframe.backend": ("cudf", "pandas"),
+                "device_type": ("cuda", "cpu")}.get(name)
         if swap and string_value(node.value) == swap[0]:
-            self._changed(node, f"{name}={swap[0]!r} -> {swap[1]!r} (runs on CPU workers)")
+            self._changed(original or node,
+                          f"{name}={swap[0]!r} -> {swap[1]!r} (runs on CPU workers)")
             return node.with_changes(value=quoted(swap[1]))
         return node
 
@@ -500,7 +489,7 @@ class _Migrator(cst.CSTTransformer):
 
     def leave_DictElement(self, original, updated):
         if self.cpu and string_value(updated.key):
-            return self._cpu_value(updated, string_value(updated.key))
+            return self._cpu_value(updated, string_value(updated.key), original)
         return updated
 
     def _requires_gpu(self, test) -> bool:
@@ -572,8 +561,9 @@ def migrate_source(source: str, *, models: Mapping[str, str] | None = None,
     source : str
         The script.
     models : mapping, optional
-        NeMo Curator class name -> the local directory of its model
-        (``{"QualityClassifier": "/models/quality-deberta"}``).
+        A NeMo Curator class name or a hub id -> the local directory of that model
+        (``{"QualityClassifier": "/models/quality-deberta", "microsoft/deberta-v3-base":
+        "/models/deberta-v3-base"}``).
     cpu : bool, default False
         Also rewrite NeMo Curator's GPU-only choices for CPU workers.
 

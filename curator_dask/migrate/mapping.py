@@ -17,6 +17,9 @@ Three tables:
   constructor) -> NeMo Curator keyword -> :class:`Renamed`, :class:`Ignored` or
   :class:`Refused`.
 
+What an entry says is :mod:`curator_dask.migrate.rules`; the named classifiers' entries
+are kept in :mod:`curator_dask.migrate.classifiers` and merged in here.
+
 Examples
 --------
 >>> NAMES["ExactDuplicates"].ours
@@ -32,7 +35,16 @@ Renamed(ours='path')
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+
+from curator_dask.migrate.classifiers import CLASSIFIER_KEYWORDS, CLASSIFIER_NAMES, CLASSIFIERS
+from curator_dask.migrate.rules import (
+    Counterpart,
+    Ignored,
+    ModulePath,
+    Refused,
+    Renamed,
+    Rule,
+)
 
 __all__ = [
     "COMPANIONS",
@@ -57,95 +69,11 @@ __all__ = [
 NEMO_PACKAGE = "nemo_curator"
 
 
-# -- what an entry says ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Renamed:
-    """A NeMo Curator keyword with another name here: passed on under ``ours``, warned;
-    ``convert``, if given, turns NeMo Curator's value into curator-dask's."""
-
-    ours: str
-    convert: Callable[[object], object] | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """A NeMo Curator keyword that tunes something curator-dask does not have: accepted
-    with a warning saying ``reason``, and dropped by the codemod. ``refuse_if``, if
-    given, tells the values that would change the result (those are refused with
-    ``refusal``)."""
-
-    reason: str
-    refuse_if: Callable[[object], bool] | None = None
-    refusal: str = ""
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A NeMo Curator keyword without a counterpart: an error saying ``fix``."""
-
-    fix: str
-
-
-Rule = Renamed | Ignored | Refused
-
-
-@dataclass(frozen=True)
-class Counterpart:
-    """Where a NeMo Curator name lives here.
-
-    Attributes
-    ----------
-    ours : str or None
-        Dotted path of the curator-dask object (None: there is none; see ``note``).
-    note : str
-        What differs, or (without ``ours``) what to write instead.
-    model_keyword : str, optional
-        NeMo Curator downloads this class's model from the Hugging Face hub; here the
-        model is a local directory given by this keyword (``curator-dask migrate
-        --model NAME=DIR`` fills it in).
-    hub_model : str, optional
-        The hub model NeMo Curator loads (save it with ``save_pretrained`` to a directory).
-    defaults : tuple of (keyword, Python source)
-        Keywords the codemod adds unless the call gives them, to keep NeMo Curator's
-        behaviour (its prediction column's name).
-    unwraps : str, optional
-        NeMo Curator wraps this in that class (``Modify(PiiModifier(...))``); here it is
-        a stage of its own, so the codemod removes the wrapper.
-    """
-
-    ours: str | None
-    note: str = ""
-    model_keyword: str | None = None
-    hub_model: str | None = None
-    defaults: tuple[tuple[str, str], ...] = ()
-    unwraps: str | None = None
-
-    @property
-    def module(self) -> str | None:
-        return None if self.ours is None else self.ours.rpartition(".")[0]
-
-    @property
-    def name(self) -> str | None:
-        return None if self.ours is None else self.ours.rpartition(".")[2]
-
-
-@dataclass(frozen=True)
-class ModulePath:
-    """A NeMo Curator module: the curator-dask module holding most of what users import
-    from it, and those names (each resolved through :data:`NAMES`)."""
-
-    ours: str | None
-    names: tuple[str, ...] = ()
-    note: str = ""
-
-
 # -- names -------------------------------------------------------------------------------------
 
 _FILTERS = "curator_dask.stages.filters"
 _MODIFIERS = "curator_dask.stages.modifiers"
 _DEDUP = "curator_dask.dedup"
-_CLASSIFIER = "curator_dask.stages.models.ClassifierStage"
 _HEURISTIC_FILTERS = (
     "AlphaFilter", "BoilerPlateStringFilter", "BulletsFilter", "CommonEnglishWordsFilter",
     "EllipsisFilter", "LongWordFilter", "MeanWordLengthFilter", "NonAlphaNumericFilter",
@@ -157,16 +85,6 @@ _HEURISTIC_FILTERS = (
     "NumberOfLinesOfCodeFilter",
 )
 _MODIFIER_NAMES = ("UnicodeReformatter", "UrlRemover", "NewlineNormalizer")
-
-
-def _classifier(pred_column: str, hub_model: str, *, prob: bool = False) -> Counterpart:
-    defaults = (("pred_column", f'"{pred_column}"'),)
-    return Counterpart(
-        _CLASSIFIER, model_keyword="model_path", hub_model=hub_model, defaults=defaults,
-        note=f"any local save_pretrained directory; save {hub_model} to one and pass it as "
-             f"model_path= (curator-dask migrate --model NAME=DIR); predictions in "
-             f"{pred_column!r} as NeMo Curator names them"
-             + (", probabilities with prob_column=" if prob else ""))
 
 
 _RAY_FREE = ("curator-dask runs on Dask: start a cluster with get_client() or "
@@ -209,18 +127,8 @@ NAMES: dict[str, Counterpart] = {
     "SemanticDeduplicationWorkflow": Counterpart(f"{_DEDUP}.SemanticDeduplicationWorkflow"),
     "TextDuplicatesRemovalWorkflow": Counterpart(f"{_DEDUP}.TextDuplicatesRemovalWorkflow"),
     "TaskDecontamination": Counterpart("curator_dask.stages.decontamination.TaskDecontamination"),
-    # classifiers: local model directories
-    "QualityClassifier": _classifier("quality_pred", "nvidia/quality-classifier-deberta",
-                                     prob=True),
-    "DomainClassifier": _classifier("domain_pred", "nvidia/domain-classifier", prob=True),
-    "MultilingualDomainClassifier": _classifier("multilingual_domain_pred",
-                                                "nvidia/multilingual-domain-classifier",
-                                                prob=True),
-    "ContentTypeClassifier": _classifier("content_pred", "nvidia/content-type-classifier-deberta",
-                                         prob=True),
-    "FineWebEduClassifier": Counterpart(
-        None, note="a regression model (a float score): no counterpart yet; ClassifierStage "
-                   "takes label models"),
+    # classifiers: the publishers' models from local directories
+    **CLASSIFIER_NAMES,
     # pipelines, executors, clusters
     "Pipeline": Counterpart("curator_dask.Pipeline",
                             note="run() returns a RunResult; iterating it gives the output "
@@ -229,6 +137,11 @@ NAMES: dict[str, Counterpart] = {
     "ParquetReader": Counterpart("curator_dask.ParquetReader"),
     "JsonlWriter": Counterpart("curator_dask.JsonlWriter"),
     "ParquetWriter": Counterpart("curator_dask.ParquetWriter"),
+    "MegatronTokenizerWriter": Counterpart(
+        "curator_dask.training.MegatronWriter",
+        note="tokenizer= a local directory holding a fast tokenizer (model_identifier; "
+             "nothing is downloaded); append_eod=True is eos=True; a .bin/.idx pair per "
+             "part, tokenized on CPU workers"),
     "ProcessingStage": Counterpart("curator_dask.ProcessingStage",
                                    note="process() takes one partition (a pandas or cuDF "
                                         "frame), not a task"),
@@ -262,14 +175,14 @@ NAMES: dict[str, Counterpart] = {
                                             "or cuDF frame); there is no task object"),
     "FileGroupTask": Counterpart(None, note="a reader stage plans the partitions; there is "
                                             "no task object"),
-    "blend_datasets": Counterpart(None, note="concatenate with dask.dataframe.concat and "
-                                             "sample with ds.df.sample(frac=...)"),
-    "Shuffle": Counterpart(None, note="shuffle with ds.df.shuffle(on=...) (a Dask operation)"),
+    "blend_datasets": Counterpart(
+        "curator_dask.training.blend_datasets",
+        note="exact and deterministic: each source gives its share of target_size, chosen "
+             "by a seeded key (seed=); sampling_weights is weights"),
+    "Shuffle": Counterpart(
+        "curator_dask.training.Shuffle",
+        note="a seeded global shuffle (seed=, default 0): the same order on any cluster"),
     "ParallelDataset": Counterpart(None, note="read the two sides as DocumentDatasets"),
-    "AegisClassifier": Counterpart(None, note="a generative safety model: no counterpart yet; "
-                                              "run ClassifierStage over a local model"),
-    "InstructionDataGuardClassifier": Counterpart(
-        None, note="no counterpart yet; run ClassifierStage over a local model"),
 }
 
 # -- module paths ------------------------------------------------------------------------------
@@ -277,10 +190,7 @@ NAMES: dict[str, Counterpart] = {
 _DEDUP_NAMES = ("ExactDuplicates", "FuzzyDuplicates", "FuzzyDuplicatesConfig", "MinHash", "LSH",
                 "SemDedup")
 _MODULE_NAMES = ("ScoreFilter", "Score", "Filter", "Modify", "AddId", "Sequential",
-                 *_DEDUP_NAMES, "TaskDecontamination")
-_CLASSIFIERS = ("QualityClassifier", "DomainClassifier", "MultilingualDomainClassifier",
-                "ContentTypeClassifier", "FineWebEduClassifier", "AegisClassifier",
-                "InstructionDataGuardClassifier")
+                 *_DEDUP_NAMES, "TaskDecontamination", "blend_datasets", "Shuffle")
 _DOWNLOAD = ("DocumentDownloader", "DocumentIterator", "DocumentExtractor",
              "download_and_extract")
 _FILTER_MODULE = ("DocumentFilter", "ScoreFilter", "Score", "Filter", "FastTextLangId",
@@ -289,7 +199,7 @@ _FILTER_MODULE = ("DocumentFilter", "ScoreFilter", "Score", "Filter", "FastTextL
 MODULES: dict[str, ModulePath] = {
     # NeMo Curator 0.x (Dask)
     "nemo_curator": ModulePath("curator_dask", ("DocumentDataset", *_MODULE_NAMES,
-                                                "get_client", *_CLASSIFIERS)),
+                                                "get_client", *CLASSIFIERS)),
     "nemo_curator.datasets": ModulePath("curator_dask", ("DocumentDataset", "ParallelDataset")),
     "nemo_curator.modules": ModulePath(_DEDUP, _MODULE_NAMES),
     "nemo_curator.modules.add_id": ModulePath("curator_dask", ("AddId",)),
@@ -300,6 +210,8 @@ MODULES: dict[str, ModulePath] = {
     "nemo_curator.modules.fuzzy_dedup": ModulePath(_DEDUP, ("FuzzyDuplicates", "MinHash", "LSH")),
     "nemo_curator.modules.config": ModulePath(_DEDUP, ("FuzzyDuplicatesConfig",)),
     "nemo_curator.modules.semantic_dedup": ModulePath(_DEDUP, ("SemDedup",)),
+    "nemo_curator.modules.dataset_ops": ModulePath("curator_dask.training",
+                                                   ("blend_datasets", "Shuffle")),
     "nemo_curator.filters": ModulePath(_FILTERS, _FILTER_MODULE),
     "nemo_curator.filters.doc_filter": ModulePath(_FILTERS, ("DocumentFilter",)),
     "nemo_curator.filters.heuristic_filter": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
@@ -311,7 +223,7 @@ MODULES: dict[str, ModulePath] = {
     "nemo_curator.modifiers.unicode_reformatter": ModulePath(_MODIFIERS, ("UnicodeReformatter",)),
     "nemo_curator.modifiers.url_remover": ModulePath(_MODIFIERS, ("UrlRemover",)),
     "nemo_curator.modifiers.pii_modifier": ModulePath("curator_dask.stages.pii", ("PiiModifier",)),
-    "nemo_curator.classifiers": ModulePath("curator_dask.stages.models", _CLASSIFIERS),
+    "nemo_curator.classifiers": ModulePath("curator_dask", CLASSIFIERS),
     "nemo_curator.utils.distributed_utils": ModulePath("curator_dask", ("get_client",
                                                                         "read_data",
                                                                         "write_to_disk")),
@@ -334,7 +246,10 @@ MODULES: dict[str, ModulePath] = {
     "nemo_curator.stages.text.io.reader": ModulePath("curator_dask", ("JsonlReader",
                                                                       "ParquetReader")),
     "nemo_curator.stages.text.io.writer": ModulePath("curator_dask", ("JsonlWriter",
-                                                                      "ParquetWriter")),
+                                                                      "ParquetWriter",
+                                                                      "MegatronTokenizerWriter")),
+    "nemo_curator.stages.text.io.writer.megatron_tokenizer": ModulePath(
+        "curator_dask.training", ("MegatronTokenizerWriter",)),
     "nemo_curator.stages.text.filters": ModulePath(_FILTERS, _FILTER_MODULE),
     "nemo_curator.stages.text.filters.heuristic": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
     "nemo_curator.stages.text.filters.heuristic.string": ModulePath(_FILTERS, _HEURISTIC_FILTERS),
@@ -349,8 +264,7 @@ MODULES: dict[str, ModulePath] = {
                                                                   *_MODIFIER_NAMES)),
     "nemo_curator.stages.text.modules": ModulePath("curator_dask", ("AddId", "Modify",
                                                                     "ScoreFilter")),
-    "nemo_curator.stages.text.classifiers": ModulePath("curator_dask.stages.models",
-                                                       _CLASSIFIERS),
+    "nemo_curator.stages.text.classifiers": ModulePath("curator_dask", CLASSIFIERS),
     "nemo_curator.stages.text.download": ModulePath("curator_dask.download", (
         "DocumentDownloadExtractStage", "URLGenerator", *_DOWNLOAD[:3])),
     "nemo_curator.stages.text.download.base": ModulePath("curator_dask.download", (
@@ -400,16 +314,10 @@ _READER = {"file_paths": Renamed("path"), "fields": Renamed("columns"),
 _WRITER = {"write_kwargs": Refused("pass compression= and storage_options="),
            "fields": Refused("keep the columns you want with a stage before the writer"),
            "file_extension": Refused("the writer names its parts part-00000.<format>")}
-_CLASSIFIER_KEYWORDS = {
-    "batch_size": Renamed("model_inference_batch_size"),
-    "label_field": Renamed("pred_column"), "score_field": Renamed("prob_column"),
-    "sort_by_length": Ignored("curator-dask always sorts each partition by token length"),
-    "autocast": Ignored("dtype='auto' chooses the precision (float16 on GPUs)"),
-    "device_type": Ignored("device='auto' uses a GPU where the worker has one"),
-    "max_mem_gb": Ignored("batches are sized by max_tokens_per_batch"),
-    "cache_dir": Refused("pass model_path= (a local save_pretrained directory)"),
-}
-
+_LOCAL_TOKENIZER = Refused("pass tokenizer= a local directory holding the tokenizer "
+                           "(tokenizer.save_pretrained(directory)); nothing is downloaded")
+_TOKENIZER_BATCH = Ignored("a partition is tokenized in batched calls of about a million "
+                           "characters")
 KEYWORDS: dict[str, dict[str, Rule]] = {
     "curator_dask.dataset.DocumentDataset.read_jsonl": {"input_files": Renamed("path")},
     "curator_dask.dataset.DocumentDataset.read_parquet": {"input_files": Renamed("path")},
@@ -421,9 +329,26 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
     "curator_dask.stages.io_stages.JsonlReader.__init__": _READER,
     "curator_dask.stages.io_stages.ParquetReader.__init__": _READER,
     "curator_dask.stages.io_stages.WriterStage.__init__": _WRITER,
+    "curator_dask.training.writers.MegatronWriter.__init__": {
+        **_WRITER, "output_dir": Renamed("path"), "model_identifier": Renamed("tokenizer"),
+        "append_eod": Renamed("eos"), "cache_dir": _LOCAL_TOKENIZER,
+        "hf_token": _LOCAL_TOKENIZER,
+        "local_files_only": Ignored("the tokenizer is always loaded from a local directory"),
+        "transformers_init_kwargs": Refused(
+            "the tokenizer is loaded from its tokenizer.json: save it with the options you "
+            "need (save_pretrained) and pass that directory as tokenizer="),
+        "batch_size": _TOKENIZER_BATCH, "tokenization_batch_size": _TOKENIZER_BATCH,
+        "max_seq_length": Refused("every document is written whole, as one sequence; cut "
+                                  "long texts with a stage before the writer"),
+        "unk_token": Ignored("it pads batches for a model; token files hold no padding")},
+    "curator_dask.training.blend.blend_datasets": {"sampling_weights": Renamed("weights")},
+    "curator_dask.training.shuffle.Shuffle.__init__": {
+        "partition_to_filename": Refused("the writer names its parts part-00000.<format>"),
+        "filename_col": Refused("the writer names its parts part-00000.<format>; no column "
+                                "of file names is made")},
     "curator_dask.stages.modifiers.base.Modify.__init__": {
         "modifier_fn": Renamed("modifier"), "input_fields": Renamed("text_field")},
-    "curator_dask.stages.models.classifier.ClassifierStage.__init__": _CLASSIFIER_KEYWORDS,
+    **CLASSIFIER_KEYWORDS,
     "curator_dask.stages.pii.redactor.PiiRedactor.__init__": {
         "supported_entities": Renamed("entities"), "anonymize_action": Renamed("action"),
         "batch_size": Renamed("presidio_batch_size"),

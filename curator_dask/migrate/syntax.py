@@ -23,6 +23,7 @@ __all__ = [
     "ends_in_raise",
     "is_definition",
     "is_main_guard",
+    "keyword_arg",
     "literal",
     "merged_imports",
     "quoted",
@@ -59,6 +60,12 @@ def string_value(node) -> str | None:
 def quoted(text: str) -> cst.SimpleString:
     """``text`` as a double-quoted Python string literal."""
     return cst.SimpleString(json.dumps(text) if text.isprintable() else repr(text))
+
+
+def keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
+    """``keyword=value``, spaced as keyword arguments are."""
+    return cst.Arg(keyword=cst.Name(keyword), value=value,
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
 
 
 def literal(node):

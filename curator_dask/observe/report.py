@@ -74,6 +74,12 @@ def _dedup_reason(stage) -> str | None:
     return getattr(last_run, "reason", None)
 
 
+def _dedup_removed(stage) -> dict[str, int]:
+    """What a whole-dataset stage that drops for several reasons recorded, by reason."""
+    removed = getattr(getattr(stage, "last_run", None), "removed", None)
+    return {k: v for k, v in removed.items() if v} if isinstance(removed, dict) else {}
+
+
 def _matched_stages(result: RunResult, stages: Sequence | None) -> list:
     """The stage objects beside ``result.stages``, in order (None where unknown)."""
     if stages is not None and len(stages) == len(result.stages):
@@ -110,7 +116,8 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
             for m in result.stages]
     # A dedup stage's drops are its rows in less its rows out, whatever reached the
     # writer's counts (executors differ in whether its partitions carry them on).
-    dedup_reasons = {_dedup_reason(obj) for obj in objects} - {None}
+    dedup_reasons = ({_dedup_reason(obj) for obj in objects} - {None}).union(
+        *(_dedup_removed(obj) for obj in objects))
     reader = next((row for row in rows if row.kind == "read"), None)
     unattributed: dict[str, int] = {}
     for reason, count in result.dropped.items():
@@ -135,6 +142,7 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
     for obj, row in zip(objects, rows, strict=True):
         if row.kind == "read":
             continue
+        row.dropped.update(_dedup_removed(obj))
         rest = row.docs_in - row.docs_out - sum(row.dropped.values())
         if rest > 0:
             reason = _dedup_reason(obj) or row.stage

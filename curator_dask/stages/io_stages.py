@@ -36,12 +36,14 @@ from curator_dask.io.output_state import (
     completed_parts,
     discard_parts,
     fingerprint_changes,
+    finish_output,
     marker_name,
     read_manifest,
     remove_leftovers,
 )
 from curator_dask.io.overlap import InputPaths, input_paths
-from curator_dask.io.planner import check_partitioning
+from curator_dask.io.planner import AUTO, check_partitioning, resolve_blocksize
+from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
@@ -97,19 +99,32 @@ class ReaderStage(Stage):
         :meth:`source` adds the files it finds)."""
         return input_paths(self.path, self.options.get("storage_options"))
 
-    def plan(self) -> PartitionSource:
-        """Plan the partitions (list the files, choose the blocksize, settle the schema)."""
+    def plan(self, **options) -> PartitionSource:
+        """Plan the partitions with ``options`` (the reader's, with the blocksize
+        :meth:`source` chose): list the files, choose the blocksize, settle the schema."""
         raise NotImplementedError(f"{type(self).__name__} must implement plan()")
 
-    def source(self) -> PartitionSource:
-        """The planned input: made by :meth:`plan` on first use, then kept."""
+    def source(self, work: str | float | None = None) -> PartitionSource:
+        """The planned input: made by :meth:`plan` on first use, then kept.
+
+        The first call plans: without a ``blocksize`` or ``files_per_partition``, the
+        automatic blocksize fits ``work`` (what runs on each partition: a kind of work
+        of :data:`~curator_dask.io.planner.WORKING_SETS` or a working set per input
+        byte; default the heuristic filters') in the workers' memory.
+        """
         if self._source is None:
-            self._source = self.plan()
+            options = dict(self.options)
+            if (work is not None and self.extensions  # a reader of files
+                    and options.get("files_per_partition") is None
+                    and options.get("blocksize") in (None, AUTO)):
+                _, files = list_files(self.path, self.extensions, options.get("storage_options"))
+                options["blocksize"] = resolve_blocksize(files, work=work)
+            self._source = self.plan(**options)
         return self._source
 
-    def dataset(self) -> DocumentDataset:
-        """The input as a lazy dataset, read from :meth:`source`."""
-        return DocumentDataset.from_source(self.source())
+    def dataset(self, work: str | float | None = None) -> DocumentDataset:
+        """The input as a lazy dataset, read from :meth:`source` (planned for ``work``)."""
+        return DocumentDataset.from_source(self.source(work))
 
     def fingerprint(self) -> dict:
         """How the input is read (the files themselves are in the input plan's token;
@@ -150,8 +165,8 @@ class JsonlReader(ReaderStage):
                          encoding_errors=encoding_errors, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def plan(self) -> PartitionSource:
-        return plan_jsonl(self.path, **self.options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_jsonl(self.path, **options)
 
 
 class ParquetReader(ReaderStage):
@@ -172,8 +187,8 @@ class ParquetReader(ReaderStage):
                          input_meta=input_meta, backend=backend, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def plan(self) -> PartitionSource:
-        return plan_parquet(self.path, **self.options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_parquet(self.path, **options)
 
 
 class WarcReader(ReaderStage):
@@ -200,8 +215,8 @@ class WarcReader(ReaderStage):
                          content_types=tuple(content_types), add_filename=add_filename,
                          storage_options=storage_options)
 
-    def plan(self) -> PartitionSource:
-        return plan_warc(self.path, **self.options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_warc(self.path, **options)
 
 
 # -- writers ---------------------------------------------------------------------------
@@ -246,6 +261,11 @@ class WriterStage(Stage):
         of the earlier run instead (when its manifest matches this run).
     write_to_filename, filename_field, keep_filename_column
         Write each document to a file named after its source file.
+    target_file_size : int or str, optional
+        Cut each part into files of at most this size, ``part-00042-00000.parquet``,
+        ``part-00042-00001.parquet``, ...: bytes (``"256MiB"``, counted before
+        compression) or documents (``"100000 documents"``); see
+        :mod:`curator_dask.io.rollover`. Default: one file per part.
     storage_options : dict, optional
     """
 
@@ -257,14 +277,27 @@ class WriterStage(Stage):
     @nemo_keywords()
     def __init__(self, path: str, *, compression: str | None = None, mode: WriteMode = "error",
                  write_to_filename: bool = False, filename_field: str = "file_name",
-                 keep_filename_column: bool = False, storage_options: dict | None = None):
+                 keep_filename_column: bool = False, target_file_size: TargetFileSize | None = None,
+                 storage_options: dict | None = None):
         self.path = str(path)
         self.mode = check_mode(mode)
         self.storage_options = dict(storage_options or {})
-        # Validates format and compression now, not on the first worker.
+        # Validates format, compression and size now, not on the first worker.
         self.spec = WriteSpec(path=self.path, fmt=self.fmt, compression=compression,
                               filename_field=filename_field if write_to_filename else None,
-                              keep_filename_column=keep_filename_column)
+                              keep_filename_column=keep_filename_column,
+                              target_file_size=target_file_size, encoder=self.encoder())
+
+    def encoder(self):
+        """What turns a partition into this writer's files, for a format the io layer
+        does not know (see :mod:`curator_dask.io.rollover`); None for Parquet and JSONL."""
+        return None
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """Every directory this writer writes, with what the run's guard calls it: each
+        is registered before the run starts (checked against the inputs and the run's
+        other outputs, and leased)."""
+        return [(self.path, "output directory")]
 
     @property
     def input_columns(self) -> list[str]:
@@ -277,10 +310,14 @@ class WriterStage(Stage):
         from curator_dask.stages.fingerprint import qualified_name
 
         spec = self.spec
-        return {"stage": qualified_name(type(self)),
-                "params": {"format": spec.fmt, "compression": spec.compression,
-                           "filename_field": spec.filename_field,
-                           "keep_filename_column": spec.keep_filename_column}}
+        params = {"format": spec.fmt, "compression": spec.compression,
+                  "filename_field": spec.filename_field,
+                  "keep_filename_column": spec.keep_filename_column}
+        if spec.target_file_size is not None:  # older manifests have no such key
+            params["target_file_size"] = str(spec.target_file_size)
+        if spec.encoder is not None:
+            params["encoder"] = spec.encoder.fingerprint()
+        return {"stage": qualified_name(type(self)), "params": params}
 
     def prepare(self, identity: dict, resume: bool = False, *,
                 pipeline: list[dict] | None = None, inputs: Iterable[InputPaths] = (),
@@ -320,6 +357,12 @@ class WriterStage(Stage):
                 mode = "overwrite"
         first_index = prepare_output(out, mode, fingerprint=fingerprint)
         return PreparedOutput(fs, replace(self.spec, path=root, first_index=first_index))
+
+    def finish(self, output: PreparedOutput, stats: list[dict]) -> None:
+        """Called on the client once every part of a run is written (or was found
+        complete by a resume), with the stats of all of them: what the output holds as a
+        whole goes into its manifest (:func:`~curator_dask.io.output_state.finish_output`)."""
+        finish_output(output.fs, output.spec.path, output.spec.encoder, stats)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r} ({self.resources})>"

@@ -10,6 +10,8 @@ them. Each module imports its optional dependencies only when called.
   Jaccard similarities to check fuzzy deduplication against.
 - :mod:`curator_dask.testing.web`: web-like pages and WARC files written from them.
 - :mod:`curator_dask.testing.pii`: documents with planted PII and where each entity is.
+- :mod:`curator_dask.testing.tokenizer`: a small BPE tokenizer trained on the bundled
+  sample, saved to a directory.
 """
 
-__all__ = ["fuzzy", "models", "pii", "web"]
+__all__ = ["fuzzy", "models", "pii", "tokenizer", "web"]

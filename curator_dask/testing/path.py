@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import fsspec
 
 __all__ = ["LAYERS", "Hop", "PartitionPath", "layer_of", "partition_path"]
 
@@ -124,6 +125,7 @@ def partition_path(stage=None) -> PartitionPath:
     """Run one partition through reader, ``stage`` (default: a function that upper-cases
     the text) and writer, and return the hops it took on the worker's side."""
     from curator_dask import LocalExecutor, Pipeline, processing_stage
+    from curator_dask.io import atomic
     from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
 
     if stage is None:
@@ -163,18 +165,22 @@ def partition_path(stage=None) -> PartitionPath:
             if any(entry.f_code.co_name == within for entry in stack):
                 record(stack)
 
-    with tempfile.TemporaryDirectory(prefix="curator-path-") as root:
-        source = Path(root, "in")
-        source.mkdir()
-        (source / "a.jsonl").write_text(
-            "".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(5)))
-        pipeline = (Pipeline("path").add_stage(JsonlReader(str(source)))
+    root = atomic.make_temp_dir("curator-path-")  # files are written by the atomic module
+    try:
+        fs = fsspec.filesystem("file")
+        source = str(Path(root, "in"))
+        atomic.make_dirs(fs, source)
+        atomic.write_bytes(fs, str(Path(source, "a.jsonl")), "".join(
+            json.dumps({"text": f"document {i}"}) + "\n" for i in range(5)).encode())
+        pipeline = (Pipeline("path").add_stage(JsonlReader(source))
                     .add_stage(stage).add_stage(ParquetWriter(str(Path(root, "out")))))
         sys.setprofile(profile)
         try:
             pipeline.run(LocalExecutor(progress=False))
         finally:
             sys.setprofile(None)
+    finally:
+        atomic.remove_tree(root)
     return path
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "EDGE_FIELDS",
     "LSH",
     "band_buckets",
+    "bucket_edges",
     "lsh_probability",
     "optimal_bands",
 ]
@@ -200,8 +201,10 @@ def _bucket_partition(df, id_field: str, bands: Sequence[int], minhashes_per_ban
                        BUCKET_FIELD: buckets.reshape(-1)})
 
 
-def _bucket_edges(df, id_field: str):
-    """Edges ``(lowest id of the bucket, member)`` of the buckets in one shuffled partition."""
+def bucket_edges(df, id_field: str):
+    """Edges ``(lowest id of the bucket, member)`` of the buckets in one partition of
+    ``(id, _bucket_id)`` rows that holds each of its buckets whole (after a shuffle on
+    the bucket)."""
     x, y = EDGE_FIELDS
     anchor = df.groupby(BUCKET_FIELD, sort=False)[id_field].transform("min")
     edges = _frame(df, {x: anchor.values, y: df[id_field].values})
@@ -291,7 +294,7 @@ class LSH:
         shuffled = buckets.shuffle(on=BUCKET_FIELD, ignore_index=True,
                                    npartitions=self.output_partitions or df.npartitions,
                                    shuffle_method=default_shuffle_method())
-        return shuffled.map_partitions(_bucket_edges, self.id_field,
+        return shuffled.map_partitions(bucket_edges, self.id_field,
                                        meta=_empty_edges(df._meta[self.id_field].dtype),
                                        align_dataframes=False, enforce_metadata=False)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.resources import Resources
 from curator_dask.stages.models.classifier import ClassifierStage
 from curator_dask.stages.models.loading import ModelBuilder
@@ -25,7 +26,6 @@ from curator_dask.stages.models.model_dir import ModelDir
 from curator_dask.stages.models.named import (
     constructor_arguments,
     inspect_hub_mixin_dir,
-    nemo_classifier_keywords,
     whole_document,
 )
 
@@ -36,9 +36,6 @@ __all__ = [
     "MultilingualDomainClassifier",
     "QualityClassifier",
 ]
-
-#: NeMo Curator 1.x's names of the label and probability columns.
-_COLUMN_RENAMES = {"label_field": "pred_column", "score_field": "prob_column"}
 
 
 class HubMixinClassifier(ClassifierStage):
@@ -139,7 +136,7 @@ class QualityClassifier(HubMixinClassifier):
 
     default_name = "quality_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None,
@@ -166,7 +163,7 @@ class DomainClassifier(HubMixinClassifier):
 
     default_name = "domain_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None,
@@ -195,7 +192,7 @@ class MultilingualDomainClassifier(HubMixinClassifier):
 
     default_name = "multilingual_domain_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None,
@@ -222,7 +219,7 @@ class ContentTypeClassifier(HubMixinClassifier):
 
     default_name = "content_type_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None,

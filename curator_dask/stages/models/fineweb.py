@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import column_like
 from curator_dask.stages.models.base import ModelStage
@@ -25,7 +26,6 @@ from curator_dask.stages.models.classifier import check_filter_by, keep_labels, 
 from curator_dask.stages.models.model_dir import ModelDir
 from curator_dask.stages.models.named import (
     constructor_arguments,
-    nemo_classifier_keywords,
     whole_document,
 )
 from curator_dask.stages.models.published import (
@@ -47,10 +47,6 @@ __all__ = [
 EDU_LABELS = ("high_quality", "low_quality")
 HIGH_QUALITY_FROM = 2.5
 MAX_SCORE = 5
-
-#: NeMo Curator 1.x's names of the three columns.
-_COLUMN_RENAMES = {"float_score_field": "pred_column", "int_score_field": "int_column",
-                   "label_field": "quality_label_column"}
 
 
 class FineWebEduScorer(ModelStage):
@@ -147,7 +143,7 @@ class FineWebEduClassifier(FineWebEduScorer):
     Notes
     -----
     NeMo Curator 1.x's ``float_score_field``, ``int_score_field`` and ``label_field``
-    name the same three columns (with a ``DeprecationWarning``).
+    name the same three columns (with a ``NeMoCuratorWarning``).
 
     Examples
     --------
@@ -158,7 +154,7 @@ class FineWebEduClassifier(FineWebEduScorer):
 
     default_name = "fineweb_edu_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  cache_dir: str | os.PathLike | None = None, text_field: str = "text",
                  pred_column: str = "fineweb-edu-score",
@@ -185,7 +181,7 @@ class FineWebMixtralEduClassifier(FineWebEduScorer):
 
     default_name = "fineweb_mixtral_edu_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  cache_dir: str | os.PathLike | None = None, text_field: str = "text",
                  pred_column: str = "fineweb-mixtral-edu-score",
@@ -212,7 +208,7 @@ class FineWebNemotronEduClassifier(FineWebEduScorer):
 
     default_name = "fineweb_nemotron_edu_classifier"
 
-    @nemo_classifier_keywords(renamed=_COLUMN_RENAMES)
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  cache_dir: str | os.PathLike | None = None, text_field: str = "text",
                  pred_column: str = "fineweb-nemotron-edu-score",

@@ -1,18 +1,20 @@
-"""What the named classifiers share: NeMo Curator's keywords, names, published layouts.
+"""What the named classifiers share: their published layouts, NeMo Curator's ``-1``.
 
 The named classifiers (:mod:`.deberta`, :mod:`.fineweb`, :mod:`.prompt_complexity`,
-:mod:`.safety`) take NeMo Curator's constructor keywords, 0.x and 1.x alike: a keyword
-that curator-dask spells differently is accepted with a ``DeprecationWarning`` naming
-ours (:func:`nemo_classifier_keywords`), and one whose job curator-dask does by itself
-(``max_mem_gb``, ``sort_by_length``, ``keep_tokens``, ``use_existing_tokens``) is
-accepted and ignored with a warning saying why.
+:mod:`.safety`) take NeMo Curator's constructor keywords, 0.x and 1.x alike, through
+:func:`~curator_dask.compat.nemo_keywords`: a keyword that curator-dask spells
+differently is accepted with a :class:`~curator_dask.compat.NeMoCuratorWarning` naming
+ours, and one whose job curator-dask does by itself (``max_mem_gb``, ``sort_by_length``,
+``keep_tokens``, ``use_existing_tokens``) is accepted and ignored with a warning saying
+why. Those rules are the migration table's
+(:data:`curator_dask.migrate.classifiers.CLASSIFIER_KEYWORDS`), which
+``curator-dask migrate`` rewrites scripts with.
 """
 
 from __future__ import annotations
 
 import os
 
-from curator_dask.compat import nemo_keywords
 from curator_dask.stages.models.classifier import ClassifierOptionError
 from curator_dask.stages.models.model_dir import TOKENIZER_FILES, ModelDir, ModelDirectoryError
 from curator_dask.stages.models.published import (
@@ -28,37 +30,9 @@ from curator_dask.stages.models.published import (
 __all__ = [
     "constructor_arguments",
     "inspect_hub_mixin_dir",
-    "nemo_classifier_keywords",
     "require_targets",
     "whole_document",
 ]
-
-#: NeMo Curator's names for options every named classifier has.
-_COMMON_RENAMES = {
-    "batch_size": "model_inference_batch_size",
-    "device_type": "device",
-    # autocast=True is what dtype="auto" does on a GPU; False keeps float32 throughout.
-    "autocast": ("dtype", lambda on: "auto" if on else "float32"),
-}
-
-#: NeMo Curator's options for work curator-dask does by itself, with why.
-_COMMON_UNNEEDED = {
-    "max_mem_gb": "batches are cut by max_tokens_per_batch and halved on out-of-memory",
-    "sort_by_length": "documents are always sorted by token length before batching",
-    "keep_tokens": "classifiers in a row over the same text and tokenizer share their "
-                   "tokens by themselves",
-    "use_existing_tokens": "classifiers in a row over the same text and tokenizer share "
-                           "their tokens by themselves",
-    "token": "nothing is downloaded while curating: models load from local directories",
-    "hf_token": "nothing is downloaded while curating: models load from local directories",
-}
-
-
-def nemo_classifier_keywords(renamed: dict | None = None, unsupported: dict | None = None):
-    """:func:`~curator_dask.compat.nemo_keywords` with the options every named classifier
-    shares, plus the class's own ``renamed`` (NeMo name -> ours) and ``unsupported``."""
-    return nemo_keywords(renamed_keywords={**_COMMON_RENAMES, **(renamed or {})},
-                         unsupported=unsupported, unneeded=_COMMON_UNNEEDED)
 
 
 def whole_document(max_chars: int | None) -> int | None:

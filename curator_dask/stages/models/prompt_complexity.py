@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import column_like
 from curator_dask.stages.models.base import ModelStage
@@ -31,7 +32,6 @@ from curator_dask.stages.models.loading import ModelBuilder
 from curator_dask.stages.models.model_dir import ModelDir
 from curator_dask.stages.models.named import (
     inspect_hub_mixin_dir,
-    nemo_classifier_keywords,
     require_targets,
     whole_document,
 )
@@ -90,9 +90,7 @@ class PromptTaskComplexityClassifier(ModelStage):
     model_kind = "hub-mixin multi-head classifier"
     default_name = "prompt_task_complexity_classifier"
 
-    @nemo_classifier_keywords(unsupported={
-        "filter_by": "it keeps every document; filter on its score columns with a stage "
-                     "of your own (e.g. ScoreFilter)"})
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None, text_field: str = "text",

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from curator_dask.compat import nemo_keywords
 from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import column_like
 from curator_dask.stages.models.base import ModelStage
@@ -39,7 +40,6 @@ from curator_dask.stages.models.model_dir import (
     check_safetensors,
 )
 from curator_dask.stages.models.named import (
-    nemo_classifier_keywords,
     whole_document,
 )
 from curator_dask.stages.models.published import (
@@ -318,12 +318,7 @@ class AegisClassifier(_LlamaGuardStage):
     text_preparation = PROMPT_VERSION
     default_name = "aegis_classifier"
 
-    @nemo_classifier_keywords(renamed={"label_field": "pred_column",
-                                       "raw_output_field": "raw_pred_column",
-                                       "keep_raw_output": "keep_raw_pred"},
-                              unsupported={
-        "aegis_prompt_field": "the prompt is built from text_field by the stage",
-        "keep_aegis_prompt_field": "the prompt is built from text_field by the stage"})
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  base_model_path: str | os.PathLike | None = None,
                  aegis_variant: str = AEGIS_DEFENSIVE_ID,
@@ -438,8 +433,7 @@ class InstructionDataGuardClassifier(_LlamaGuardStage):
 
     default_name = "instruction_data_guard_classifier"
 
-    @nemo_classifier_keywords(renamed={"label_field": "pred_column",
-                                       "score_field": "prob_column"})
+    @nemo_keywords()
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  adapter_path: str | os.PathLike | None = None,
                  base_model_path: str | os.PathLike | None = None,
