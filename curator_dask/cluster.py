@@ -54,6 +54,7 @@ from curator_dask._distributed import (
     scheduler_workers,
     set_adaptive_target,
 )
+from curator_dask._worker_setup import PRELOAD as WORKER_PRELOAD
 from curator_dask.compat import nemo_keywords
 from curator_dask.errors import WorkerLifetimeError
 from curator_dask.bounds import (
@@ -233,6 +234,10 @@ def get_client(
     recycler = _recycler(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
                          worker_lifetime_max_retiring)
     worker_kwargs = dict(cluster_kwargs)
+    # Ctrl-C is the driver's to answer: its worker processes ignore it (_worker_setup).
+    preload = worker_kwargs.get("preload") or []
+    worker_kwargs["preload"] = [*([preload] if isinstance(preload, str) else preload),
+                                WORKER_PRELOAD]
     for option in ("lifetime", "lifetime_stagger", "lifetime_restart"):
         if option in worker_kwargs:
             raise ValueError(
