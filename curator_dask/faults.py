@@ -29,7 +29,7 @@ from dask.utils import format_bytes, key_split
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["WorkerMemoryError", "WorkerDiedError", "explain_fault", "faults_explained",
+__all__ = ["SchedulerLostError", "WorkerMemoryError", "WorkerDiedError", "scheduler_lost", "explain_fault", "faults_explained",
            "MEMORY_EVENT"]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,34 @@ class WorkerMemoryError(WorkerDiedError, MemoryError):
                  partition_bytes: int | None = None):
         self.memory_limit, self.peak, self.partition_bytes = memory_limit, peak, partition_bytes
         super().__init__(message, task, stage, tries)
+
+
+class SchedulerLostError(CuratorError, ConnectionError):
+    """The client lost its connection to the scheduler mid-run (the scheduler process
+    stopped, or its machine or the network to it was lost)."""
+
+
+#: Client states once its connection to the scheduler is gone (or going).
+_LOST_STATES = frozenset({"connecting", "closing", "closed", "failed"})
+
+
+def scheduler_lost(error: BaseException | None, client) -> bool:
+    """Whether ``error`` (or the client's state) says the scheduler is gone: distributed
+    cancels every future with the reason ``scheduler-connection-lost`` the moment the
+    connection drops, then tries to reconnect."""
+    if error is not None and "scheduler-connection-lost" in str(error):
+        return True
+    status = getattr(client, "status", None)
+    return str(getattr(status, "name", status)) in _LOST_STATES
+
+
+def _scheduler_lost_error(client) -> SchedulerLostError:
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
+    return SchedulerLostError(
+        f"lost the connection to the scheduler at {address}: it stopped, or its machine "
+        "or the network to it was lost. Finished parts are kept: start the scheduler (and "
+        "its workers) again and rerun with resume=True ('resume: true' in a pipeline "
+        "file's executor section)")
 
 
 def _memory_restarts(client) -> list[dict]:
@@ -126,13 +154,16 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
 def faults_explained(partition_bytes: int | Callable[[], int | None] | None = None,
                      client=None) -> Iterator[None]:
     """Around a run on a cluster: a ``KilledWorker`` leaves it as :func:`explain_fault`
-    names it. ``partition_bytes`` may be a function, called only on a failure;
+    names it, and the loss of the scheduler as a :class:`SchedulerLostError` with the
+    resume hint. ``partition_bytes`` may be a function, called only on a failure;
     ``client`` defaults to the current ``distributed`` client."""
     try:
         yield
     except Exception as err:
         from distributed.scheduler import KilledWorker
 
+        if client is not None and scheduler_lost(err, client):
+            raise _scheduler_lost_error(client) from err
         if not isinstance(err, KilledWorker):
             raise
         if client is None:

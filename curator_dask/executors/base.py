@@ -58,7 +58,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError, NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.faults import faults_explained
+from curator_dask.faults import faults_explained, scheduler_lost
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
 from curator_dask.io.output_state import mark_complete, reusable
@@ -802,15 +802,22 @@ class ClusterExecutor(Executor):
         try:
             with report_ctx, faults_explained(lambda: _partition_bytes(state), client):
                 yield
-        except BaseException:
+        except BaseException as err:
+            lost = scheduler_lost(err, client)
             # Before the error reaches the caller: its traceback holds the run's futures,
             # and the client holds the erred one's exception, so they would stay alive
             # (and their keys on the cluster) until the garbage collector breaks the cycle.
-            release_run(client, state.token)
+            # With the scheduler gone there is nothing to release: each call would wait
+            # out the connect timeout before failing.
+            if not lost:
+                release_run(client, state.token)
             raise
+        else:
+            lost = False
         finally:
             self.cleanup(state)
-            teardown_everywhere(client, state.layout.processing_stages, state.token)
+            if not (lost or scheduler_lost(None, client)):
+                teardown_everywhere(client, state.layout.processing_stages, state.token)
 
     def frames(self, state, results):
         return [state.client.submit(runtime.frame_of, carried, key=f"frame-{state.token}-{i}")

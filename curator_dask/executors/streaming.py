@@ -65,6 +65,7 @@ from curator_dask.executors.base import (
     Step,
     raise_task_error,
 )
+from curator_dask.faults import scheduler_lost
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.observe.run_result import TaskRecord
 
@@ -174,8 +175,10 @@ class StreamingExecutor(ClusterExecutor):
         return worker_resources(client)
 
     def cleanup(self, state: RunState) -> None:
-        # Adaptive clusters stop counting the run's backlog, dashboards stop showing it.
-        publish_demand(state.client, state.token, None)
+        # Adaptive clusters stop counting the run's backlog, dashboards stop showing it
+        # (nothing to tell a scheduler that is gone: the call would wait out a timeout).
+        if not scheduler_lost(None, state.client):
+            publish_demand(state.client, state.token, None)
         clear_stage_gauges(state.layout.name, list(state.timelines))
 
     def run_segment(self, state: RunState, segment: Segment) -> None:
