@@ -15,7 +15,8 @@ __all__ = ["RssSampler"]
 
 
 class RssSampler:
-    """The summed RSS of some processes: ``baseline`` at the start, ``peak`` over the run.
+    """The summed RSS of some processes: ``baseline`` at the start, ``peak`` over the run,
+    and ``largest``, the most one of them held at any sample.
 
     ``pids`` is a list of process ids, or a function returning them (for processes that
     come and go, like restarted workers). Children are not walked: that scan of /proc
@@ -27,6 +28,7 @@ class RssSampler:
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self.largest = 0
         self.baseline = self.sample()
         self.peak = self.baseline
 
@@ -34,9 +36,11 @@ class RssSampler:
         total = 0
         for pid in self.pids_fn():
             try:
-                total += psutil.Process(pid).memory_info().rss
+                rss = psutil.Process(pid).memory_info().rss
             except psutil.Error:  # the process left
-                pass
+                continue
+            total += rss
+            self.largest = max(self.largest, rss)
         return total
 
     def _run(self):

@@ -196,7 +196,8 @@ class DocumentDataset:
             Target bytes per partition. Small files are grouped, large uncompressed
             files split at line boundaries. Default (or ``"auto"``): chosen from the
             data and the cluster, two partitions per worker thread where the data
-            allows, between 1 MiB and 256 MiB (see ``docs/io.md``); the choice is in
+            allows, between 1 MiB and 64 MiB and within the workers' memory (see
+            ``docs/io.md``); the choice is in
             :attr:`blocksize`.
         files_per_partition : int, optional
             Whole files per partition instead of ``blocksize``; not both.

@@ -29,24 +29,38 @@ from dask.utils import format_bytes, key_split
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["SchedulerLostError", "WorkerMemoryError", "WorkerDiedError", "scheduler_lost", "explain_fault", "faults_explained",
-           "MEMORY_EVENT"]
+__all__ = ["SchedulerLostError", "WorkerMemoryError", "WorkerDiedError", "explain_fault",
+           "faults_explained", "scheduler_lost", "MEMORY_EVENT", "note_phase"]
 
 logger = logging.getLogger(__name__)
 
 #: The scheduler event topic a nanny logs when it restarts its worker for memory.
 MEMORY_EVENT = "worker-restart-memory"
+#: The attribute an error carries with the phase it left (:func:`note_phase`).
+_PHASE_ATTRIBUTE = "curator_phase"
+
+
+def note_phase(error: BaseException, label: str) -> None:
+    """Record on ``error`` the phase of a run it left (the innermost one: a phase the
+    error already names is kept), so that :func:`explain_fault` can name it after the
+    phase has ended."""
+    if getattr(error, _PHASE_ATTRIBUTE, None) is None:
+        try:
+            setattr(error, _PHASE_ATTRIBUTE, label)
+        except AttributeError:  # an error type with __slots__: it goes unnamed
+            pass
 
 
 class WorkerDiedError(CuratorError, RuntimeError):
     """A task whose worker died on every try (distributed's ``KilledWorker``), with why.
 
     ``task`` is the task's key, ``stage`` the stage it belongs to, ``tries`` how often
-    it was tried.
+    it was tried, ``phase`` the phase of the run it failed in (None outside a phase).
     """
 
-    def __init__(self, message: str, task=None, stage: str | None = None, tries: int = 0):
-        self.task, self.stage, self.tries = task, stage, tries
+    def __init__(self, message: str, task=None, stage: str | None = None, tries: int = 0,
+                 phase: str | None = None):
+        self.task, self.stage, self.tries, self.phase = task, stage, tries, phase
         super().__init__(message)
 
 
@@ -59,9 +73,9 @@ class WorkerMemoryError(WorkerDiedError, MemoryError):
 
     def __init__(self, message: str, task=None, stage: str | None = None, tries: int = 0,
                  memory_limit: int | None = None, peak: int | None = None,
-                 partition_bytes: int | None = None):
+                 partition_bytes: int | None = None, phase: str | None = None):
         self.memory_limit, self.peak, self.partition_bytes = memory_limit, peak, partition_bytes
-        super().__init__(message, task, stage, tries)
+        super().__init__(message, task, stage, tries, phase)
 
 
 class SchedulerLostError(CuratorError, ConnectionError):
@@ -110,12 +124,13 @@ def _memory_limits(client) -> list[int]:
         return []
 
 
-def explain_fault(error: BaseException, client, *, partition_bytes: int | None = None
-                  ) -> BaseException:
+def explain_fault(error: BaseException, client, *, partition_bytes: int | None = None,
+                  setting: str = "blocksize") -> BaseException:
     """``error`` with its cause named where it is a ``KilledWorker`` (else ``error``).
 
     ``partition_bytes`` is the size of the run's partitions (its blocksize), named in
-    the advice.
+    the advice with ``setting``, the parameter that sets it; the phase the error left
+    (:func:`note_phase`) is named too.
     """
     from distributed.scheduler import KilledWorker
 
@@ -124,17 +139,18 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
     task, tries = error.task, error.allowed_failures + 1
     stage = key_split(task)
     restarts = _memory_restarts(client)
-    head = (f"task {task!r} of stage {stage!r} was tried {tries} time(s), and each time "
-            "the worker running it died")
+    during = getattr(error, _PHASE_ATTRIBUTE, None)
+    head = (f"task {task!r} of stage {stage!r}" + (f" in phase {during!r}" if during else "")
+            + f" was tried {tries} time(s), and each time the worker running it died")
     size = (f"; the run's partitions are up to {format_bytes(partition_bytes)} "
-            f"(blocksize)" if partition_bytes else "")
+            f"({setting})" if partition_bytes else "")
     if not restarts:
         return WorkerDiedError(
             f"{head}: not for passing its memory limit (no worker was restarted for "
             "memory), so it was killed from outside (the operating system's out-of-memory "
             "killer, a job scheduler, a signal) or its machine was lost. Look in the "
             f"workers' logs and the system log (dmesg) for why{size}. Finished parts are "
-            "kept: rerun with resume=True", task, stage, tries)
+            "kept: rerun with resume=True", task, stage, tries, during)
     limits = [limit for limit in _memory_limits(client) if limit]
     limit = max(limits) if limits else None
     peak = max(int(e.get("rss") or 0) for e in restarts)
@@ -145,18 +161,19 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
         f"{head}: workers were restarted {len(restarts)} time(s) for passing 95% of their "
         f"memory limit{shown} (distributed.worker.memory.terminate; the most a worker held "
         f"was {format_bytes(peak)}){size}. Read smaller partitions: pass a smaller "
-        f"blocksize{smaller}, or give each worker more memory (get_client(memory_limit=...)"
+        f"{setting}{smaller}, or give each worker more memory (get_client(memory_limit=...)"
         ", or fewer threads per worker). Finished parts are kept: rerun with resume=True",
-        task, stage, tries, limit, peak, partition_bytes)
+        task, stage, tries, limit, peak, partition_bytes, during)
 
 
 @contextmanager
 def faults_explained(partition_bytes: int | Callable[[], int | None] | None = None,
-                     client=None) -> Iterator[None]:
+                     client=None, setting: str = "blocksize") -> Iterator[None]:
     """Around a run on a cluster: a ``KilledWorker`` leaves it as :func:`explain_fault`
     names it, and the loss of the scheduler as a :class:`SchedulerLostError` with the
     resume hint. ``partition_bytes`` may be a function, called only on a failure;
-    ``client`` defaults to the current ``distributed`` client."""
+    ``client`` defaults to the current ``distributed`` client; ``setting`` is the
+    parameter that sets the partition size."""
     try:
         yield
     except Exception as err:
@@ -174,4 +191,4 @@ def faults_explained(partition_bytes: int | Callable[[], int | None] | None = No
             except ValueError:
                 raise err from None
         size = partition_bytes() if callable(partition_bytes) else partition_bytes
-        raise explain_fault(err, client, partition_bytes=size) from err
+        raise explain_fault(err, client, partition_bytes=size, setting=setting) from err

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
 from curator_dask.stages import filters as F
@@ -518,21 +520,23 @@ def test_two_stages_with_one_name_in_a_pipeline_count_their_drops_apart(tmp_path
     assert rows["word_count_2"].dropped == {"word_count_2": 6}
 
 
-def test_word_ids_are_equal_exactly_when_the_words_are():
-    # The n-gram filters number words by their bytes; Arrow's dictionary encoding is the
-    # specification (same ids, in order of first appearance).
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(st.text(alphabet="ab\u00e9\u4e2d  \n\u00a0", max_size=400), max_size=40))
+def test_word_ids_are_equal_exactly_when_two_words_of_a_document_are(docs):
+    # The n-gram filters number each document's words by their bytes; Arrow's
+    # dictionary encoding of that document's words is the specification (same ids, in
+    # order of first appearance).
     import pyarrow.compute as pc
 
-    from curator_dask.text import buffers, kernels, word_spans
+    from curator_dask.text import word_spans, words
 
-    rng = np.random.default_rng(7)
-    alphabet = list("ab\u00e9\u4e2d") + [" ", " ", "\n", "\u00a0"]
-    docs = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 400)))) for _ in range(300)]
     arr = pa.array(docs, pa.large_string())
-    spans = word_spans(arr)
-    words = [w for d in docs for w in d.split()]
-    assert spans.doc_offsets[-1] == len(words)
-    want = pc.dictionary_encode(pa.array(words, pa.large_string())).indices.to_numpy()
-    assert spans.ids.tolist() == want.tolist()
-    data, offsets = buffers(pa.array(words, pa.large_string()))
-    assert kernels.segment_ids(data, offsets[:-1], offsets[1:]).tolist() == want.tolist()
+    spans, segments = word_spans(arr), words(arr)
+    doc_words = [d.split() for d in docs]
+    assert spans.doc_offsets.tolist() == segments.doc_offsets.tolist()
+    assert spans.doc_offsets[-1] == sum(map(len, doc_words))
+    want = [pc.dictionary_encode(pa.array(w, pa.large_string())).indices.to_numpy().tolist()
+            for w in doc_words]
+    for ids in (spans.ids, segments.ids):
+        got = [ids[a:b].tolist() for a, b in zip(spans.doc_offsets[:-1], spans.doc_offsets[1:])]
+        assert got == want

@@ -12,6 +12,8 @@ from curator_dask.dedup.fuzzy import (
     distributed_components,
     union_find_components,
 )
+from curator_dask.dedup.fuzzy.components import UNION_FIND_BYTES_PER_EDGE, local_edge_capacity
+from curator_dask.io.planner import WorkerMemory
 
 
 def random_graph(seed: int, nodes: int, edges: int):
@@ -110,3 +112,18 @@ def test_no_edges_no_groups():
     empty = np.array([], dtype=np.int64)
     assert len(connected_components(edge_frame(empty, empty, 1)).compute()) == 0
     assert len(distributed_components(edge_frame(empty, empty, 1)).compute()) == 0
+
+
+def test_the_choice_of_algorithm_follows_the_workers_memory():
+    # Union-find on one worker takes what fits the smallest worker's budget; more edges
+    # than that go to the distributed algorithm, with the same groups.
+    small, big = WorkerMemory(4, 1, 2**30), WorkerMemory(4, 1, 16 * 2**30)
+    assert 0 < local_edge_capacity(small) < local_edge_capacity(big)
+    assert local_edge_capacity(small) * UNION_FIND_BYTES_PER_EDGE < 2**30
+    x, y = random_graph(5, 300, 200)
+    ids, groups = union_find_components(x, y)
+    expected = pd.Series(groups, index=ids).sort_index().tolist()
+    for num_edges, partitions in ((len(x), 1), (local_edge_capacity() + 1, 3)):
+        out = connected_components(edge_frame(x, y, 3), num_edges=num_edges)
+        assert out.npartitions == partitions
+        assert labels(out.compute()).tolist() == expected

@@ -9,11 +9,20 @@ from hypothesis import strategies as st
 
 from curator_dask.io.files import InputFile, list_files
 from curator_dask.io.jsonl import read_slice_bytes
+from dask.utils import parse_bytes
+
 from curator_dask.io.planner import (
+    MAX_AUTO_BLOCKSIZE,
+    MEMORY_FRACTION,
+    WORKER_BASELINE,
+    WORKING_SETS,
+    WorkerMemory,
     auto_blocksize,
     check_partitioning,
+    in_flight_per_worker,
     plan_partitions,
     resolve_blocksize,
+    worker_memory,
 )
 
 MiB = 2**20
@@ -96,11 +105,12 @@ def test_automatic_plan_fills_the_threads_when_the_data_allows(sizes, threads):
     files = _files(sizes)
     block = resolve_blocksize(files, threads=threads)
     plan = plan_partitions(files, threads=threads)
-    # Never above the 256 MiB cap, and no partition above the chosen blocksize.
-    assert MiB <= block <= 256 * MiB
+    # Never above the cap, and no partition above the chosen blocksize.
+    assert MiB <= block <= MAX_AUTO
+
     assert all(p.nbytes <= block for p in plan)
     total = sum(sizes)
-    if total >= 2 * threads * MiB and total <= 2 * threads * 256 * MiB:
+    if total >= 2 * threads * MiB and total <= 2 * threads * MAX_AUTO:
         # Uncompressed files split at any byte: two partitions per thread at least.
         assert len(plan) >= 2 * threads
     # The same input and settings give the same plan, on every call.
@@ -112,7 +122,8 @@ def test_automatic_blocksize_is_the_same_for_clusters_of_similar_size():
     total = 500 * 10**6
     assert auto_blocksize(total, 2) == auto_blocksize(total, 3) == 64 * MiB
     assert auto_blocksize(total, 4) == 32 * MiB
-    assert auto_blocksize(10**13, 1000) == 256 * MiB
+    # Past the size that fills the threads, partitions stop growing with the data.
+    assert auto_blocksize(10**13, 1000) == auto_blocksize(10**15, 1000) == MAX_AUTO
 
 
 def test_given_blocksize_or_files_per_partition_wins_over_the_automatic_choice():
@@ -160,3 +171,61 @@ def test_local_memory_mapped_ranges_match_fsspec_read_block(lines, blocksize):
             for piece in spec.slices:
                 if not piece.whole:
                     assert mapped_range(piece.file.path, piece).to_pybytes() == read_slice_bytes(fs, piece)
+
+
+MAX_AUTO = parse_bytes(MAX_AUTO_BLOCKSIZE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(total=st.integers(min_value=1, max_value=10**13),
+       workers=st.integers(min_value=1, max_value=64),
+       threads=st.integers(min_value=1, max_value=16),
+       limit=st.integers(min_value=512 * MiB, max_value=512 * 2**30),
+       work=st.sampled_from(sorted(WORKING_SETS)))
+def test_automatic_partitions_and_window_fit_the_workers_memory(total, workers, threads,
+                                                                limit, work):
+    # Whatever the data and cluster: each thread's task at its working set, plus the
+    # partitions a streaming run holds ahead, stay under the share of the limit the
+    # plan fills, less the worker's own memory; or partitions are at the 1 MiB floor.
+    memory = WorkerMemory(workers, threads, limit)
+    files = _files([total])
+    block = resolve_blocksize(files, memory=memory, work=work)
+    assert MiB <= block <= MAX_AUTO
+    ahead = in_flight_per_worker(block, WORKING_SETS[work], memory) - threads
+    assert 0 <= ahead <= threads
+    held = threads * block * WORKING_SETS[work] + ahead * block * WORKING_SETS["read"]
+    assert block == MiB or held <= (limit - WORKER_BASELINE) * MEMORY_FRACTION
+    # The same cluster without a limit plans from the data alone.
+    unlimited = resolve_blocksize(files, memory=WorkerMemory(workers, threads, None), work=work)
+    assert block <= unlimited == auto_blocksize(total, workers * threads)
+
+
+def test_hungrier_work_and_smaller_workers_get_smaller_partitions():
+    files = _files([4 * 2**30])
+    small = WorkerMemory(2, 1, 2**30)
+    sizes = {work: resolve_blocksize(files, memory=small, work=work)
+             for work in ("read", "minhash", "filters")}
+    assert sizes["read"] >= sizes["minhash"] >= sizes["filters"]
+    assert sizes["read"] > sizes["filters"]
+    big = WorkerMemory(2, 1, 16 * 2**30)
+    assert resolve_blocksize(files, memory=big, work="filters") > sizes["filters"]
+
+
+def test_a_partition_too_big_for_the_worker_leaves_one_in_flight_per_thread(caplog):
+    memory = WorkerMemory(2, 2, 2**30)
+    with caplog.at_level("WARNING", logger="curator_dask.io.planner"):
+        assert in_flight_per_worker(2**30, WORKING_SETS["filters"], memory) == 2
+    assert "smaller blocksize" in caplog.text
+    assert in_flight_per_worker(None, 12.0, memory) is None
+    assert in_flight_per_worker(2**20, 12.0, WorkerMemory(2, 2, None)) is None
+
+
+def test_planning_reads_the_workers_memory_limits_from_the_client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      memory_limit="1GiB", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        memory = worker_memory(client)
+        assert (memory.workers, memory.threads, memory.limit) == (2, 1, 2**30)
+        assert worker_memory() == memory  # the current client by default

@@ -3,7 +3,10 @@ parity, bounded tiles, resume, the pipeline barrier on a real cluster, bad input
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import dask
 import numpy as np
@@ -23,7 +26,12 @@ from curator_dask.dedup.semantic.duplicates import (
     _cluster_pairs,
     vector_series,
 )
-from curator_dask.dedup.semantic.kernels import NumpyOps, TorchOps, max_similarity_before
+from curator_dask.dedup.semantic.kernels import (
+    NVIDIA_CONTROL_DEVICE,
+    NumpyOps,
+    TorchOps,
+    max_similarity_before,
+)
 from curator_dask.dedup.semantic.kmeans import fit_kmeans
 
 # -- corpora ------------------------------------------------------------------------------------
@@ -542,3 +550,15 @@ def test_dedup_semantic_command(tmp_path, capsys):
     assert re.search(r"duplicates by eps 0.01\s+30\b", printed)
     assert re.search(r"kmeans converged\s+(yes|no)\b", printed)
     assert len(pd.read_parquet(tmp_path / "out")) == len(frame) - 30
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.path.exists(NVIDIA_CONTROL_DEVICE),
+                    reason="an NVIDIA driver is here: 'auto' rightly asks torch for the GPU")
+def test_automatic_device_on_a_machine_without_gpu_does_not_import_torch():
+    # torch's import alone costs a CPU worker some 250 MB, a third of a small worker.
+    code = ("import sys; from curator_dask.dedup.semantic.kernels import array_ops; "
+            "print(type(array_ops('auto')).__name__, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["NumpyOps", "False"]

@@ -176,7 +176,8 @@ _CHOICE_HELP = {
 #: Help for options whose default is None (otherwise shown as "default: none").
 _NONE_HELP = {
     "input_blocksize": "bytes per partition (e.g. 64MiB); default: chosen from the data and "
-                       "the cluster, two partitions per worker thread, at most 256MiB",
+                       "the cluster, two partitions per worker thread, at most 64MiB and "
+                       "within the workers' memory",
     "config": "the algorithm's parameters as one YAML mapping (ExactDedupConfig / "
               "FuzzyDedupConfig / SemanticDedupConfig fields), instead of one option each",
 }

@@ -43,8 +43,7 @@ from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, 
 
 __all__ = ["ExactDedupConfig", "FuzzyDedupConfig", "SemanticDedupConfig", "Configured",
            "takes_config", "resolve_config", "field_names", "HASH_METHODS", "ON_NULL", "HashMethod", "OnNull",
-           "WHICH_TO_KEEP", "SIM_METRICS", "WhichToKeep", "SimMetric",
-           "DEFAULT_MAX_LOCAL_EDGES"]
+           "WHICH_TO_KEEP", "SIM_METRICS", "WhichToKeep", "SimMetric"]
 
 HashMethod = Literal["md5", "xxh3_128"]
 HASH_METHODS = get_args(HashMethod)
@@ -54,9 +53,6 @@ WhichToKeep = Literal["hard", "easy", "random"]
 WHICH_TO_KEEP = get_args(WhichToKeep)
 SimMetric = Literal["cosine", "l2"]
 SIM_METRICS = get_args(SimMetric)
-#: Up to this many edges, connected components are computed on one worker with
-#: union-find (:func:`~curator_dask.dedup.fuzzy.connected_components`).
-DEFAULT_MAX_LOCAL_EDGES = 50_000_000
 
 
 def _check_choice(name: str, value, choices) -> None:
@@ -116,7 +112,7 @@ class FuzzyDedupConfig:
     jaccard_threshold: float = 0.8
     id_field: str = "id"
     text_field: str = "text"
-    max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES
+    max_local_edges: int | None = None
     removal_strategy: RemovalStrategy = "auto"
     broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD
 
@@ -126,6 +122,7 @@ class FuzzyDedupConfig:
             raise ValueError(f"jaccard_threshold must be in [0, 1], got {self.jaccard_threshold!r}")
         _check_choice("removal_strategy", self.removal_strategy, STRATEGIES)
         _check_count("broadcast_threshold", self.broadcast_threshold, minimum=0)
+        _check_count("max_local_edges", self.max_local_edges, minimum=0, optional=True)
 
 
 @dataclass(frozen=True)

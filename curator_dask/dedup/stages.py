@@ -87,6 +87,8 @@ class ExactDedup(WholeDatasetStage):
     ('exact_duplicate', 2, 1, {3: 1})
     """
 
+    working_set = "exact"  # memory per input byte: see io/planner.py
+
     @takes_config(ExactDedupConfig, positional=(*field_names(ExactDedupConfig), "name"))
     def __init__(self, name: str = "exact_dedup", *, config: ExactDedupConfig | None = None):
         self.dedup = ExactDuplicates(config=config)
@@ -152,6 +154,8 @@ class FuzzyDedup(WholeDatasetStage):
     >>> sorted(stage(ds).df.compute()["id"]), stage.last_run.cluster_sizes
     ([1, 3], {2: 1})
     """
+
+    working_set = "minhash"  # memory per input byte: see io/planner.py
 
     @takes_config(FuzzyDedupConfig, positional=(*field_names(FuzzyDedupConfig), "name"))
     def __init__(self, name: str = "fuzzy_dedup", *, config: FuzzyDedupConfig | None = None):

@@ -130,8 +130,8 @@ class ExactDeduplicationWorkflow:
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
-        cluster, two partitions per worker thread where the data allows, at most 256 MiB
-        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        cluster, two partitions per worker thread where the data allows, at most 64 MiB
+        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
         worker memory follows it. A rerun with another value computes the list again.
     on_bad_lines : {"error", "skip", "warn"}
         JSONL input: a malformed line is an error naming the file and line, or is
@@ -157,6 +157,9 @@ class ExactDeduplicationWorkflow:
         stopped heart-beating (see :mod:`curator_dask.io.lease`); a directory another
         live run is writing is always refused.
     """
+
+    #: What the automatic blocksize fits in the workers' memory: hashing (the largest task).
+    working_set = "exact"
 
     @nemo_keywords()
     @takes_config(ExactDedupConfig)
@@ -203,7 +206,7 @@ class ExactDeduplicationWorkflow:
             posixpath.join(self.cache_path.rstrip("/"), DUPLICATES_DIR),
             identity if identity is not None else files_identity(fs, [f.path for f in files]),
             storage_options=self.storage_options)
-        return recorded or resolve_blocksize(files)
+        return recorded or resolve_blocksize(files, work=self.working_set)
 
     def identity(self) -> list[list]:
         """The identity of every input file (see :mod:`curator_dask.io.identity`)."""
@@ -248,7 +251,7 @@ class ExactDeduplicationWorkflow:
         (identify, remove): a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting(), faults_explained(self.blocksize):
+        with reporting(), faults_explained(self.blocksize, setting="input_blocksize"):
             return self._run()
 
     def _run(self) -> ExactDedupResult:

@@ -260,7 +260,7 @@ class DocumentDownloadExtractStage(ReaderStage):
             raise DownloadError(f"{type(self.url_generator).__name__}.generate_urls() gave "
                                 "no URL")
 
-    def _read(self) -> DocumentDataset:
+    def _read(self, **options) -> DocumentDataset:
         plan = [URLPartition(i, url) for i, url in enumerate(self.urls())]
         read = _ReadURL(self.downloader, self.iterator, self.extractor, self.columns(),
                         self.filename_column, self.record_limit)

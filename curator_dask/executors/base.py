@@ -62,6 +62,7 @@ from curator_dask.faults import faults_explained, scheduler_lost
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
 from curator_dask.io.output_state import mark_complete, reusable
+from curator_dask.io.planner import in_flight_per_worker, largest_working_set, worker_memory
 from curator_dask.observe.progress import Progress, phase
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
 from curator_dask.resources import Resources
@@ -332,6 +333,9 @@ class Segment:
     indices: list[int]
     steps: list[Step]
     meta: object
+    #: Partitions one worker may hold at once, planned from its memory
+    #: (:func:`~curator_dask.io.planner.in_flight_per_worker`); None: no limit known.
+    per_worker: int | None = None
 
     @property
     def unit(self) -> int:
@@ -574,7 +578,9 @@ class Executor:
 
     def _run(self, state: RunState):
         layout = state.layout
-        ds = layout.reader.dataset()
+        # The automatic blocksize fits the most memory-hungry stage, barriers included.
+        ds = layout.reader.dataset(work=largest_working_set(
+            s.working_set for s in layout.stages if s.kind in ("process", "barrier")))
         if state.cache is None and layout.barriers:  # no writer, no cache_path: a private one
             state.cache = atomic.make_temp_dir(f"curator-{key_prefix(layout.name)}-")
         cache = state.cache
@@ -620,7 +626,11 @@ class Executor:
         last = WriteStep(state, sink) if sink is not None else CollectStep(state)
         steps = [ReadStep(state, source), *(ProcessStep(state, s, s.batch_size) for s in stages),
                  last]
-        segment = Segment(indices, steps, meta)
+        partition_bytes = max((getattr(p, "nbytes", 0) for p in plan), default=0)
+        per_worker = in_flight_per_worker(
+            partition_bytes, largest_working_set(s.working_set for s in stages),
+            worker_memory(state.client)) if state.client is not None else None
+        segment = Segment(indices, steps, meta, per_worker)
         self.run_segment(state, segment)
         return segment
 

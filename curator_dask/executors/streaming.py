@@ -91,9 +91,12 @@ class StreamingExecutor(ClusterExecutor):
         balancing it is the window all stages share (default: twice the number of
         workers, following the cluster as it grows and shrinks); with balancing it stays
         the upper bound of every stage's cap and of their total (default: no bound
-        beyond the caps, and one partition per worker during warm-up). Either way it
-        bounds cluster memory: roughly that many partitions' worth of data, whatever the
-        dataset's size.
+        beyond the caps and what the workers' memory holds, and one partition per worker
+        during warm-up). Either way it bounds cluster memory: roughly that many
+        partitions' worth of data, whatever the dataset's size. Without it, workers with
+        a memory limit hold at most what their limit leaves room for (one task per thread
+        and up to one partition read ahead per thread, from the stages' working sets;
+        see :func:`~curator_dask.io.planner.in_flight_per_worker`).
     resume : bool, default False
         Skip input partitions whose output part is complete from an earlier run (a
         completion marker is written after each part's atomic rename).
@@ -186,6 +189,7 @@ class StreamingExecutor(ClusterExecutor):
         client = state.client
         planner = CapPlanner(segment.steps, segment.unit, balance=self.balance,
                              lend=self.lend, max_in_flight=self.max_in_flight,
+                             per_worker=segment.per_worker,
                              interval=self.balance_interval, label=state.layout.name)
         telemetry = RunTelemetry(client, state, segment.steps)
         progress = self.progress_bar(state, len(segment.indices), f"{state.layout.name}: "
@@ -403,11 +407,13 @@ class CapPlanner:
     """
 
     def __init__(self, steps: list[Step], unit: int = 1, *, balance: bool = True,
-                 lend: bool = True, max_in_flight: int | None = None, interval: float = 10.0,
+                 lend: bool = True, max_in_flight: int | None = None,
+                 per_worker: int | None = None, interval: float = 10.0,
                  label: str = "pipeline"):
         n = len(steps)
         self.steps, self.unit, self.label = steps, unit, label
-        self.balance, self.lending, self.max_in_flight = balance, lend, max_in_flight
+        self.balance, self.lending, self.user_limit = balance, lend, max_in_flight
+        self.per_worker = per_worker
         self.interval = interval
         self.workers: dict[str, tuple[int, dict]] = {}
         self.slots = [0] * n
@@ -420,6 +426,17 @@ class CapPlanner:
         self.shared: tuple[int, int] | None = None  # steps first..bottleneck sharing its cap
         self.meters = {s.name: StageMeter(3 * interval) for s in steps if s.capped}
         self.warm, self.plan_due, self.next_plan = False, True, math.inf
+
+    @property
+    def max_in_flight(self) -> int | None:
+        """The bound on every cap and on the total: the user's ``max_in_flight``, else
+        what the workers' memory holds (partitions per worker, planned from it, times
+        the workers now), else none."""
+        if self.user_limit is not None:
+            return self.user_limit
+        if self.per_worker is None:
+            return None
+        return max(self.per_worker * max(1, len(self.workers)), self.unit)
 
     def set_workers(self, workers: dict[str, tuple[int, dict]]) -> bool:
         """The workers now; True when they changed (joined, left, other resources)."""
@@ -494,7 +511,8 @@ class CapPlanner:
             # Warm-up of a balanced run only has to measure each stage: one partition
             # per worker. Without balancing the window also keeps workers busy: two.
             per_worker = 1 if self.balance else 2
-            window = max(self.max_in_flight or per_worker * max(1, len(self.workers)),
+            default = per_worker * max(1, len(self.workers))
+            window = max(self.user_limit or min(default, self.max_in_flight or default),
                          self.unit)
             caps = [window if s.capped else math.inf for s in self.steps]
             limit = window

@@ -28,6 +28,7 @@ import time
 import dask
 
 from curator_dask._compute import computed_by
+from curator_dask.faults import note_phase
 
 __all__ = ["Progress", "compute", "persist", "phase", "current", "log_interval", "reporting"]
 
@@ -237,6 +238,9 @@ def phase(label: str):
     try:
         with computed_by(compute):  # what the layers below compute is counted too
             yield
+    except BaseException as err:
+        note_phase(err, full)  # a worker that dies for memory is explained by its phase
+        raise
     finally:
         _PHASE.reset(token)
 

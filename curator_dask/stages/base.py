@@ -62,12 +62,18 @@ class Stage:
       None for a whole-dataset stage, which runs its own graph;
     - declared columns: ``input_columns`` (read), ``output_columns`` (added or replaced,
       with dtypes) and ``removed_columns``; see :mod:`curator_dask.stages.columns`;
-    - ``cpu_fallback``: run on one CPU when no worker offers the GPU it asks for.
+    - ``cpu_fallback``: run on one CPU when no worker offers the GPU it asks for;
+    - ``working_set``: the memory one of its tasks holds at its peak per byte of input
+      partition, as a kind of work of :data:`~curator_dask.io.planner.WORKING_SETS`
+      (``"filters"``, ``"minhash"``, ``"embeddings"``, ...) or a number; None for the
+      heuristic filters' figure. Executors size partitions and the in-flight window so
+      that the largest of a pipeline's stages fits the workers' memory.
     """
 
     kind: ClassVar[str] = "process"
     resources: Resources | None = Resources()
     cpu_fallback: bool = False
+    working_set: ClassVar[str | float | None] = None
     input_columns: Sequence[str] = ()
     output_columns: Mapping[str, Any] = {}
     removed_columns: Sequence[str] = ()

@@ -45,6 +45,8 @@ class AddId(ProcessingStage):
     [100, 101, 1000000100]
     """
 
+    working_set = "read"  # memory per input byte: see io/planner.py
+
     needs_partition_index = True
 
     def __init__(self, id_field: str = "id", id_prefix: str | None = None,

@@ -41,7 +41,7 @@ from curator_dask.io.output_state import (
     remove_leftovers,
 )
 from curator_dask.io.overlap import InputPaths, input_paths
-from curator_dask.io.planner import check_partitioning
+from curator_dask.io.planner import AUTO, check_partitioning, resolve_blocksize
 from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
@@ -89,13 +89,25 @@ class ReaderStage(Stage):
         :meth:`dataset` adds the files it finds)."""
         return input_paths(self.path, self.options.get("storage_options"))
 
-    def _read(self) -> DocumentDataset:
+    def _read(self, **options) -> DocumentDataset:
         raise NotImplementedError
 
-    def dataset(self) -> DocumentDataset:
-        """The lazy dataset (with its partition plan and per-partition reader)."""
+    def dataset(self, work: str | float | None = None) -> DocumentDataset:
+        """The lazy dataset (with its partition plan and per-partition reader).
+
+        The first call plans: without a ``blocksize`` or ``files_per_partition``, the
+        automatic blocksize fits ``work`` (what runs on each partition: a kind of work
+        of :data:`~curator_dask.io.planner.WORKING_SETS` or a working set per input
+        byte; default the heuristic filters') in the workers' memory.
+        """
         if self._dataset is None:
-            self._dataset = self._read()
+            options = dict(self.options)
+            if (work is not None and self.extensions  # a reader of files
+                    and options.get("files_per_partition") is None
+                    and options.get("blocksize") in (None, AUTO)):
+                _, files = list_files(self.path, self.extensions, options.get("storage_options"))
+                options["blocksize"] = resolve_blocksize(files, work=work)
+            self._dataset = self._read(**options)
         return self._dataset
 
     def fingerprint(self) -> dict:
@@ -137,8 +149,8 @@ class JsonlReader(ReaderStage):
                          encoding_errors=encoding_errors, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_jsonl(self.path, **self.options)
+    def _read(self, **options) -> DocumentDataset:
+        return DocumentDataset.read_jsonl(self.path, **options)
 
 
 class ParquetReader(ReaderStage):
@@ -159,8 +171,8 @@ class ParquetReader(ReaderStage):
                          input_meta=input_meta, backend=backend, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_parquet(self.path, **self.options)
+    def _read(self, **options) -> DocumentDataset:
+        return DocumentDataset.read_parquet(self.path, **options)
 
 
 class WarcReader(ReaderStage):
@@ -187,8 +199,8 @@ class WarcReader(ReaderStage):
                          content_types=tuple(content_types), add_filename=add_filename,
                          storage_options=storage_options)
 
-    def _read(self) -> DocumentDataset:
-        return DocumentDataset.read_warc(self.path, **self.options)
+    def _read(self, **options) -> DocumentDataset:
+        return DocumentDataset.read_warc(self.path, **options)
 
 
 # -- writers ---------------------------------------------------------------------------

@@ -246,9 +246,11 @@ class Segments:
 
     @functools.cached_property
     def ids(self) -> np.ndarray:
-        """int64 ids, equal exactly when the strings are equal (within this partition)."""
+        """int64 ids, equal exactly when two pieces of one document are equal (numbered
+        per document: pieces of different documents are never compared)."""
         data, offsets = buffers(self.values)
-        return kernels.segment_ids(data, offsets[:-1], offsets[1:])
+        return kernels.document_segment_ids(data, offsets[:-1], offsets[1:],
+                                            self.doc_offsets)
 
     @functools.cached_property
     def prefix_hashes(self) -> np.ndarray:
@@ -321,8 +323,10 @@ class WordSpans:
 
     @functools.cached_property
     def ids(self) -> np.ndarray:
-        """int64 ids, equal exactly when the words are equal (within this partition)."""
-        return kernels.segment_ids(self.data, self.starts, self.ends)
+        """int64 ids, equal exactly when two words of one document are equal (numbered
+        per document, which is all the n-gram kernels compare)."""
+        return kernels.document_segment_ids(self.data, self.starts, self.ends,
+                                            self.doc_offsets)
 
     @functools.cached_property
     def prefix_hashes(self) -> np.ndarray:

@@ -25,7 +25,7 @@ from curator_dask.numba_cache import njit
 __all__ = [
     "split_whitespace",
     "count_words",
-    "segment_ids",
+    "document_segment_ids",
     "count_joined_spans",
     "gather_segments",
     "segment_sums",
@@ -193,67 +193,59 @@ def _bytes_hash(data, a, b):
 
 
 @njit(nogil=True)
-def segment_ids(data, starts, ends):
+def document_segment_ids(data, starts, ends, doc_offsets):
     """int64 ids of the byte strings ``data[starts[k]:ends[k]]``, equal exactly when the
-    bytes are equal, numbered in order of first appearance (as Arrow's
-    ``dictionary_encode``), without building a string.
+    bytes are equal *within a document* (segments ``[doc_offsets[d], doc_offsets[d + 1])``),
+    numbered from 0 in each document in order of first appearance.
 
-    One pass over a hash table sized to the distinct strings. A hit is confirmed by
-    comparing bytes with a compact copy of each distinct string, kept beside the table:
-    comparing with its first occurrence in the text instead would reach all over the
-    partition's bytes, a cache miss per word.
+    What the n-gram kernels need (they compare words of one document only), without
+    building a string. The hash table holds one document's words and is reset for the
+    next, so it stays in the cache: a table of a whole partition's distinct words
+    (hundreds of thousands on diverse text) cost a cache miss per word, and ran 2.4x
+    slower on the benchmark corpus (``benchmarks/diverse_corpus.py``), as fast on the
+    replicated sample. A hit is confirmed against the string's first occurrence, a few
+    hundred bytes away in the same document.
     """
     n = starts.shape[0]
     ids = np.empty(n, np.int64)
-    size = 1024
-    table = np.full(size, -1, np.int64)  # slot -> id
-    hashes = np.empty(max(n, 1), np.uint64)  # id -> hash
-    store = np.empty(4096, np.uint8)  # the distinct strings' bytes, in id order
-    store_offsets = np.empty(max(n, 1) + 1, np.int64)
-    store_offsets[0] = 0
-    distinct = 0
-    for k in range(n):
-        a = starts[k]
-        b = ends[k]
-        h = _bytes_hash(data, a, b)
-        s = np.int64(h & np.uint64(size - 1))
-        while True:
-            held = table[s]
-            if held < 0:
-                table[s] = distinct
-                hashes[distinct] = h
-                ids[k] = distinct
-                o = store_offsets[distinct]
-                need = o + (b - a)
-                if need > store.shape[0]:
-                    bigger = np.empty(max(2 * store.shape[0], need), np.uint8)
-                    bigger[:o] = store[:o]
-                    store = bigger
-                store[o:need] = data[a:b]
-                store_offsets[distinct + 1] = need
-                distinct += 1
-                if 2 * distinct > size:  # grow: rehash the distinct strings only
-                    size *= 2
-                    table = np.full(size, -1, np.int64)
-                    for j in range(distinct):
-                        t = np.int64(hashes[j] & np.uint64(size - 1))
-                        while table[t] >= 0:
-                            t = (t + 1) & (size - 1)
-                        table[t] = j
-                break
-            if hashes[held] == h:
-                o = store_offsets[held]
-                length = store_offsets[held + 1] - o
-                if length == b - a:
+    n_docs = doc_offsets.shape[0] - 1
+    most = 0
+    for d in range(n_docs):
+        most = max(most, doc_offsets[d + 1] - doc_offsets[d])
+    table = np.full(_table_size(most), -1, np.int64)  # slot -> segment of first occurrence
+    hashes = np.empty(max(n, 1), np.uint64)
+    for d in range(n_docs):
+        lo = doc_offsets[d]
+        hi = doc_offsets[d + 1]
+        if hi == lo:
+            continue
+        mask = _table_size(hi - lo) - 1
+        table[:mask + 1] = -1
+        distinct = 0
+        for k in range(lo, hi):
+            a = starts[k]
+            b = ends[k]
+            h = _bytes_hash(data, a, b)
+            hashes[k] = h
+            s = np.int64(h & np.uint64(mask))
+            while True:
+                held = table[s]
+                if held < 0:
+                    table[s] = k
+                    ids[k] = distinct
+                    distinct += 1
+                    break
+                if hashes[held] == h and ends[held] - starts[held] == b - a:
+                    c = starts[held]
                     same = True
-                    for j in range(length):
-                        if store[o + j] != data[a + j]:
+                    for j in range(b - a):
+                        if data[c + j] != data[a + j]:
                             same = False
                             break
                     if same:
-                        ids[k] = held
+                        ids[k] = ids[held]
                         break
-            s = (s + 1) & (size - 1)
+                s = (s + 1) & mask
     return ids
 
 

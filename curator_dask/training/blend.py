@@ -390,8 +390,7 @@ class BlendReader(ReaderStage):
         for source in self.options["sources"]:
             list_files(source["path"], _extensions(source), self.options["storage_options"])
 
-    def _read(self) -> DocumentDataset:
-        options = self.options
+    def _read(self, **options) -> DocumentDataset:
         read = {k: options[k] for k in ("blocksize", "files_per_partition", "text_field",
                                         "storage_options")}
         datasets = [_read_source(source, read) for source in options["sources"]]

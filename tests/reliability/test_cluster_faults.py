@@ -17,7 +17,8 @@ from reliability.conftest import write_corpus
 
 from curator_dask import processing_stage
 from curator_dask.executors import BatchExecutor, StreamingExecutor
-from curator_dask.faults import WorkerDiedError, WorkerMemoryError
+from curator_dask.faults import WorkerDiedError, WorkerMemoryError, faults_explained
+from curator_dask.observe.progress import phase
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
 
@@ -39,8 +40,7 @@ def small_workers():
         yield client
 
 
-@processing_stage(name="hog")
-def hog(df):
+def hold_twice_the_limit():
     """Holds twice a worker's memory limit, touched page by page, for a while."""
     import time
 
@@ -48,6 +48,11 @@ def hog(df):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the nanny restarts the worker before this ends
         block[::512] += 1
+
+
+@processing_stage(name="hog")
+def hog(df):
+    hold_twice_the_limit()
     return df
 
 
@@ -86,3 +91,18 @@ def test_a_worker_killed_from_outside_is_named_as_such(tmp_path, small_workers):
     assert not isinstance(caught.value, WorkerMemoryError)
     assert "killed from outside" in str(caught.value) and caught.value.stage == "suicide"
     corpus.assert_unchanged()
+
+
+@pytest.mark.slow
+def test_a_phase_whose_workers_die_for_memory_is_named_with_its_setting(small_workers):
+    # A dedup workflow's phase computes a graph; the error leaves the phase before it
+    # is explained, and still names it, and the workflow's own parameter.
+    with pytest.raises(WorkerMemoryError) as caught:
+        with faults_explained(64 * 2**20, small_workers, setting="input_blocksize"):
+            with phase("fuzzy dedup"), phase("minhash"):
+                small_workers.submit(hold_twice_the_limit, key="minhash-0").result()
+    error = caught.value
+    assert error.phase == "fuzzy dedup: minhash" and error.stage == "minhash"
+    for words in ("'fuzzy dedup: minhash'", "64.00 MiB (input_blocksize)",
+                  "smaller input_blocksize", "600.00 MiB"):
+        assert words in str(error), str(error)

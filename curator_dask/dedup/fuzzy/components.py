@@ -8,15 +8,16 @@ document whose id is the label). Two algorithms give the same labels:
     Exact union-find in numba (the root with the lower id wins, path halving) over ids
     numbered by a hash table in one pass, no sort. Runs on one worker: about 4.5 million
     edges a second and ~45 bytes an edge at peak, input included (measured on 10 million
-    random edges). Used while the edge list is at most ``max_local_edges`` (default 50
-    million, ~2.5 GB at peak).
+    random edges). Used while the edge list fits the smallest worker's memory at that
+    cost (:func:`local_edge_capacity`: 9 million edges on a 1 GiB worker, 220 million on
+    16 GiB), or up to ``max_local_edges`` when it is given.
 ``distributed_components``
     Alternating large-star / small-star (Kiveris et al., "Connected Components in
     MapReduce and Beyond", SoCC 2014) over Dask dataframes: each step is one shuffle of
     the edge list on a node and one vectorised group-min per partition, so no worker ever
     holds more than a partition of edges. It converges, in O(log^2 n) rounds at worst and
     a handful in practice, to a forest of stars, each centred on its component's lowest
-    id. Used beyond ``max_local_edges``.
+    id. Used beyond.
 
 scipy's ``csgraph.connected_components`` would serve for the first; the numba loop needs
 no extra dependency (numba is already in the base install) and returns the lowest-id
@@ -33,18 +34,22 @@ import numpy as np
 import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dedup.config import DEFAULT_MAX_LOCAL_EDGES
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
+from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 
 __all__ = ["connected_components", "union_find_components", "distributed_components",
-           "GROUP_FIELD", "DEFAULT_MAX_LOCAL_EDGES"]
+           "GROUP_FIELD", "local_edge_capacity", "UNION_FIND_BYTES_PER_EDGE"]
 
 logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
+#: Peak memory of union-find per edge, its input included (10 million random edges).
+UNION_FIND_BYTES_PER_EDGE = 45
+#: The most edges union-find takes (its numbering is int32).
+_MOST_LOCAL_EDGES = 2**30 - 1
 
 _U, _V = "_u", "_v"
 _C1 = 0xFF51AFD7ED558CCD
@@ -283,8 +288,27 @@ def _edge_meta(dtype) -> pd.DataFrame:
 
 # -- the choice --------------------------------------------------------------------------------
 
+def local_edge_capacity(memory: WorkerMemory | None = None) -> int:
+    """Edges union-find can take on one worker of ``memory`` (default: the current
+    cluster's, :func:`~curator_dask.io.planner.worker_memory`): the smallest worker's
+    task budget at :data:`UNION_FIND_BYTES_PER_EDGE`, or without a memory limit the
+    same share of this machine's memory.
+
+    >>> from curator_dask.io.planner import WorkerMemory
+    >>> local_edge_capacity(WorkerMemory(2, 1, 2**30)) // 10**6
+    9
+    """
+    memory = memory or worker_memory()
+    if memory.limit is None:
+        import psutil
+
+        memory = WorkerMemory(memory.workers, memory.threads,
+                              int(psutil.virtual_memory().total), memory.total_threads)
+    return min(task_budget(memory) // UNION_FIND_BYTES_PER_EDGE, _MOST_LOCAL_EDGES)
+
+
 def connected_components(edges, *, id_field: str = "id",
-                         max_local_edges: int = DEFAULT_MAX_LOCAL_EDGES,
+                         max_local_edges: int | None = None,
                          num_edges: int | None = None) -> dd.DataFrame:
     """``(id, group)`` for every document in an edge; ``group`` is its component's lowest id.
 
@@ -293,9 +317,11 @@ def connected_components(edges, *, id_field: str = "id",
     edges : dask DataFrame or DocumentDataset
         ``(id_x, id_y)`` integer edges, from :class:`~curator_dask.dedup.fuzzy.LSH` or
         :func:`~curator_dask.dedup.fuzzy.check_false_positives`.
-    max_local_edges : int, default 50_000_000
+    max_local_edges : int, optional
         Up to this many edges, exact union-find on one worker; beyond it, the
         distributed large-star / small-star algorithm. Both give identical groups.
+        Default: as many as fit the smallest worker's memory
+        (:func:`local_edge_capacity`).
     num_edges : int, optional
         The edge count if known (the workflow knows it from its cache); otherwise it is
         counted, which computes the edges once.
@@ -312,6 +338,8 @@ def connected_components(edges, *, id_field: str = "id",
                     fix="Edges are pairs of ids, as LSH.edges returns them.")
     if num_edges is None:
         num_edges = len(df)
+    if max_local_edges is None:
+        max_local_edges = local_edge_capacity()
     if num_edges <= max_local_edges:
         logger.info("connected components: %d edges, union-find on one worker", num_edges)
         meta = pd.DataFrame({id_field: pd.Series([], dtype=df._meta[x].dtype),
@@ -319,6 +347,6 @@ def connected_components(edges, *, id_field: str = "id",
         return df[[x, y]].repartition(npartitions=1).map_partitions(
             _local_components, id_field, meta=meta, align_dataframes=False,
             enforce_metadata=False)
-    logger.info("connected components: %d edges > max_local_edges=%d, distributed "
-                "large-star/small-star", num_edges, max_local_edges)
+    logger.info("connected components: %d edges, more than union-find on one worker takes "
+                "(%d), distributed large-star/small-star", num_edges, max_local_edges)
     return distributed_components(df[[x, y]], id_field=id_field)

@@ -66,8 +66,9 @@ class FuzzyDuplicates(Configured):
         Ids must be unique integers (``AddId``): the groups are groups of ids.
         ``identify`` counts the documents of every id and raises
         :class:`~curator_dask.dedup.ids.DuplicateIdError` if any id is on more than one.
-    max_local_edges : int
-        See :func:`~curator_dask.dedup.fuzzy.connected_components`.
+    max_local_edges : int, optional
+        See :func:`~curator_dask.dedup.fuzzy.connected_components` (default: decided
+        from the workers' memory).
     removal_strategy, broadcast_threshold
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     perform_removal : bool, default False

@@ -33,7 +33,7 @@ import pandas as pd
 from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
-from curator_dask.dedup.fuzzy.minhash_kernel import mmh3_x64_128, next_char, string_buffers
+from curator_dask.dedup.fuzzy.minhash_kernel import shingle_hashes64, string_buffers
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
 from curator_dask.numba_cache import njit
 
@@ -42,29 +42,6 @@ __all__ = ["char_ngram_jaccard", "check_false_positives", "pair_similarities", "
 logger = logging.getLogger(__name__)
 
 JACCARD_FIELD = "jaccard"
-
-
-@njit(nogil=True)
-def _shingle_hashes(data, start, end, width, out):
-    """Hash each ``width``-character shingle of ``data[start:end]`` into ``out``; the count."""
-    if end == start:
-        return 0
-    lo = start
-    hi = start
-    k = 0
-    while k < width and hi < end:
-        hi = next_char(data, hi, end)
-        k += 1
-    count = 0
-    while True:
-        h, _ = mmh3_x64_128(data, lo, hi - lo, np.uint64(0))
-        out[count] = h
-        count += 1
-        if hi >= end:
-            break
-        lo = next_char(data, lo, end)
-        hi = next_char(data, hi, end)
-    return count
 
 
 @njit(inline="always")
@@ -92,10 +69,10 @@ def _jaccard_kernel(data_a, offsets_a, data_b, offsets_b, width, out):
     buf_a = np.empty(max(longest, 1), dtype=np.uint64)
     buf_b = np.empty(max(longest, 1), dtype=np.uint64)
     for i in range(n):
-        na = _unique_sorted(buf_a, _shingle_hashes(data_a, offsets_a[i], offsets_a[i + 1],
-                                                   width, buf_a))
-        nb = _unique_sorted(buf_b, _shingle_hashes(data_b, offsets_b[i], offsets_b[i + 1],
-                                                   width, buf_b))
+        na = _unique_sorted(buf_a, shingle_hashes64(data_a, offsets_a[i], offsets_a[i + 1],
+                                                    width, np.uint64(0), buf_a))
+        nb = _unique_sorted(buf_b, shingle_hashes64(data_b, offsets_b[i], offsets_b[i + 1],
+                                                    width, np.uint64(0), buf_b))
         if na == 0 or nb == 0:
             out[i] = 1.0 if na == nb else 0.0
             continue

@@ -186,6 +186,8 @@ class MinHash(ProcessingStage):
     (['id', '_minhash_signature'], 64)
     """
 
+    working_set = "minhash"  # memory per input byte: see io/planner.py
+
     def __init__(self, seed: int = 42, char_ngrams: int = 24, num_hashes: int = 260,
                  use_64_bit_hash: bool = False, text_field: str = "text",
                  id_field: str = "id"):

@@ -138,8 +138,8 @@ class FuzzyDeduplicationWorkflow:
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
-        cluster, two partitions per worker thread where the data allows, at most 256 MiB
-        (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
+        cluster, two partitions per worker thread where the data allows, at most 64 MiB
+        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
         worker memory follows it. A rerun with another value computes every phase again.
     on_bad_lines : {"error", "skip", "warn"}
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
@@ -176,6 +176,9 @@ class FuzzyDeduplicationWorkflow:
     >>> result.input_documents, result.duplicate_documents, result.kept_documents
     (3, 1, 2)
     """
+
+    #: What the automatic blocksize fits in the workers' memory: MinHash (the largest task over text).
+    working_set = "minhash"
 
     @nemo_keywords()
     @takes_config(FuzzyDedupConfig)
@@ -229,7 +232,7 @@ class FuzzyDeduplicationWorkflow:
         recorded = recorded_blocksize(self._path("minhash"),
                                       identity if identity is not None else self.identity(),
                                       storage_options=self.storage_options)
-        return recorded or resolve_blocksize(files)
+        return recorded or resolve_blocksize(files, work=self.working_set)
 
     def read(self, blocksize: int | None = None) -> DocumentDataset:
         """The input with ids, as the run sees it."""
@@ -271,7 +274,7 @@ class FuzzyDeduplicationWorkflow:
         Progress is reported phase by phase: a bar on a terminal, else INFO lines (see
         :mod:`curator_dask.observe.progress`).
         """
-        with reporting(), faults_explained(self.blocksize):
+        with reporting(), faults_explained(self.blocksize, setting="input_blocksize"):
             return self._run()
 
     def _run(self) -> FuzzyDedupResult:

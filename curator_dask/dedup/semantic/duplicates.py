@@ -54,9 +54,10 @@ from curator_dask.dedup.semantic.kernels import (
     max_similarity_before,
     nearest_centroids,
 )
-from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
+from curator_dask.dedup.semantic.kmeans import DEFAULT_BLOCK_BYTES, KMeansFit, fit_kmeans
 from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
+from curator_dask.io.planner import task_input_bytes
 
 __all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
            "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
@@ -445,13 +446,17 @@ class SemanticDuplicates(Configured):
 
     def kmeans(self, embeddings: dd.DataFrame) -> KMeansFit:
         """Fit the centroids (the embeddings are held on the workers while it runs, in
-        blocks of :data:`~.kmeans.DEFAULT_BLOCK_BYTES`)."""
+        blocks of :data:`~.kmeans.DEFAULT_BLOCK_BYTES`, or smaller where the workers'
+        memory holds less: :func:`~curator_dask.io.planner.task_input_bytes`)."""
         # Not persisted: fit_kmeans reads each partition twice (to count, then into its
         # block), which costs less than holding the partitions beside the blocks.
         arrays = [dask.delayed(_matrix)(part, self.embedding_column)
                   for part in embeddings.to_delayed()]
+        fits = task_input_bytes("kmeans")
+        block_bytes = max(min(DEFAULT_BLOCK_BYTES, fits or DEFAULT_BLOCK_BYTES), 1 << 20)
         return fit_kmeans(arrays, self.n_clusters, max_iter=self.max_iter, tol=self.tol,
-                          random_state=self.random_state, ops=self.device)
+                          random_state=self.random_state, ops=self.device,
+                          block_bytes=block_bytes)
 
     def clusters(self, embeddings: dd.DataFrame, centroids: np.ndarray) -> dd.DataFrame:
         """``(id, embeddings, cluster, distance)``, shuffled so that each partition holds

@@ -25,6 +25,9 @@ Examples
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numba
 import numpy as np
 
@@ -36,6 +39,8 @@ __all__ = ["ArrayOps", "NumpyOps", "TorchOps", "array_ops", "nearest_centroids",
 MAX_BLOCK_ELEMENTS = 1 << 24
 # On a CPU, 2^20 distances (4 MiB) at most: as fast as larger chunks, and in cache.
 MAX_CPU_CHUNK_ELEMENTS = 1 << 20
+#: The device node every Linux NVIDIA driver creates (containers with GPUs get it too).
+NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
 
 
 class ArrayOps:
@@ -213,7 +218,9 @@ def array_ops(device: str = "auto") -> ArrayOps:
     """The kernels' namespace for ``device``, chosen where the kernel runs.
 
     ``"cpu"``: numpy. ``"cuda"`` / ``"cuda:N"``: torch on that GPU. ``"auto"``: torch on
-    the process's CUDA device when torch sees one, else numpy.
+    the process's CUDA device when torch sees one, else numpy. A machine without an
+    NVIDIA driver gets numpy without importing torch, whose import alone costs a CPU
+    worker some 250 MB.
 
     Examples
     --------
@@ -224,6 +231,8 @@ def array_ops(device: str = "auto") -> ArrayOps:
     if device == "cpu":
         return NumpyOps()
     if device == "auto":
+        if "torch" not in sys.modules and not os.path.exists(NVIDIA_CONTROL_DEVICE):
+            return NumpyOps()
         try:
             import torch
         except ImportError:

@@ -58,6 +58,8 @@ class SemanticDedup(WholeDatasetStage):
     ([1, 3], {2: 1})
     """
 
+    working_set = "embeddings"  # memory per input byte: see io/planner.py
+
     @takes_config(SemanticDedupConfig, positional=(*field_names(SemanticDedupConfig), "name"))
     def __init__(self, name: str = "semantic_dedup", *,
                  config: SemanticDedupConfig | None = None):

@@ -211,7 +211,7 @@ class SemanticDeduplicationWorkflow:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
-        with faults_explained():
+        with faults_explained(setting="input_blocksize"):
             return self._run()
 
     def _run(self) -> SemanticDedupResult:

@@ -120,6 +120,8 @@ class TaskDecontamination(WholeDatasetStage):
      'task_decontamination.quiz.ngrams': 1, 'task_decontamination.split_documents': 1}
     """
 
+    working_set = "decontamination"  # memory per input byte: see io/planner.py
+
     def __init__(self, tasks: EvalTask | str | os.PathLike | Mapping
                  | Sequence[EvalTask | str | os.PathLike | Mapping],
                  text_field: str = "text", max_ngram_size: int = 13,

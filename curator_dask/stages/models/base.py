@@ -199,6 +199,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         worker when no worker has a GPU (and say so in the log).
     """
 
+    working_set = "embeddings"  # memory per input byte: see io/planner.py
+
     model_kind: str = "encoder"
     output_suffix: str = "model"
     #: Where a batch is padded: "left" for a causal language model that generates.
