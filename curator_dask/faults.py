@@ -30,7 +30,7 @@ from dask.utils import format_bytes, key_split
 from curator_dask.errors import CuratorError
 
 __all__ = ["SchedulerLostError", "WorkerMemoryError", "WorkerDiedError", "explain_fault",
-           "faults_explained", "scheduler_lost", "MEMORY_EVENT", "note_phase"]
+           "faults_explained", "lost_workers", "scheduler_lost", "MEMORY_EVENT", "note_phase"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,31 @@ def _scheduler_lost_error(client) -> SchedulerLostError:
         "or the network to it was lost. Finished parts are kept: start the scheduler (and "
         "its workers) again and rerun with resume=True ('resume: true' in a pipeline "
         "file's executor section)")
+
+
+def lost_workers(client, since: float, token: str | None = None) -> list[dict]:
+    """Workers the scheduler lost without being asked to (killed, crashed, restarted for
+    memory) since ``since`` (epoch seconds), each with the tasks it was running that had to
+    run again elsewhere, by stage: ``[{"worker": address, "retried": {stage: count}}]``.
+    ``token`` keeps only one run's tasks. A worker retired on purpose (scaling down,
+    recycling) is not lost. Empty where the scheduler's event log cannot be read."""
+    try:
+        events = client.get_events("all")
+    except Exception:  # the scheduler is gone or busy: nothing to tell
+        return []
+    lost = []
+    for when, event in events:
+        if (when < since or not isinstance(event, dict)
+                or event.get("action") != "remove-worker" or event.get("expected")):
+            continue
+        retried: dict[str, int] = {}
+        for key in event.get("processing-tasks") or ():
+            if token is None or token in str(key):
+                stage = key_split(key)
+                retried[stage] = retried.get(stage, 0) + 1
+        lost.append({"worker": str(event.get("worker")), "retried": retried})
+    return lost
+
 
 
 def _memory_restarts(client) -> list[dict]:

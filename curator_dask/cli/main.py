@@ -414,10 +414,14 @@ def _run_pipeline(pipeline, executor, performance_report):
 
 def _print_result(pipeline, result, report: str | None, echo) -> None:
     from curator_dask.observe.report import format_stage_table, stage_rows, write_report
+    from curator_dask.observe.run_result import describe_lost_workers
 
     echo("")
     echo(format_stage_table(stage_rows(result, pipeline.stages)))
     echo("")
+    lost = describe_lost_workers(result.lost_workers)
+    if lost:
+        echo(lost)
     if result.output_path:
         echo(f"{result.rows:,} documents written to {result.output_path} "
              f"({len(result.files):,} files) in {result.wall_seconds:.1f} s")

@@ -58,7 +58,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError, NoWorkersError, ResourceUnavailableError
 from curator_dask.executors import runtime
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.faults import faults_explained, scheduler_lost
+from curator_dask.faults import faults_explained, lost_workers, scheduler_lost
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard, run_guard
 from curator_dask.io.output_state import mark_complete, reusable
@@ -379,6 +379,8 @@ class RunState:
     prefixes: dict[int, str] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     started_wall: float = field(default_factory=time.time)
+    #: Workers lost mid-run, as :func:`curator_dask.faults.lost_workers` finds them.
+    lost_workers: list[dict] = field(default_factory=list)
     first_output: float | None = None
     records: list[TaskRecord] = field(default_factory=list)
     write_stats: list[dict] = field(default_factory=list)
@@ -486,7 +488,7 @@ class RunState:
             partitions=self.partitions, partitions_skipped=self.skipped,
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=records,
-            inputs=list(self.inputs),
+            inputs=list(self.inputs), lost_workers=list(self.lost_workers),
         )
 
 
@@ -824,6 +826,7 @@ class ClusterExecutor(Executor):
             raise
         else:
             lost = False
+            state.lost_workers = lost_workers(client, state.started_wall, state.token)
         finally:
             self.cleanup(state)
             if not (lost or scheduler_lost(None, client)):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from curator_dask.dropped import distribution_value
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard
-from curator_dask.observe.run_result import RunResult
+from curator_dask.observe.run_result import RunResult, describe_lost_workers
 
 __all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
            "label_distributions", "write_report"]
@@ -323,6 +323,9 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                f"{result.rows:,} written to <code>{html.escape(str(result.output_path))}"
                f"</code> in {len(result.files):,} files; {result.executor} executor, "
                f"{result.wall_seconds:.1f} s wall time.</p>")
+    lost = describe_lost_workers(result.lost_workers)
+    if lost:
+        summary += f"<p><b>{html.escape(lost)}.</b></p>"
     parts = [Div(text=summary, sizing_mode="stretch_width"),
              Div(text=_table_html(rows), sizing_mode="stretch_width")]
     parts.append(_bar("Documents after each stage", [r.stage for r in metrics],
