@@ -107,3 +107,23 @@ def test_sizes_and_counts_out_of_range_exit_2_at_dry_run(tmp_path, monkeypatch, 
     assert code == 2, err
     assert "p.yaml, line 4: " in err and key in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("stage, key, value", [
+    ("FuzzyDedup", "minhashes_per_band", str(10**11)),  # a signature of 2e12 hashes
+    ("FuzzyDedup", "num_bands", "0"),
+    ("FuzzyDedup", "char_ngrams", "-1"),
+    ("FuzzyDedup", "jaccard_threshold", "1.5"),
+    ("RepeatingTopNGramsFilter", "n", "0"),
+])
+def test_a_stage_parameter_out_of_its_range_exits_2_at_dry_run(tmp_path, monkeypatch, capsys,
+                                                               stage, key, value):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text('{"text": "one"}\n')
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.yaml").write_text(
+        f"reader: {{type: jsonl, path: data/}}\nstages:\n  - {stage}:\n      {key}: {value}\n")
+    code = main(["run", "p.yaml", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "p.yaml, line " in err and key in err and stage in err, err
