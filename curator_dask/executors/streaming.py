@@ -66,6 +66,7 @@ from curator_dask.executors.base import (
     raise_task_error,
 )
 from curator_dask.faults import scheduler_lost
+from curator_dask.observe.progress import chain_label
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.observe.run_result import TaskRecord
 
@@ -192,8 +193,8 @@ class StreamingExecutor(ClusterExecutor):
                              per_worker=segment.per_worker,
                              interval=self.balance_interval, label=state.layout.name)
         telemetry = RunTelemetry(client, state, segment.steps)
-        progress = self.progress_bar(state, len(segment.indices), f"{state.layout.name}: "
-                                     + " -> ".join(step.name for step in segment.steps))
+        progress = self.progress_bar(state, len(segment.indices), chain_label(
+            state.layout.name, [step.name for step in segment.steps]))
         window = Window(client, state, segment, planner, progress)
 
         def look_at_workers(now: float) -> bool:
