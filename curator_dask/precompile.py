@@ -5,7 +5,8 @@ this module runs the stages that use them once, on a tiny input of the types the
 pass, so the signatures cached are the ones a run will ask for. It sits above the stages
 and dedup it warms up, which know nothing of it. ``curator-dask demo`` runs
 :func:`precompile_in_background` while its cluster starts; an image build can run
-``python -c "from curator_dask.precompile import precompile; precompile()"``.
+``python -m curator_dask.precompile`` (the project's ``make demo`` and ``make test`` do,
+right after installing, so a fresh install's first run loads every kernel it uses).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import logging
 import threading
 import time
 
+import numpy as np
 import pandas as pd
 
+from curator_dask.dedup.fuzzy.components import union_find_components
 from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.numba_cache import cache_dir
 from curator_dask.stages.filters import heuristic, repetition
@@ -53,6 +56,13 @@ def precompile() -> float:
         MinHash(char_ngrams=24, num_hashes=4, use_64_bit_hash=True).signatures(texts)
     except Exception:
         logger.debug("precompile: minhash", exc_info=True)
+    try:  # fuzzy dedup's connected components on one worker
+        ends = [np.array([1, 2], np.int64), np.array([2, 3], np.int64)]
+        for array in ends:  # as a run passes them: read-only views of Arrow buffers
+            array.flags.writeable = False
+        union_find_components(*ends)
+    except Exception:
+        logger.debug("precompile: components", exc_info=True)
     seconds = time.perf_counter() - start
     logger.info("kernels compiled or loaded from %s in %.1f s", cache_dir(), seconds)
     return seconds
@@ -63,3 +73,13 @@ def precompile_in_background() -> threading.Thread:
     thread = threading.Thread(target=precompile, name="curator-dask-precompile", daemon=True)
     thread.start()
     return thread
+
+
+def main() -> None:
+    """``python -m curator_dask.precompile``: fill the kernel cache (an install step)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    precompile()
+
+
+if __name__ == "__main__":
+    main()

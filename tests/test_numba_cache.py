@@ -75,3 +75,42 @@ def test_a_numba_cache_dir_the_user_set_is_used_as_is(tmp_path):
     finally:
         for path in [site, *site.rglob("*")]:
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+# The kernels a curation job uses in one process: every heuristic filter the demo runs,
+# and fuzzy dedup in memory (MinHash, LSH, connected components on one worker).
+_JOB = """
+import pandas as pd
+from curator_dask import DocumentDataset
+from curator_dask.dedup import FuzzyDuplicates
+from curator_dask.stages.filters import (MeanWordLengthFilter, NumbersFilter,
+    RepeatedLinesFilter, UrlsFilter, WordCountFilter)
+
+texts = [f"document {i} says the same thing again and again, number {i % 3}" for i in range(40)]
+frame = pd.DataFrame({"id": range(40), "text": pd.Series(texts, dtype="str")})
+ds = DocumentDataset.from_pandas(frame, npartitions=2)
+for kind in (WordCountFilter, RepeatedLinesFilter, UrlsFilter, NumbersFilter,
+             MeanWordLengthFilter):
+    kind().score(ds.df.compute()["text"])
+print(len(FuzzyDuplicates(char_ngrams=5, num_bands=4, minhashes_per_band=2)
+          .identify(ds).df.compute()))
+"""
+
+
+@pytest.mark.slow
+def test_an_install_step_compiles_every_kernel_a_job_uses(tmp_path):
+    """``python -m curator_dask.precompile`` (what ``make demo`` runs after installing)
+    leaves nothing for a later job to compile: numba's cache log of the job shows only
+    loads, no kernel saved."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "kernels"))
+    subprocess.run([sys.executable, "-m", "curator_dask.precompile"], env=env, check=True,
+                   capture_output=True, timeout=600)
+    assert _nbi_files(tmp_path / "kernels")
+    job = subprocess.run([sys.executable, "-c", _JOB], env={**env, "NUMBA_DEBUG_CACHE": "1"},
+                         capture_output=True, text=True, timeout=600, check=True)
+    log = job.stdout + job.stderr
+    assert "data loaded from" in log  # the job did use the kernels, from the cache
+    compiled = sorted({line.split("/")[-1].strip("'") for line in log.splitlines()
+                       if "index saved" in line})
+    assert compiled == [], f"compiled after the install step: {compiled}"

@@ -37,6 +37,8 @@ from curator_dask.io.errors import OutputOverlapsInputError
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: The shell's code for a command ended by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(CuratorError):
@@ -333,11 +335,16 @@ def _cmd_run(args, echo: Callable[[str], None]) -> int:
             result = _run_pipeline(pipeline, config.executor(), config.performance_report)
         else:
             from curator_dask.cluster import dashboard_link, get_client
+            from curator_dask.precompile import precompile_in_background
 
+            # Kernels compile (or load) here while the cluster starts, into the cache its
+            # workers load from: no stage's time is a compile.
+            compiling = precompile_in_background()
             with get_client(**_local_options(cluster_options, args.verbose)) as client:
                 link = dashboard_link(client)
                 if link:
                     echo(f"Dask dashboard: {link}")
+                compiling.join()
                 result = _run_pipeline(pipeline, config.executor(client),
                                        config.performance_report)
         _print_result(pipeline, result, report, echo)
@@ -398,10 +405,14 @@ def _run_pipeline(pipeline, executor, performance_report):
 
 def _print_result(pipeline, result, report: str | None, echo) -> None:
     from curator_dask.observe.report import format_stage_table, stage_rows, write_report
+    from curator_dask.observe.run_result import describe_lost_workers
 
     echo("")
     echo(format_stage_table(stage_rows(result, pipeline.stages)))
     echo("")
+    lost = describe_lost_workers(result.lost_workers)
+    if lost:
+        echo(lost)
     if result.output_path:
         echo(f"{result.rows:,} documents written to {result.output_path} "
              f"({len(result.files):,} files) in {result.wall_seconds:.1f} s")
@@ -578,8 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_FAILURE
+        print(f"curator-dask {command}: interrupted; the parts finished so far are kept "
+              "(a pipeline file with 'resume: true' in its executor section goes on from "
+              "them)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `curator-dask stages | head`: the reader has what it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

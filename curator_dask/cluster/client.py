@@ -19,6 +19,7 @@ from curator_dask._distributed import (
     name_new_workers,
     scheduler_workers,
 )
+from curator_dask._worker_setup import PRELOAD as WORKER_PRELOAD
 from curator_dask.bounds import (
     Duration,
     MemorySize,
@@ -180,6 +181,10 @@ def get_client(  # noqa: PLR0912
     recycler = recycler_for(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
                          worker_lifetime_max_retiring)
     worker_kwargs = dict(cluster_kwargs)
+    # Ctrl-C is the driver's to answer: its worker processes ignore it (_worker_setup).
+    preload = worker_kwargs.get("preload") or []
+    worker_kwargs["preload"] = [*([preload] if isinstance(preload, str) else preload),
+                                WORKER_PRELOAD]
     for option in ("lifetime", "lifetime_stagger", "lifetime_restart"):
         if option in worker_kwargs:
             raise InvalidArgumentError(

@@ -16,6 +16,7 @@ import dask
 from curator_dask.executors.base import Executor
 from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import Segment
+from curator_dask.observe.progress import chain_label
 from curator_dask.stages.base import teardown_stage
 
 __all__ = ["LocalExecutor"]
@@ -48,8 +49,8 @@ class LocalExecutor(Executor):
     def run_segment(self, state: RunState, segment: Segment) -> None:
         """Each ``unit`` of partitions (the largest batch) through every step in turn."""
         indices, unit, last = segment.indices, segment.unit, segment.steps[-1]
-        progress = self.progress_bar(state, len(indices), f"{state.layout.name}: "
-                                     + " -> ".join(step.name for step in segment.steps))
+        progress = self.progress_bar(state, len(indices), chain_label(
+            state.layout.name, [step.name for step in segment.steps]))
         for first in range(0, len(indices), unit):
             items = [(None, (i,)) for i in indices[first:first + unit]]
             for step in segment.steps:

@@ -21,7 +21,7 @@ from curator_dask.errors import InvalidArgumentError, NoWorkersError
 from curator_dask.executors import runtime
 from curator_dask.executors.base import Executor
 from curator_dask.executors.state import RunState
-from curator_dask.faults import faults_explained
+from curator_dask.faults import faults_explained, lost_workers, scheduler_lost
 from curator_dask.io import atomic
 from curator_dask.stages.base import ProcessingStage, teardown_stage
 
@@ -84,15 +84,23 @@ class ClusterExecutor(Executor):
         try:
             with report_ctx, faults_explained(lambda: _partition_bytes(state), client):
                 yield
-        except BaseException:
+        except BaseException as err:
+            lost = scheduler_lost(err, client)
             # Before the error reaches the caller: its traceback holds the run's futures,
             # and the client holds the erred one's exception, so they would stay alive
             # (and their keys on the cluster) until the garbage collector breaks the cycle.
-            release_run(client, state.token)
+            # With the scheduler gone there is nothing to release: each call would wait
+            # out the connect timeout before failing.
+            if not lost:
+                release_run(client, state.token)
             raise
+        else:
+            lost = False
+            state.lost_workers = lost_workers(client, state.started_wall, state.token)
         finally:
             self.cleanup(state)
-            teardown_everywhere(client, state.layout.processing_stages, state.token)
+            if not (lost or scheduler_lost(None, client)):
+                teardown_everywhere(client, state.layout.processing_stages, state.token)
 
     def kept(self, state, results):
         return [part for _, part in sorted(results.items())]

@@ -33,6 +33,8 @@ class RunState:
     prefixes: dict[int, str] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     started_wall: float = field(default_factory=time.time)
+    #: Workers lost mid-run, as :func:`curator_dask.faults.lost_workers` finds them.
+    lost_workers: list[dict] = field(default_factory=list)
     first_output: float | None = None
     records: list[TaskRecord] = field(default_factory=list)
     write_stats: list[dict] = field(default_factory=list)
@@ -140,7 +142,7 @@ class RunState:
             partitions=self.partitions, partitions_skipped=self.skipped,
             wall_seconds=time.perf_counter() - self.started,
             time_to_first_output=self.first_output, dataset=dataset, records=records,
-            inputs=list(self.inputs),
+            inputs=list(self.inputs), lost_workers=list(self.lost_workers),
         )
 
 

@@ -61,6 +61,8 @@ from curator_dask.executors.balancing import (
 from curator_dask.executors.on_cluster import ClusterExecutor, raise_task_error
 from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import Segment, Step
+from curator_dask.faults import scheduler_lost
+from curator_dask.observe.progress import chain_label
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
 from curator_dask.observe.run_result import TaskRecord
 
@@ -174,8 +176,10 @@ class StreamingExecutor(ClusterExecutor):
         return worker_resources(client)
 
     def cleanup(self, state: RunState) -> None:
-        # Adaptive clusters stop counting the run's backlog, dashboards stop showing it.
-        publish_demand(state.client, state.token, None)
+        # Adaptive clusters stop counting the run's backlog, dashboards stop showing it
+        # (nothing to tell a scheduler that is gone: the call would wait out a timeout).
+        if not scheduler_lost(None, state.client):
+            publish_demand(state.client, state.token, None)
         clear_stage_gauges(state.layout.name, list(state.timelines))
 
     def run_segment(self, state: RunState, segment: Segment) -> None:
@@ -186,8 +190,8 @@ class StreamingExecutor(ClusterExecutor):
                              per_worker=segment.per_worker,
                              interval=self.balance_interval, label=state.layout.name)
         telemetry = RunTelemetry(client, state, segment.steps)
-        progress = self.progress_bar(state, len(segment.indices), f"{state.layout.name}: "
-                                     + " -> ".join(step.name for step in segment.steps))
+        progress = self.progress_bar(state, len(segment.indices), chain_label(
+            state.layout.name, [step.name for step in segment.steps]))
         window = Window(client, state, segment, planner, progress)
 
         def look_at_workers(now: float) -> bool:

@@ -30,7 +30,8 @@ import dask
 from curator_dask._compute import computed_by
 from curator_dask.faults import note_phase
 
-__all__ = ["Progress", "compute", "current", "log_interval", "persist", "phase", "reporting"]
+__all__ = ["Progress", "chain_label", "compute", "current", "log_interval", "persist", "phase",
+           "reporting"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,20 @@ _CURRENT: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 #: The label of the phase being computed (see :func:`phase`).
 _PHASE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "curator_dask_phase", default=None)
+
+
+def chain_label(pipeline: str, steps: list[str]) -> str:
+    """A progress line's label for a chain of steps, short enough for one line: the
+    first and last step and how many there are, where more than three run together.
+
+    >>> chain_label("demo", ["read_jsonl", "add_id"])
+    'demo: read_jsonl -> add_id'
+    >>> chain_label("demo", ["read_jsonl", "add_id", "word_count", "write_parquet"])
+    'demo: read_jsonl -> ... -> write_parquet (4 steps)'
+    """
+    if len(steps) <= 3:
+        return f"{pipeline}: " + " -> ".join(steps)
+    return f"{pipeline}: {steps[0]} -> ... -> {steps[-1]} ({len(steps)} steps)"
 
 
 def log_interval() -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from curator_dask.dropped import distribution_value
 from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard
-from curator_dask.observe.run_result import RunResult
+from curator_dask.observe.run_result import RunResult, describe_lost_workers
 
 __all__ = [
     "StageRow",
@@ -291,6 +291,12 @@ def _bar(title: str, labels: list[str], values: list[float], *, horizontal: bool
                   fig, sizing_mode="stretch_width")
 
 
+def _lost_workers_html(result: RunResult) -> str:
+    """A paragraph on the workers the run lost, or nothing."""
+    lost = describe_lost_workers(result.lost_workers)
+    return f"<p><b>{html.escape(lost)}.</b></p>" if lost else ""
+
+
 def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence | None = None,
                  title: str | None = None) -> str:
     """Write the curation report of ``result`` as one standalone HTML file.
@@ -329,6 +335,7 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                f"{result.rows:,} written to <code>{html.escape(str(result.output_path))}"
                f"</code> in {len(result.files):,} files; {result.executor} executor, "
                f"{result.wall_seconds:.1f} s wall time.</p>")
+    summary += _lost_workers_html(result)
     parts = [Div(text=summary, sizing_mode="stretch_width"),
              Div(text=_table_html(rows), sizing_mode="stretch_width")]
     parts.append(_bar("Documents after each stage", [r.stage for r in metrics],

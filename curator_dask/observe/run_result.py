@@ -20,6 +20,7 @@ __all__ = [
     "RunResult",
     "StageMetrics",
     "TaskRecord",
+    "describe_lost_workers",
     "format_stages",
     "stage_metrics",
 ]
@@ -140,6 +141,9 @@ class RunResult:
     #: What the run read (:class:`~curator_dask.io.overlap.InputPaths`): a report written
     #: later is kept clear of it.
     inputs: list = field(default_factory=list, repr=False)
+    #: Workers lost mid-run (killed, crashed, restarted for memory), each with the tasks
+    #: that ran again elsewhere by stage: ``[{"worker": ..., "retried": {stage: n}}]``.
+    lost_workers: list[dict] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[OutputTask]:
         if self.output_path is not None or self.dataset is None:
@@ -165,8 +169,10 @@ class RunResult:
             f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
 
     def summary(self) -> str:
-        """A table of the stages, for logs and terminals."""
-        return format_stages(self.stages)
+        """A table of the stages, for logs and terminals (and a line on the workers the
+        run lost, if it lost any)."""
+        lost = describe_lost_workers(self.lost_workers)
+        return format_stages(self.stages) + (f"\n{lost}" if lost else "")
 
 
 def stage_metrics(records: Iterable[Mapping],
@@ -206,3 +212,18 @@ def format_stages(stages: list[StageMetrics]) -> str:
     from curator_dask.observe.tables import text_table
 
     return text_table(header, rows)
+
+
+def describe_lost_workers(lost: list[dict]) -> str | None:
+    """One line on the workers a run lost, or None where it lost none."""
+    if not lost:
+        return None
+    retried: dict[str, int] = {}
+    for worker in lost:
+        for stage, count in worker["retried"].items():
+            retried[stage] = retried.get(stage, 0) + count
+    tasks = (", ".join(f"{stage} {count}" for stage, count in sorted(retried.items()))
+             or "none running")
+    return (f"{len(lost)} worker(s) lost during the run and their tasks ran again "
+            f"elsewhere (tasks retried: {tasks}); every document is still counted once. "
+            "The workers' logs say why they stopped")

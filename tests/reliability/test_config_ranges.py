@@ -70,6 +70,17 @@ def test_no_numeric_parameter_takes_a_non_number(case, value):
     assert parameter.name in message, message
 
 
+def dry_run(tmp_path, monkeypatch, capsys, body: str) -> tuple[int, str]:
+    """``curator-dask run p.yaml --dry-run`` on ``body`` beside a one-line input in
+    ``data/``: the exit code and stderr."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text('{"text": "one"}\n')
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.yaml").write_text(body)
+    code = main(["run", "p.yaml", "--dry-run"])
+    return code, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("section, key, value", [
     ("reader", "blocksize", "1e400"),
     ("reader", "blocksize", "'1e30'"),
@@ -92,9 +103,6 @@ def test_no_numeric_parameter_takes_a_non_number(case, value):
 ])
 def test_sizes_and_counts_out_of_range_exit_2_at_dry_run(tmp_path, monkeypatch, capsys,
                                                          section, key, value):
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "a.jsonl").write_text('{"text": "one"}\n')
-    monkeypatch.chdir(tmp_path)
     reader = "reader: {type: jsonl, path: data/}\n"
     body = {
         "reader": f"reader:\n  type: jsonl\n  path: data/\n  {key}: {value}\nstages: []\n",
@@ -102,9 +110,22 @@ def test_sizes_and_counts_out_of_range_exit_2_at_dry_run(tmp_path, monkeypatch, 
         "executor": f"{reader}stages: []\nexecutor:\n  {key}: {value}\n",
         "stage": f"{reader}stages:\n  - AddId:\n      {key}: {value}\n",
     }[section]
-    (tmp_path / "p.yaml").write_text(textwrap.dedent(body))
-    code = main(["run", "p.yaml", "--dry-run"])
-    err = capsys.readouterr().err
+    code, err = dry_run(tmp_path, monkeypatch, capsys, textwrap.dedent(body))
     assert code == 2, err
     assert "p.yaml, line 4: " in err and key in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("stage, key, value", [
+    ("FuzzyDedup", "minhashes_per_band", str(10**11)),  # a signature of 2e12 hashes
+    ("FuzzyDedup", "num_bands", "0"),
+    ("FuzzyDedup", "char_ngrams", "-1"),
+    ("FuzzyDedup", "jaccard_threshold", "1.5"),
+    ("RepeatingTopNGramsFilter", "n", "0"),
+])
+def test_a_stage_parameter_out_of_its_range_exits_2_at_dry_run(tmp_path, monkeypatch, capsys,
+                                                               stage, key, value):
+    code, err = dry_run(tmp_path, monkeypatch, capsys, f"reader: {{type: jsonl, path: data/}}\n"
+                        f"stages:\n  - {stage}:\n      {key}: {value}\n")
+    assert code == 2, err
+    assert "p.yaml, line " in err and key in err and stage in err, err

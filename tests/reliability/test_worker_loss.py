@@ -57,6 +57,11 @@ def test_a_worker_killed_mid_streaming_run_loses_and_duplicates_nothing(tmp_path
     assert victim not in process_client.run(os.getpid).values()
     assert result.partitions > 10 and result.rows == N_DOCS
     assert_upper_cased_exactly_once(corpus, out, result)
+    # The loss is in the result and its summary, once, with what ran again.
+    assert len(result.lost_workers) == 1, result.lost_workers
+    retried = result.lost_workers[0]["retried"]
+    assert set(retried) <= {"read_jsonl", "slow_upper", "write_parquet"}, retried
+    assert "1 worker(s) lost during the run" in result.summary()
 
 
 def test_a_worker_killed_mid_batch_run_loses_and_duplicates_nothing(tmp_path, process_client):
@@ -81,6 +86,7 @@ def test_a_worker_killed_mid_batch_run_loses_and_duplicates_nothing(tmp_path, pr
     assert killer.killed_at is not None and killer.killed_at < ended
     assert result.rows == N_DOCS
     assert_upper_cased_exactly_once(corpus, out, result)
+    assert len(result.lost_workers) == 1, result.lost_workers
 
 
 def test_streaming_and_batch_write_the_same_rows(tmp_path, process_client):
@@ -90,6 +96,9 @@ def test_streaming_and_batch_write_the_same_rows(tmp_path, process_client):
     batched = upper_pipeline(corpus.path, tmp_path / "b").run(BatchExecutor(progress=False))
     assert_upper_cased_exactly_once(corpus, tmp_path / "s", streamed)
     assert_upper_cased_exactly_once(corpus, tmp_path / "b", batched)
+    # Workers killed by earlier tests on this cluster are not this run's losses.
+    assert streamed.lost_workers == [] and batched.lost_workers == []
+    assert "lost" not in streamed.summary()
     s = read_output(tmp_path / "s").sort_values("id").reset_index(drop=True)
     b = read_output(tmp_path / "b").sort_values("id").reset_index(drop=True)
     pd.testing.assert_frame_equal(s, b)

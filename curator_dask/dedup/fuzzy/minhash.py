@@ -156,6 +156,10 @@ def _minhash_cudf(texts, a: np.ndarray, b: np.ndarray, seed: int, char_ngrams: i
 _minhash = backend_dispatch("minhash", pandas=_minhash_pandas, cudf=lambda: _minhash_cudf)
 
 
+#: The most hashes a signature may hold (a document's signature is this many 4 or 8
+#: bytes; the usual choice is 260).
+MAX_HASHES = 1 << 16
+
 class MinHash(ProcessingStage):
     """MinHash signatures of each document's character n-grams.
 
@@ -200,8 +204,11 @@ class MinHash(ProcessingStage):
         if not isinstance(char_ngrams, int) or char_ngrams < 2:
             raise InvalidArgumentError(
                 f"char_ngrams must be an integer of 2 or more, got {char_ngrams!r}")
-        if not isinstance(num_hashes, int) or num_hashes < 1:
-            raise InvalidArgumentError(f"num_hashes must be a positive integer, got {num_hashes!r}")
+        if not isinstance(num_hashes, int) or not 1 <= num_hashes <= MAX_HASHES:
+            raise InvalidArgumentError(
+                f"num_hashes (num_bands x minhashes_per_band) must be an integer from 1 to "
+                f"{MAX_HASHES}, got {num_hashes!r}: each document's signature holds that "
+                "many hashes (260 is the usual choice)")
         self.seed = seed
         self.char_ngrams = char_ngrams
         self.num_hashes = num_hashes
