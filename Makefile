@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast clean
+.PHONY: demo test test-fast lint clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "curator-dask needs Python 3.11 or newer"'
@@ -43,6 +43,10 @@ test: $(VENV)/.installed-test
 ## killed workers, adaptive scaling, the docs build).
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+## Lint the tree with ruff (the rules and their reasons are in pyproject.toml).
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

@@ -11,8 +11,8 @@ with the worker count, the balanced caps with what the bottleneck needs, so
 stages), with balancing but ``lend=False`` (every task on the workers its resources
 name), and with balancing as it is by default (at 4:1 the reads and writes are lent to
 the stand-in's spare slots), in one process on one cluster, and writes
-``benchmarks/results/balancing.json`` (``balancing-<n>cpu.json`` with other worker counts). A short run
-first imports everything on the workers, so warm-up costs of the first task per worker
+``benchmarks/results/balancing.json`` (``balancing-<n>cpu.json`` with other worker counts).
+A short run first imports everything on the workers, so warm-up costs of the first task per worker
 do not count against whichever run comes first. Before each run the workers collect
 garbage and trim their heaps.
 

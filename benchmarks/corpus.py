@@ -71,7 +71,7 @@ def build(directory: Path, size_mb: int, seed: int = 0) -> dict:
     copy = 0
     while written < size_mb * MB:
         docs: list[tuple[str, str]] = []
-        for words, source in zip(pages, sources):
+        for words, source in zip(pages, sources, strict=True):
             replaced = rng.random(len(words)) < 1 / REPLACE_EVERY
             picks = vocabulary[rng.integers(0, len(vocabulary), int(replaced.sum()))]
             words = np.array(words, dtype=object)
@@ -99,7 +99,7 @@ def build(directory: Path, size_mb: int, seed: int = 0) -> dict:
             if out is None or shard_bytes >= SHARD_BYTES:
                 if out is not None:
                     out.close()
-                out = open(directory / f"shard-{shard:04d}.jsonl", "wb")
+                out = open(directory / f"shard-{shard:04d}.jsonl", "wb")  # noqa: SIM115 (rotated)
                 shard, shard_bytes = shard + 1, 0
             out.write(piece)
             shard_bytes += len(piece)

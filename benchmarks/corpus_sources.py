@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from curator_dask.errors import CuratorError  # noqa: E402
+from curator_dask.errors import CuratorError
 
 MB = 1_000_000
 MIN_WORDS, MEDIAN_WORDS, MAX_WORDS = 50, 250, 6000
@@ -154,7 +154,7 @@ def troff_to_text(source: str) -> str:
             out.append(_troff_inline(line))
             continue
         parts = line[1:].strip().split(None, 1)
-        name, args = (parts + ["", ""])[:2] if parts else ("", "")
+        name, args = ([*parts, "", ""])[:2] if parts else ("", "")
         if name in ("de", "de1", "ig", "am"):
             skipping = True
         elif name in _TROFF_HEADINGS:
@@ -227,7 +227,7 @@ def pod_to_text(source: str) -> str:
     return "\n".join(out)
 
 
-def file_text(path: str) -> str:
+def file_text(path: str) -> str:  # noqa: PLR0911 (one return per format)
     """The plain text of one file, by its format; ``""`` for code, data, binary or huge.
 
     Plain text is a file named without a suffix (``copyright``, ``AUTHORS``) or with one of

@@ -109,6 +109,8 @@ def corpora(args, rng) -> dict:
 # -- curator-dask --------------------------------------------------------------------------------
 
 def run_curator(texts, files, partition_size):
+    from curator_dask.dropped import sum_dropped
+    from curator_dask.partition import Partition
     from curator_dask.stages.decontamination import build_index
     from curator_dask.stages.decontamination.stage import count_partition, decontaminate_partition
 
@@ -126,12 +128,11 @@ def run_curator(texts, files, partition_size):
         count_partition(part, index, "text")
     count_cpu = time.process_time() - cpu0
     cpu0 = time.process_time()
-    outputs = [decontaminate_partition(part, index, **options) for part in partitions]
+    outputs = [Partition(part).apply(decontaminate_partition, index, **options)
+               for part in partitions]
     cut_cpu = time.process_time() - cpu0
-    from curator_dask.dropped import get_counters, get_dropped, sum_dropped
-
-    counters = sum_dropped(get_counters(o) for o in outputs)
-    dropped = sum_dropped(get_dropped(o) for o in outputs)
+    counters = sum_dropped(o.counters for o in outputs)
+    dropped = sum_dropped(o.dropped for o in outputs)
     found = sum(v for k, v in counters.items() if k.endswith(".documents"))
     return {"index_build_cpu_s": round(build_cpu, 3), "index_ngrams": len(index),
             "index_mb": round(index.nbytes / 1e6, 2),

@@ -67,13 +67,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpus_sources  # noqa: E402
-from corpus_sources import (MB, MIN_WORDS, CorpusError, Source, as_sources,  # noqa: E402
-                            check_output, file_text, fingerprint_files, guard_keys,
-                            is_prose, jaccard, list_files, near_duplicate_mask,
-                            shingle_hashes, sorted_unique, split_documents)
+import corpus_sources
+from corpus_sources import (
+    MB,
+    MIN_WORDS,
+    CorpusError,
+    Source,
+    as_sources,
+    check_output,
+    file_text,
+    fingerprint_files,
+    guard_keys,
+    is_prose,
+    jaccard,
+    list_files,
+    near_duplicate_mask,
+    shingle_hashes,
+    sorted_unique,
+    split_documents,
+)
 
-__all__ = ["build", "main", "Source", "CorpusError"]
+__all__ = ["CorpusError", "Source", "build", "main"]
 
 logger = logging.getLogger("diverse_corpus")
 
@@ -317,13 +331,14 @@ class ShardWriter:
         self.files.append(name)
         self._bytes_in_shard = 0
         if self.fmt == "jsonl":
-            self._handle = open(self.directory / name, "w", encoding="utf-8")
+            # Open while the shard fills; closed when the next one starts or at the end.
+            self._handle = open(self.directory / name, "w", encoding="utf-8")  # noqa: SIM115
         else:
             self._handle = pq.ParquetWriter(self.directory / name, _parquet_schema())
 
     def _flush_rows(self) -> None:
         if self._rows:
-            ids, kinds, texts = zip(*self._rows)
+            ids, kinds, texts = zip(*self._rows, strict=True)
             self._handle.write_table(pa.table([pa.array(ids, pa.int64()), pa.array(kinds),
                                                pa.array(texts)], schema=_parquet_schema()))
             self._rows = []

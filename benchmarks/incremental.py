@@ -52,14 +52,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpus  # noqa: E402  (benchmarks/corpus.py)
-from fuzzy_dedup import (  # noqa: E402
+import corpus
+from fuzzy_dedup import (
     _maxrss_mb,
     _start_measuring,
     _tree_cpu,
     encode_datatrove_hashes,
 )
-from table import print_table  # noqa: E402
+from table import print_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "incremental.json"
 SCALE1 = Path("/work/corpus/scale1")
@@ -122,7 +122,7 @@ def make_line_corpus(directory: Path, size_mb: int, seed: int = 0) -> float:
              for _ in range(len(docs))]
     feet = ["\n".join(pool[rng.integers(0, len(pool), rng.integers(1, 4))])
             for _ in range(len(docs))]
-    docs["text"] = [f"{h}\n{t}\n{f}" for h, t, f in zip(heads, docs["text"], feet)]
+    docs["text"] = [f"{h}\n{t}\n{f}" for h, t, f in zip(heads, docs["text"], feet, strict=True)]
     _write_shards(docs[["id", "text"]], directory)
     return docs["text"].str.len().sum() / 1e6
 
@@ -164,20 +164,21 @@ def incremental_rows(client, base: Path, batch_dir: Path, batch: pd.DataFrame,
         out = work / f"{label}-{kind}"
         shutil.rmtree(out, ignore_errors=True)  # what an earlier run of the benchmark left
 
-        def scratch():
+        # Each closure binds this iteration's values: it runs before the loop moves on.
+        def scratch(kind=kind, workflow=workflow, out=out):
             options = {"perform_removal": True} if kind == "fuzzy" else {}
             workflow(input_path=[str(base), str(batch_dir)], output_path=str(out / "scratch"),
                      cache_path=str(out / "cache"), input_blocksize=BLOCKSIZE, **options).run()
             kept = set(pd.read_parquet(out / "scratch", columns=["id"])["id"].tolist())
             return sorted(batch_ids - kept)
 
-        def build():
+        def build(index_class=index_class, out=out):
             index = index_class(str(out / "index"))
             ds = DocumentDataset.read_jsonl(str(base), blocksize=BLOCKSIZE)
             index.query(ds).append()
             return index.keys
 
-        def incremental():
+        def incremental(index_class=index_class, out=out):
             index = index_class(str(out / "index"))
             query = index.query(DocumentDataset.read_jsonl(str(batch_dir), blocksize=BLOCKSIZE))
             query.kept.to_parquet(str(out / "incremental"))
@@ -213,7 +214,7 @@ def line_rows(client, work: Path, size_mb: int) -> list[dict]:
         directory = work / f"lines-{scale}x"
         megabytes = make_line_corpus(directory, size_mb * scale)
 
-        def run():
+        def run(directory=directory, scale=scale):
             stage = LineDedup()
             ds = DocumentDataset.read_jsonl(str(directory), blocksize=BLOCKSIZE)
             written = stage(ds).to_parquet(str(work / f"lines-out-{scale}x"), mode="overwrite")

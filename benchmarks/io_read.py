@@ -34,8 +34,10 @@ from table import print_table
 
 from curator_dask import DocumentDataset
 
-WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(-i).randint(2, 10)))
-         for i in range(5000)]
+WORDS = [
+    "".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(-i).randint(2, 10)))
+    for i in range(5000)
+]
 
 
 def generate(directory: Path, size_mb: int, n_files: int = 8) -> int:
@@ -103,8 +105,9 @@ def main() -> None:
     files = sorted(str(p) for p in data.glob("*.jsonl"))
 
     results = {}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as client:
+    with (LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                       host="127.0.0.1", dashboard_address=None) as cluster,
+          Client(cluster) as client):
         ours = lambda: int(DocumentDataset.read_jsonl(str(data), blocksize=args.blocksize)  # noqa: E731
                            .df.map_partitions(len).compute().sum())
         theirs = lambda: int(dd.read_json(files, lines=True, blocksize=args.blocksize)  # noqa: E731
@@ -124,7 +127,10 @@ def main() -> None:
         return run
 
     results["pyarrow.json, 1 thread"] = (*timed(pyarrow_single(False)), 1)
-    results[f"pyarrow.json, {os.cpu_count()} threads"] = (*timed(pyarrow_single(True)), os.cpu_count())
+    results[f"pyarrow.json, {os.cpu_count()} threads"] = (
+        *timed(pyarrow_single(True)),
+        os.cpu_count(),
+    )
 
     rows = {name: r[1] for name, r in results.items()}
     if len(set(rows.values())) != 1:

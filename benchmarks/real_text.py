@@ -235,7 +235,7 @@ def child_datasketch(data: str) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     lsh = MinHashLSH(num_perm=260, params=(20, 13))
     signatures = {}
-    for doc_id, text in zip(docs["id"].tolist(), docs["text"].tolist()):
+    for doc_id, text in zip(docs["id"].tolist(), docs["text"].tolist(), strict=True):
         m = MinHash(num_perm=260, seed=42)
         grams = {text} if len(text) <= 24 else {text[i:i + 24]
                                                  for i in range(len(text) - 24 + 1)}
@@ -291,7 +291,8 @@ def run_child(python: str, row: str, data: Path, workers: int, extra: list[str] 
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(
         p for p in [str(HERE.parent), full_env.get("PYTHONPATH", "")] if p)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout,
+                          check=False)
     if proc.returncode:
         raise RuntimeError(f"{row} ({python}) failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -417,7 +418,7 @@ def _demo_run(work: Path, cache: Path) -> dict:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "curator_dask.cli.main", "demo",
                            "--output", str(out)], capture_output=True, text=True, env=env,
-                          timeout=1800)
+                          timeout=1800, check=False)
     wall = time.perf_counter() - start
     if proc.returncode:
         raise RuntimeError(f"demo failed:\n{proc.stderr[-3000:]}")
@@ -427,14 +428,14 @@ def _demo_run(work: Path, cache: Path) -> dict:
         if len(parts) > 3 and parts[0] in ("word_count", "exact_dedup", "fuzzy_dedup"):
             stages[parts[0]] = parts[-1]
     return {"wall_s": wall, "stage_seconds": stages,
-            "summary": [l for l in proc.stdout.splitlines() if "documents written" in l]}
+            "summary": [line for line in proc.stdout.splitlines() if "documents written" in line]}
 
 
 def row_demo(args, data: Path) -> dict:
     work = Path(args.data_dir) / "work"
     work.mkdir(parents=True, exist_ok=True)
     firsts, warms = [], []
-    for i in range(args.repeat):
+    for _i in range(args.repeat):
         cache = Path(tempfile.mkdtemp(prefix="numba-cold-"))
         try:
             firsts.append(_demo_run(work, cache))  # an empty kernel cache

@@ -37,6 +37,7 @@ Writes every run to ``benchmarks/results/scale.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import json
@@ -79,7 +80,8 @@ class ProcessCluster:
         # 120 MB more after semantic dedup than with the system allocator, which the
         # nanny trims, and paused for good at 80% of its limit.
         quiet = {**os.environ, "PYTHONWARNINGS": "ignore", "ARROW_DEFAULT_MEMORY_POOL": "system"}
-        self.log = open(directory / "cluster.log", "ab")
+        # The cluster's processes write to it until the cluster is stopped.
+        self.log = open(directory / "cluster.log", "ab")  # noqa: SIM115
         self.scheduler = subprocess.Popen(
             [str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port",
              str(self.port), "--dashboard-address", ":0", "--no-show"],
@@ -97,10 +99,8 @@ class ProcessCluster:
 
         pids = []
         for process in self.workers:
-            try:
+            with contextlib.suppress(psutil.Error):
                 pids.extend(c.pid for c in psutil.Process(process.pid).children(recursive=True))
-            except psutil.Error:
-                pass
         return pids
 
     def all_pids(self) -> list[int]:
@@ -275,7 +275,7 @@ def with_embeddings(files: list[Path], directory: Path) -> Path:
 def _write(args, runs: list[dict]) -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(), "arguments": vars(args), "runs": runs}, indent=1) + "\n")
 
 
@@ -313,7 +313,7 @@ def main(argv=None) -> int:
                 shutil.rmtree(work, ignore_errors=True)
                 out = subprocess.run([sys.executable, __file__, "--child", row, str(data),
                                       str(work), str(args.workers), limit],
-                                     capture_output=True, text=True)
+                                     capture_output=True, text=True, check=False)
                 if out.returncode:
                     print(out.stderr[-3000:], file=sys.stderr)
                     continue

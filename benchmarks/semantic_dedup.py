@@ -147,7 +147,7 @@ def pairwise(x: np.ndarray, labels: np.ndarray, block: int) -> dict:
         for name in ("ours", "numpy"):
             largest = [0]
 
-            def seen(shape):
+            def seen(shape, largest=largest):
                 largest[0] = max(largest[0], shape[0] * shape[1])
 
             rss = RssSampler([os.getpid()], interval=0.01)
@@ -163,7 +163,7 @@ def pairwise(x: np.ndarray, labels: np.ndarray, block: int) -> dict:
             out[name] = {"cpu_s": used, "docs_per_core_s": len(x) / used,
                          "rss_growth_mb": (rss.peak - rss.baseline) / 2**20,
                          "largest_matrix": largest[0], "max_sim": results}
-    for a, b in zip(out["ours"].pop("max_sim"), out["numpy"].pop("max_sim")):
+    for a, b in zip(out["ours"].pop("max_sim"), out["numpy"].pop("max_sim"), strict=True):
         assert np.allclose(a[1:], b[1:], atol=1e-5), "ours and numpy disagree"
     return out
 

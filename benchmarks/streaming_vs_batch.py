@@ -139,7 +139,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu-workers", type=int, default=2)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    faulthandler.dump_traceback_later(int(os.environ.get("BENCH_DUMP_AFTER", "0")) or 10**6, exit=False)
+    faulthandler.dump_traceback_later(
+        int(os.environ.get("BENCH_DUMP_AFTER", "0")) or 10**6, exit=False
+    )
 
     with tempfile.TemporaryDirectory(prefix="curator-bench-") as tmp:
         tmp = Path(tmp)

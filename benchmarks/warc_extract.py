@@ -28,6 +28,7 @@ else the machine runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import tempfile
@@ -71,10 +72,8 @@ class TreeCpu:
 
     def _sample(self, into: dict[int, float]) -> None:
         for proc in psutil.Process().children(recursive=True):
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 into[proc.pid] = sum(proc.cpu_times()[:2])
-            except psutil.NoSuchProcess:
-                pass
 
     def _run(self):
         while not self._stop.wait(self.interval):

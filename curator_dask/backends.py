@@ -27,8 +27,15 @@ import numpy as np
 import pandas as pd
 from dask.utils import Dispatch
 
-__all__ = ["backend_of", "is_cudf", "is_cupy", "to_host", "series_like", "frame_like",
-           "backend_dispatch"]
+__all__ = [
+    "backend_dispatch",
+    "backend_of",
+    "frame_like",
+    "is_cudf",
+    "is_cupy",
+    "series_like",
+    "to_host",
+]
 
 
 def _root_module(obj) -> str:

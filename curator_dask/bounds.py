@@ -13,10 +13,10 @@ Examples
 >>> from curator_dask.stages.io_stages import JsonlReader
 >>> files_per_partition = [p for p in parameters_of(JsonlReader)
 ...                        if p.name == "files_per_partition"][0]
->>> files_per_partition.check(0)
+>>> files_per_partition.check(0)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-curator_dask.cli.registry.ParameterTypeError: files_per_partition expects int >= 1 | None, got 0 (input should be greater than or equal to 1)
+curator_dask.cli.registry.ParameterTypeError: files_per_partition expects int >= 1 | None, got 0 ...
 """
 
 from __future__ import annotations
@@ -27,8 +27,17 @@ from typing import Annotated, Literal
 from annotated_types import Ge, Gt, Le, Predicate
 from dask.utils import parse_bytes, parse_timedelta
 
-__all__ = ["PositiveInt", "NonNegativeInt", "PositiveNumber", "NonNegativeNumber", "Fraction",
-           "ByteSize", "MemorySize", "Duration", "MAX_BYTE_SIZE"]
+__all__ = [
+    "MAX_BYTE_SIZE",
+    "ByteSize",
+    "Duration",
+    "Fraction",
+    "MemorySize",
+    "NonNegativeInt",
+    "NonNegativeNumber",
+    "PositiveInt",
+    "PositiveNumber",
+]
 
 #: A count of at least one (partitions, files, workers' threads, tasks in flight).
 PositiveInt = Annotated[int, Ge(1)]

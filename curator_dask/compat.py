@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import CuratorError, InvalidArgumentError
 from curator_dask.migrate.mapping import Ignored, Refused, keyword_rules
 
 __all__ = ["FuzzyDuplicatesConfig", "NeMoCuratorWarning", "NeMoKeywordError", "nemo_keywords",
@@ -152,7 +152,7 @@ def nemo_keywords(*, nemo_config: type | None = None) -> Callable:
     def decorate(func: Callable) -> Callable:
         rules = dict(keyword_rules(f"{func.__module__}.{func.__qualname__}"))
         if not rules and nemo_config is None:
-            raise ValueError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
+            raise InvalidArgumentError(f"{func.__module__}.{func.__qualname__} has no NeMo Curator "
                              "keywords in curator_dask.migrate.mapping.KEYWORDS")
         positional = [p.name for p in inspect.signature(func).parameters.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

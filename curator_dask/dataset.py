@@ -3,13 +3,26 @@
 ``ds.df`` is the Dask dataframe; everything Dask offers works on it. The wrapper adds
 curator-dask's readers (planned partitions, clear errors on bad input), atomic writers
 and the drop counts that stages record.
+
+The counts cannot ride on the dataframe's partitions (a partition is a frame, and a
+frame carries nothing that survives every operation on every backend), so a dataset
+keeps its partitions twice over the same tasks: as envelopes
+(:class:`~curator_dask.envelopes.Envelopes`, one
+:class:`~curator_dask.partition.Partition` each, frame and counts) and as the
+dataframe of their frames (``ds.df``). A stage, :meth:`DocumentDataset.map_partitions`
+and the dedup removals add a step to the envelopes; a write and
+:meth:`DocumentDataset.dropped_counts` compute the envelopes, so each partition is
+computed once and its counts exactly. Operations on ``ds.df`` itself (a column set in
+place, a filter written with Dask) are seen: the dataset then takes the new dataframe
+as its partitions and carries the counts of the old ones beside it, computed from the
+same tasks.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import dask
 import dask.dataframe as dd
@@ -18,93 +31,23 @@ import pyarrow as pa
 
 from curator_dask._compute import compute
 from curator_dask.compat import nemo_keywords, renamed
-from curator_dask.dropped import get_counters, get_dropped, split_counts, sum_dropped
-from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.guard import guarded
-from curator_dask.io.jsonl import (
-    ENCODING_ERRORS,
-    ON_BAD_LINES,
-    EncodingErrors,
-    OnBadLines,
-    filename_column,
-    infer_jsonl_schema,
-    read_jsonl_partition,
-    read_jsonl_table,
-)
-from curator_dask.io.overlap import InputPaths, input_paths
-from curator_dask.io.parquet import (
-    infer_parquet_schema,
-    read_parquet_partition,
-    read_parquet_table,
-)
-from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
-from curator_dask.io.arrow_types import to_frame
-from curator_dask.io.tables import (
-    Backend,
-    check_backend,
-    schema_with_overrides,
-    with_text_column,
-)
-from curator_dask.io.warc import (
-    HTML_CONTENT_TYPES,
-    WARC_BLOCKSIZE,
-    WARC_EXTENSIONS,
-    WARC_SCHEMA,
-    read_warc_partition,
-)
-from curator_dask.io.output_state import finish_output
+from curator_dask.dataset_writes import WriteResult, file_spec, megatron_spec, write_partitions
+from curator_dask.dropped import counting, join_counts, split_counts, sum_dropped
+from curator_dask.envelopes import Envelopes, FunctionStep
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
+from curator_dask.io.jsonl import EncodingErrors, OnBadLines
+from curator_dask.io.overlap import InputPaths
+from curator_dask.io.planner import PartitionSpec
 from curator_dask.io.rollover import TargetFileSize
-from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
-from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
+from curator_dask.io.tables import Backend, check_backend
+from curator_dask.io.warc import HTML_CONTENT_TYPES
+from curator_dask.io.writers import WriteMode, WriteSpec
+from curator_dask.partition import Partition, Step
 
 __all__ = ["DocumentDataset", "WriteResult"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class WriteResult:
-    """What a write produced: the files, and rows, bytes, drop counts and counters in total."""
-
-    path: str
-    files: list[str]
-    rows: int
-    bytes: int
-    dropped: dict[str, int] = field(default_factory=dict)
-    #: Events counted upstream that dropped no document (entities redacted, ...), by name.
-    counters: dict[str, int] = field(default_factory=dict)
-    partitions: list[dict] = field(default_factory=list, repr=False)
-
-
-def _check_text_cast(text_cast) -> None:
-    if not isinstance(text_cast, bool):
-        raise TypeError(f"text_cast must be True or False, got {text_cast!r}")
-
-
-class _ReadPartition:
-    """The task that reads one planned partition (pickled to workers with its options)."""
-
-    def __init__(self, fmt: str, fs, schema: pa.Schema, options: dict):
-        self.fmt, self.fs, self.schema, self.options = fmt, fs, schema, options
-
-    def __call__(self, spec: PartitionSpec):
-        if self.fmt == "jsonl":
-            return read_jsonl_partition(spec, self.fs, self.schema, **self.options)
-        if self.fmt == "warc":
-            return read_warc_partition(spec, self.fs, **self.options)
-        return read_parquet_partition(spec, self.fs, self.schema, **self.options)
-
-    def table(self, spec: PartitionSpec) -> tuple[pa.Table, dict[str, int]]:
-        """The partition as an Arrow table, and the rows the reader skipped by reason:
-        for work that stays in Arrow from the reader to the writer."""
-        options = {k: v for k, v in self.options.items() if k != "backend"}
-        if self.fmt == "jsonl":
-            return read_jsonl_table(spec, self.fs, self.schema, **options)
-        return read_parquet_table(spec, self.fs, self.schema, **options)
-
-    @property
-    def backend(self) -> str:
-        return self.options.get("backend", "pandas")
 
 
 class DocumentDataset:
@@ -131,37 +74,127 @@ class DocumentDataset:
     def __init__(self, df: dd.DataFrame, *, plan: Sequence[PartitionSpec] | None = None,
                  sources: InputPaths | None = None):
         if not isinstance(df, dd.DataFrame):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"DocumentDataset wraps a dask.dataframe.DataFrame, got {type(df).__name__}; "
                 "use DocumentDataset.from_pandas for a pandas frame"
             )
-        self.df = df
+        self._set(Envelopes.of(df), df._meta, plan=plan, sources=sources)
+        self._df, self._df_name = df, df._name
+
+    def _set(self, parts: Envelopes, meta, *, plan=None, sources=None, blocksize=None,
+             schema=None) -> None:
+        self._parts, self._meta = parts, meta
+        # The dataframe of the frames, made on first use (and its name then, which tells
+        # an operation done on it in place).
+        self._df: dd.DataFrame | None = None
+        self._df_name: str | None = None
         # The partition plan the data was read with, kept while partitions map 1:1 to it.
         self.plan = list(plan) if plan is not None else None
         self.sources = sources
-        # For a dataset read from files: the callable that reads one PartitionSpec of
-        # ``plan`` (executors stream partitions through stages with it). Not carried on.
-        self.partition_reader = None
         #: Bytes per partition the plan was made with (given or chosen automatically;
         #: None for ``files_per_partition`` or data not read from files). Passing it as
         #: ``blocksize`` gives the same plan on any cluster.
-        self.blocksize: int | None = None
+        self.blocksize: int | None = blocksize
         #: The Arrow schema the data was read with (None for data not read from files),
         #: kept by every dataset derived from this one: writers give string columns the
         #: type it records (``string`` or ``large_string``).
-        self.schema: pa.Schema | None = None
+        self.schema: pa.Schema | None = schema
 
-    def _derive(self, df: dd.DataFrame) -> DocumentDataset:
-        keep_plan = self.plan is not None and df.npartitions == self.df.npartitions
-        derived = DocumentDataset(df, plan=self.plan if keep_plan else None,
-                                  sources=self.sources)
-        derived.blocksize = self.blocksize if keep_plan else None
-        derived.schema = self.schema
+    # -- the partitions: envelopes, and the dataframe of their frames -------------------
+    @property
+    def df(self) -> dd.DataFrame:
+        """The Dask dataframe of the documents."""
+        if self._df is None:
+            self._df = self._parts.frames(self._meta)
+            self._df_name = self._df._name
+        return self._df
+
+    @df.setter
+    def df(self, df: dd.DataFrame) -> None:
+        parts = self._envelopes()
+        self._parts = Envelopes.of(df, carried=parts.counts())
+        self._df, self._df_name, self._meta = df, df._name, df._meta
+
+    def _envelopes(self) -> Envelopes:
+        """The partitions as envelopes, after whatever was done to :attr:`df` in place
+        (a column set): then the dataframe is the partitions, the counts of the old
+        ones carried."""
+        if self._df is not None and self._df._name != self._df_name:
+            self._parts = Envelopes.of(self._df, carried=self._parts.counts())
+            self._df_name, self._meta = self._df._name, self._df._meta
+        return self._parts
+
+    def _derived(self, parts: Envelopes, meta, *, keep_plan: bool = True) -> DocumentDataset:
+        """A dataset of ``parts`` that keeps this one's sources, schema and (with
+        ``keep_plan``: the partitions still map 1:1 to it) plan."""
+        derived = DocumentDataset.__new__(DocumentDataset)
+        derived._set(parts, meta, plan=self.plan if keep_plan else None, sources=self.sources,
+                     blocksize=self.blocksize if keep_plan else None, schema=self.schema)
         return derived
+
+    def with_step(self, step: Step, meta) -> DocumentDataset:
+        """A dataset of these partitions after ``step`` (a callable ``step(partition,
+        index) -> Partition``, see :mod:`curator_dask.partition`), whose frames have
+        ``meta``'s columns: how a stage applies itself (``stage(ds)``)."""
+        return self._derived(self._envelopes().with_step(step), meta)
+
+    def with_frames(self, df: dd.DataFrame) -> DocumentDataset:
+        """A dataset of ``df``, made from this one's dataframe by Dask operations (a
+        column selection, a repartition): it keeps this one's sources and schema, and
+        the counts of this one's partitions, computed from the same tasks."""
+        parts = self._envelopes()
+        derived = self._derived(Envelopes.of(df, carried=parts.counts()), df._meta,
+                                keep_plan=self.plan is not None
+                                and df.npartitions == parts.npartitions)
+        derived._df, derived._df_name = df, df._name
+        return derived
+
+    def with_counts(self, dropped: Mapping[str, int],
+                    counters: Mapping[str, int] | None = None) -> DocumentDataset:
+        """This dataset with ``dropped`` (documents by reason) and ``counters`` added to
+        its counts: what a whole-dataset operation that ran on the client recorded."""
+        if not dropped and not counters:
+            return self
+        return self._carrying([join_counts(dropped, counters or {})])
+
+    def _carrying(self, counts: Sequence) -> DocumentDataset:
+        """This dataset with ``counts`` (joined mappings, or Delayed ones) carried."""
+        parts = self._envelopes()
+        derived = self._derived(replace(parts, carried=(*parts.carried, *counts)), self._meta)
+        derived._df, derived._df_name = self._df, self._df_name
+        return derived
+
+    def through(self, operation: Callable[[DocumentDataset], DocumentDataset]
+                ) -> DocumentDataset:
+        """``operation(ds)`` on these documents as a whole (a whole-dataset stage, a
+        dedup), counted once: ``operation`` sees the documents without the counts of
+        what came before (its output may be built from them, or not), and its output
+        carries those counts, with what ``operation`` recorded on the client."""
+        parts = self._envelopes()
+        bare = self._derived(Envelopes.of(self.df), self._meta)
+        bare._df, bare._df_name = self.df, self.df._name
+        with counting() as tally:
+            out = operation(bare)
+        return out._carrying([*parts.counts(), join_counts(tally.dropped, tally.counters)])
+
+    @property
+    def source(self) -> PartitionSource | None:
+        """The planned input this dataset is, as read (None once a step or an operation
+        changed it, or for data not read as planned); :mod:`curator_dask.io.source`."""
+        parts = self._envelopes()
+        if isinstance(parts.origin, PartitionSource) and not parts.steps:
+            return parts.origin
+        return None
+
+    def stream_source(self) -> tuple[PartitionSource | None, str]:
+        """The planned input the partitions can be streamed from, one task a partition
+        reading it and running the steps applied since (an executor streams on from a
+        whole-dataset stage's output this way), or None and why not."""
+        return self._envelopes().stream_source(self._meta)
 
     @property
     def npartitions(self) -> int:
-        return self.df.npartitions
+        return self._envelopes().npartitions
 
     def __repr__(self) -> str:
         return f"DocumentDataset(npartitions={self.npartitions}, columns={list(self.df.columns)})"
@@ -233,31 +266,12 @@ class DocumentDataset:
         storage_options : dict, optional
             Passed to fsspec.
         """
-        if on_bad_lines not in ON_BAD_LINES:
-            raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
-        if encoding_errors not in ENCODING_ERRORS:
-            raise ValueError(
-                f"encoding_errors must be one of {ENCODING_ERRORS}, got {encoding_errors!r}"
-            )
-        _check_text_cast(text_cast)
-        check_backend(backend)
-        fs, files = list_files(path, JSONL_EXTENSIONS, storage_options)
-        block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                                  blocksize=blocksize)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=block, fmt="jsonl", fs=fs)
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        inferred = infer_jsonl_schema(
-            fs, files, settled={text_field, *(input_meta or {})}, columns=columns,
-            on_conflict="error" if on_bad_lines == "error" else "keep",
-        )
-        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
-                                  text_field, columns is not None)
-        options = dict(text_field=text_field, add_filename=filename_column(add_filename),
-                       on_bad_lines=on_bad_lines, encoding_errors=encoding_errors,
-                       text_cast=text_cast, typed=tuple(input_meta or ()),
-                       columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("jsonl", fs, plan, schema, options, sources, block)
+        return cls.from_source(plan_jsonl(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            columns=columns, text_field=text_field, add_filename=add_filename,
+            input_meta=input_meta, backend=backend, on_bad_lines=on_bad_lines,
+            encoding_errors=encoding_errors, text_cast=text_cast,
+            storage_options=storage_options))
 
     @classmethod
     def read_json(cls, input_files: str | Sequence[str], **options) -> DocumentDataset:
@@ -287,22 +301,11 @@ class DocumentDataset:
         schema is the union of the footers of up to 16 files spread over the listing;
         errors name the file and the row (counted over the whole file).
         """
-        _check_text_cast(text_cast)
-        check_backend(backend)
-        fs, files = list_files(path, PARQUET_EXTENSIONS, storage_options)
-        block = resolve_blocksize(files, files_per_partition=files_per_partition,
-                                  blocksize=blocksize)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=block, fmt="parquet", fs=fs)
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        inferred = infer_parquet_schema(fs, files, settled={text_field, *(input_meta or {})},
-                                        columns=columns)
-        schema = with_text_column(schema_with_overrides(inferred, input_meta, columns),
-                                  text_field, True)
-        options = dict(text_field=text_field, add_filename=filename_column(add_filename),
-                       text_cast=text_cast, typed=tuple(input_meta or ()),
-                       columns_chosen=columns is not None, backend=backend)
-        return cls._from_plan("parquet", fs, plan, schema, options, sources, block)
+        return cls.from_source(plan_parquet(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            columns=columns, text_field=text_field, add_filename=add_filename,
+            input_meta=input_meta, backend=backend, text_cast=text_cast,
+            storage_options=storage_options))
 
     @classmethod
     def read_warc(
@@ -352,35 +355,33 @@ class DocumentDataset:
         >>> list(ds.df.columns)  # doctest: +SKIP
         ['url', 'warc_date', 'warc_record_id', 'content_type', 'charset', 'html']
         """
-        if files_per_partition is None and blocksize is None:
-            blocksize = WARC_BLOCKSIZE
-        fs, files = list_files(path, WARC_EXTENSIONS, storage_options)
-        plan = plan_partitions(files, files_per_partition=files_per_partition,
-                               blocksize=blocksize, fmt="warc", fs=fs)
-        options = dict(content_types=tuple(content_types),
-                       add_filename=filename_column(add_filename), backend="pandas")
-        sources = input_paths(path, storage_options, files=[f.path for f in files])
-        return cls._from_plan("warc", fs, plan, WARC_SCHEMA, options, sources)
+        return cls.from_source(plan_warc(
+            path, blocksize=blocksize, files_per_partition=files_per_partition,
+            content_types=content_types, add_filename=add_filename,
+            storage_options=storage_options))
 
     @classmethod
-    def _from_plan(cls, fmt, fs, plan, schema, options, sources=None,
-                   blocksize=None) -> DocumentDataset:
-        full = schema
-        if options["add_filename"]:
-            full = schema.append(pa.field(options["add_filename"], pa.string()))
-        meta = to_frame(full.empty_table(), options["backend"])
-        reader = _ReadPartition(fmt, fs, schema, options)
-        # The reader gives text columns Arrow strings itself; dask's convert-string would
-        # also turn every other object column (vectors, lists, dicts) into their repr.
-        with dask.config.set({"dataframe.convert-string": False}):
-            df = dd.from_map(reader, plan, meta=meta, label=f"read_{fmt}",
-                             enforce_metadata=False, divisions=[None] * (len(plan) + 1))
-        logger.info("planned %d partitions over %d bytes", len(plan),
-                    sum(p.nbytes for p in plan))
-        ds = cls(df, plan=plan, sources=sources)
-        ds.partition_reader = reader
-        ds.blocksize = blocksize
-        ds.schema = full
+    def from_source(cls, source: PartitionSource) -> DocumentDataset:
+        """The dataset of a planned input (:mod:`curator_dask.io.source`): one partition
+        per planned partition, each read by the source's reader in a task of its own.
+
+        The ``read_*`` methods are this over ``plan_jsonl``, ``plan_parquet`` and
+        ``plan_warc``; a pipeline's reader stage hands the same source to the executors.
+        """
+        ds = cls.__new__(cls)
+        ds._set(Envelopes.of(source), source.meta, plan=source.plan, sources=source.sources,
+                blocksize=source.blocksize, schema=source.schema)
+        return ds
+
+    @classmethod
+    def from_partitions(cls, parts: Sequence, meta, *,
+                        sources: InputPaths | None = None) -> DocumentDataset:
+        """The dataset of partitions already made: ``Delayed`` values or futures of
+        :class:`~curator_dask.partition.Partition` (what an executor keeps without a
+        writer), with frames like ``meta``; their counts come with them."""
+        ds = cls.__new__(cls)
+        ds._set(Envelopes.of(list(parts) or [dask.delayed(Partition(meta))]), meta,
+                sources=sources)
         return ds
 
     @classmethod
@@ -439,10 +440,8 @@ class DocumentDataset:
         >>> ds.to_parquet(out, mode="overwrite").files[0].rsplit("/", 1)[-1]
         'part-00000.parquet'
         """
-        spec = WriteSpec(path=str(path), fmt="parquet", compression=compression,
-                         filename_field=filename_field if write_to_filename else None,
-                         keep_filename_column=keep_filename_column,
-                         target_file_size=target_file_size)
+        spec = file_spec(path, "parquet", compression, write_to_filename and filename_field,
+                         keep_filename_column, target_file_size)
         return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     @nemo_keywords()
@@ -457,10 +456,8 @@ class DocumentDataset:
         Other parameters are those of :meth:`to_parquet`; a ``target_file_size`` in bytes
         counts the lines' bytes exactly (before compression).
         """
-        spec = WriteSpec(path=str(path), fmt="jsonl", compression=compression,
-                         filename_field=filename_field if write_to_filename else None,
-                         keep_filename_column=keep_filename_column,
-                         target_file_size=target_file_size)
+        spec = file_spec(path, "jsonl", compression, write_to_filename and filename_field,
+                         keep_filename_column, target_file_size)
         return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_megatron(self, path: str, tokenizer: str, *, text_field: str = "text",
@@ -489,69 +486,32 @@ class DocumentDataset:
         >>> result.counters, [f.rsplit("/", 1)[-1] for f in result.files]
         ({'tokens': 8}, ['part-00000.bin', 'part-00000.idx'])
         """
-        encoder = MegatronEncoder(TokenizerSpec(tokenizer, bos=bos, eos=eos,
-                                                add_special_tokens=add_special_tokens),
-                                  text_field=text_field, source_field=source_field)
-        spec = WriteSpec(path=str(path), fmt="encoded", encoder=encoder,
-                         target_file_size=target_file_size)
+        spec = megatron_spec(path, tokenizer, text_field, bos, eos, add_special_tokens,
+                             source_field, target_file_size)
         return self._write(path, spec, mode, storage_options, fingerprint, force)
 
     def to_json(self, output_path: str, *, partition_on: str | None = None,
                 **options) -> WriteResult:
         """NeMo Curator's name of :meth:`to_jsonl` (warns); same options."""
         if partition_on is not None:
-            raise TypeError(
+            raise ArgumentTypeError(
                 "DocumentDataset.to_json: partition_on= is NeMo Curator's and has no "
                 "counterpart in curator-dask; write one file per input file with "
                 "write_to_filename=True (read with add_filename=True)")
         renamed("DocumentDataset.to_json(...)", "DocumentDataset.to_jsonl(...)")
         return self.to_jsonl(output_path, **options)
 
-    def _write(self, path, spec: WriteSpec, mode, storage_options, fingerprint,
-               force) -> WriteResult:
-        """Write every partition as ``spec`` says (its options checked when it was made,
-        before the output directory is touched)."""
-        if spec.filename_field is not None:
-            if spec.filename_field not in self.df.columns:
-                raise KeyError(
-                    f"write_to_filename needs the column {spec.filename_field!r}; read with "
-                    f"add_filename=True (columns: {list(self.df.columns)})"
-                )
-            self._check_whole_files()
-        with guarded(path, "output directory", inputs=[self.sources],
-                     storage_options=storage_options, force=force) as out:
-            first = prepare_output(out, mode, fingerprint=fingerprint)
-            spec = replace(spec, path=out.path, first_index=first, schema=self.schema)
-            token = dask.base.tokenize(self.df, spec)
-            tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
-                                              dask_key_name=f"write-{token}-{i}")
-                     for i, part in enumerate(self.df.to_delayed())]
-            # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-            stats = list(compute(*tasks))
-            finish_output(out.fs, out.path, spec.encoder, stats)
-        files = sorted(f for s in stats for f in s["files"])
-        dropped, counters = split_counts(sum_dropped(s["dropped"] for s in stats))
-        return WriteResult(
-            path=path, files=files, rows=sum(s["rows"] for s in stats),
-            bytes=sum(s["bytes"] for s in stats),
-            dropped=dropped, counters=counters, partitions=stats,
-        )
-
-    def _check_whole_files(self) -> None:
-        if self.plan is None:
-            return
-        split = sorted({s.file.name for p in self.plan for s in p.slices if not s.whole})
-        if split:
-            raise ValueError(
-                f"write_to_filename: {len(split)} source file(s) were split across partitions "
-                f"by blocksize (first: {split[0]!r}), so each would be written twice. Read with "
-                "files_per_partition=1, or a blocksize larger than the largest file."
-            )
+    def _write(self, path, spec: WriteSpec, *options) -> WriteResult:
+        return write_partitions(self._envelopes(), path, spec, *options, plan=self.plan,
+                                meta=self._meta, sources=self.sources, schema=self.schema)
 
     # -- in memory ----------------------------------------------------------------------
     def persist(self) -> DocumentDataset:
-        """Compute the partitions and keep them in (cluster) memory."""
-        return self._derive(self.df.persist())
+        """Compute the partitions and keep them in (cluster) memory, counts included."""
+        parts = self._envelopes()
+        kept = dask.persist(*parts.delayed(), *parts.carried)
+        n = parts.npartitions
+        return self._derived(Envelopes.of(list(kept[:n]), carried=kept[n:]), self._meta)
 
     def head(self, n: int = 5):
         """The first ``n`` documents (from the first partition)."""
@@ -561,18 +521,26 @@ class DocumentDataset:
                     partition_size: int | str | None = None) -> DocumentDataset:
         """Change the number of partitions (``npartitions``) or their size in memory."""
         if (npartitions is None) == (partition_size is None):
-            raise ValueError("give exactly one of npartitions or partition_size")
+            raise InvalidArgumentError("give exactly one of npartitions or partition_size")
         if npartitions is not None:
             df = self.df.repartition(npartitions=npartitions)
         else:
             df = self.df.repartition(partition_size=partition_size)
-        repartitioned = DocumentDataset(df, sources=self.sources)
-        repartitioned.schema = self.schema
+        repartitioned = self.with_frames(df)
+        repartitioned.plan = repartitioned.blocksize = None
         return repartitioned
 
-    def map_partitions(self, func, *args, **kwargs) -> DocumentDataset:
-        """``df.map_partitions(func, ...)`` as a dataset that keeps this one's sources
-        (and plan), so writing it still refuses an output on top of the input.
+    def map_partitions(self, func, *args, meta=None, **kwargs) -> DocumentDataset:
+        """``func(partition, *args, **kwargs)`` on every partition, as a dataset that keeps
+        this one's sources (and plan), so writing it still refuses an output on top of
+        the input, and counts what ``func`` records
+        (:func:`~curator_dask.dropped.record_dropped`).
+
+        ``args`` may hold Dask collections, as for Dask's ``map_partitions``: a
+        dataframe of one partition goes whole to every partition, one with as many
+        partitions as this dataset goes partition by partition. ``meta``: the output's
+        empty frame (inferred by Dask when not given); a ``func`` that takes
+        ``partition_info`` gets ``{"number": i}``.
 
         Examples
         --------
@@ -582,20 +550,50 @@ class DocumentDataset:
         >>> upper.df.compute()["text"].tolist()
         ['A', 'B']
         """
-        return self._derive(self.df.map_partitions(func, *args, **kwargs))
+        for option in ("align_dataframes", "enforce_metadata", "token"):
+            kwargs.pop(option, None)  # Dask's own options: the step needs none of them
+        if meta is None:  # as Dask infers it: the function on the empty frame
+            meta = self.df.map_partitions(func, *args, align_dataframes=False,
+                                          **kwargs)._meta
+        parts = self._envelopes()
+        if not any(dask.is_dask_collection(arg) for arg in args):
+            return self._derived(parts.with_step(FunctionStep(func, args,
+                                                              tuple(kwargs.items()))), meta)
+        return self._derived(parts.with_layer(func, args, kwargs), meta)
 
     def to_backend(self, backend: str) -> DocumentDataset:
         """Move partitions to ``"pandas"`` (host) or ``"cudf"`` (GPU) frames."""
         check_backend(backend)
-        return self._derive(self.df.to_backend(backend))
+        return self.with_frames(self.df.to_backend(backend))
+
+    def to_partitions(self) -> list:
+        """The partitions as ``dask.delayed`` :class:`~curator_dask.partition.Partition`
+        values: each frame with its drop counts and counters, from the same tasks as
+        :attr:`df`'s partitions.
+
+        Examples
+        --------
+        >>> import dask, pandas as pd
+        >>> from curator_dask.dropped import record_dropped
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "", "b"]}))
+        >>> def drop_empty(df):
+        ...     keep = df["text"] != ""
+        ...     return record_dropped(df[keep], "empty", int((~keep).sum()))
+        >>> [part.dropped for part in dask.compute(*ds.map_partitions(drop_empty).to_partitions())]
+        [{'empty': 1}]
+        """
+        return self._envelopes().delayed()
 
     def dropped_counts(self) -> dict[str, int]:
         """Documents dropped upstream, by reason, summed over partitions (computes)."""
-        tasks = [dask.delayed(get_dropped)(part) for part in self.df.to_delayed()]
-        return sum_dropped(dask.compute(*tasks))
+        return self._counts()[0]
 
     def counters(self) -> dict[str, int]:
         """Events counted upstream that dropped no document (for example entities
         redacted, by type), by name, summed over partitions (computes)."""
-        tasks = [dask.delayed(get_counters)(part) for part in self.df.to_delayed()]
-        return sum_dropped(dask.compute(*tasks))
+        return self._counts()[1]
+
+    def _counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        dropped, counters = split_counts(sum_dropped(compute(*self._envelopes().counts())))
+        return dict(sorted(dropped.items())), dict(sorted(counters.items()))
+

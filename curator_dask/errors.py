@@ -20,7 +20,9 @@ from __future__ import annotations
 from dask.utils import key_split
 from distributed.scheduler import NoWorkerError
 
-__all__ = ["CuratorError", "NoWorkersError", "ResourceUnavailableError", "WorkerLifetimeError"]
+__all__ = ["ArgumentTypeError", "ComputationError", "CuratorError", "InvalidArgumentError",
+           "MissingDependencyError", "MissingFileError", "NameNotFoundError", "NoWorkersError",
+           "ResourceUnavailableError", "RunStateError", "WorkerLifetimeError"]
 
 
 def _restore(cls: type[CuratorError], args: tuple, state: dict) -> CuratorError:
@@ -43,6 +45,47 @@ class CuratorError(Exception):
         # from the arguments and attributes instead of calling __init__ again, so an error
         # raised on a Dask worker reaches the client intact (type, message, attributes).
         return _restore, (type(self), self.args, self.__dict__)
+
+
+# -- the kinds of deliberate error every layer raises ------------------------------------------
+
+class InvalidArgumentError(CuratorError, ValueError):
+    """An argument's value is not one the callable takes: out of its range, not one of
+    its choices, or in conflict with another argument. The message names the argument,
+    the value and what to give instead."""
+
+
+class ArgumentTypeError(CuratorError, TypeError):
+    """An argument of a type the callable does not take (a pandas frame where a dataset
+    is needed, a string where a list is), or a partition of a backend a stage does not
+    work on."""
+
+
+class MissingDependencyError(CuratorError, ImportError):
+    """A feature needs an optional package that is not installed; the message names the
+    extra to install (``pip install 'curator-dask[dedup]'``)."""
+
+
+class MissingFileError(CuratorError, FileNotFoundError):
+    """A file the project needs (a model, a script to rewrite, a record a rerun reads) is
+    not where it was looked for."""
+
+
+class NameNotFoundError(CuratorError, KeyError):
+    """A name looked up is not there (a stage of a run, a parameter of a stage, a column,
+    a field of a record); the message lists the names there are."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class RunStateError(CuratorError, RuntimeError):
+    """Something that needs a run in progress was called outside one, or the other way
+    round (a guard entered twice)."""
+
+
+class ComputationError(CuratorError, RuntimeError):
+    """A computation could not finish as asked (an iteration that did not converge)."""
 
 
 # -- errors of running a pipeline on a cluster ------------------------------------------------

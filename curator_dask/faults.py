@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,8 +30,17 @@ from dask.utils import format_bytes, key_split
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["SchedulerLostError", "WorkerMemoryError", "WorkerDiedError", "explain_fault",
-           "faults_explained", "lost_workers", "scheduler_lost", "MEMORY_EVENT", "note_phase"]
+__all__ = [
+    "MEMORY_EVENT",
+    "SchedulerLostError",
+    "WorkerDiedError",
+    "WorkerMemoryError",
+    "explain_fault",
+    "faults_explained",
+    "lost_workers",
+    "note_phase",
+    "scheduler_lost",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +55,9 @@ def note_phase(error: BaseException, label: str) -> None:
     error already names is kept), so that :func:`explain_fault` can name it after the
     phase has ended."""
     if getattr(error, _PHASE_ATTRIBUTE, None) is None:
-        try:
+        # An error type with __slots__ takes no attribute: it goes unnamed.
+        with contextlib.suppress(AttributeError):
             setattr(error, _PHASE_ATTRIBUTE, label)
-        except AttributeError:  # an error type with __slots__: it goes unnamed
-            pass
 
 
 class WorkerDiedError(CuratorError, RuntimeError):

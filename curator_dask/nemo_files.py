@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset, WriteResult
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.tables import Backend
 
 __all__ = ["get_all_files_paths_under", "read_data", "separate_by_metadata"]
@@ -77,8 +78,9 @@ def read_data(input_files: str | Sequence[str], file_type: str = "jsonl",
         return DocumentDataset.read_jsonl(input_files, input_meta=input_meta, **kwargs).df
     if file_type == "parquet":
         return DocumentDataset.read_parquet(input_files, input_meta=input_meta, **kwargs).df
-    raise ValueError(f"read_data: file_type must be 'jsonl' or 'parquet', got {file_type!r} "
-                     "(curator-dask does not read pickle files)")
+    raise InvalidArgumentError(
+        f"read_data: file_type must be 'jsonl' or 'parquet', got {file_type!r} "
+        "(curator-dask does not read pickle files)")
 
 
 def _with_target(df, metadata_field: str, suffix: str, partition_info=None):
@@ -115,13 +117,14 @@ def separate_by_metadata(input_data, output_dir: str, metadata_field: str,
         df = df[~df[metadata_field].isin(list(exclude_values))]
     suffix = {"jsonl": ".jsonl", "parquet": ".parquet"}.get(output_type)
     if suffix is None:
-        raise ValueError(f"separate_by_metadata: output_type must be 'jsonl' or 'parquet', "
-                         f"got {output_type!r}")
+        raise InvalidArgumentError(
+            f"separate_by_metadata: output_type must be 'jsonl' or 'parquet', "
+            f"got {output_type!r}")
     meta = df._meta.assign(**{_TARGET: df._meta[metadata_field].astype("string")})
     targeted = df.map_partitions(_with_target, metadata_field, suffix, meta=meta)
     if remove_metadata:
         targeted = targeted.drop(columns=[metadata_field])
-    out = ds._derive(targeted)
+    out = ds.with_frames(targeted)
     write = out.to_jsonl if output_type == "jsonl" else out.to_parquet
     written: WriteResult = write(output_dir, write_to_filename=True, filename_field=_TARGET,
                                  **options)

@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir", "default_cache_dir", "configure", "njit"]
+__all__ = ["CACHE_ENV", "cache_dir", "configure", "default_cache_dir", "njit"]
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,9 @@ import logging
 from collections.abc import Sequence
 
 from curator_dask.compat import nemo_keywords
-from curator_dask.executors.base import Executor, Layout
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
+from curator_dask.executors.base import Executor
+from curator_dask.executors.layout import Layout
 from curator_dask.observe.run_result import RunResult, StageMetrics
 from curator_dask.stages.base import ProcessingStage, Sequential, WholeDatasetStage, unique_name
 from curator_dask.stages.io_stages import ReaderStage, WriterStage
@@ -54,7 +56,7 @@ class Pipeline:
     def __init__(self, name: str, description: str | None = "",
                  stages: Sequence | None = None):
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a pipeline needs a non-empty name, got {name!r}")
+            raise InvalidArgumentError(f"a pipeline needs a non-empty name, got {name!r}")
         self.name = name
         self.description = description or ""
         self.stages: list = []
@@ -74,18 +76,18 @@ class Pipeline:
                 self.add_stage(inner)
             return self
         if not isinstance(stage, (ReaderStage, WriterStage, ProcessingStage, WholeDatasetStage)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"add_stage takes a reader, a ProcessingStage, a WholeDatasetStage, a writer "
                 f"or a Sequential, got {type(stage).__name__}; wrap a function of one "
                 "partition with @processing_stage"
             )
         if isinstance(stage, ReaderStage) and self.stages:
-            raise ValueError(f"pipeline {self.name!r}: a reader must be the first stage")
+            raise InvalidArgumentError(f"pipeline {self.name!r}: a reader must be the first stage")
         if not isinstance(stage, ReaderStage) and not self.stages:
-            raise ValueError(f"pipeline {self.name!r}: add a reader (JsonlReader or "
+            raise InvalidArgumentError(f"pipeline {self.name!r}: add a reader (JsonlReader or "
                              f"ParquetReader) before {stage!r}")
         if self.stages and isinstance(self.stages[-1], WriterStage):
-            raise ValueError(f"pipeline {self.name!r}: nothing can follow the writer "
+            raise InvalidArgumentError(f"pipeline {self.name!r}: nothing can follow the writer "
                              f"{self.stages[-1]!r}")
         if isinstance(stage, ProcessingStage):
             stage = self._uniquely_named(stage)

@@ -15,9 +15,8 @@ import logging
 import threading
 import time
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from curator_dask.dedup.fuzzy.components import union_find_components
 from curator_dask.dedup.fuzzy.minhash import MinHash
@@ -50,19 +49,19 @@ def precompile() -> float:
     for document_filter in filters:
         try:
             document_filter.score(texts)
-        except Exception:  # noqa: BLE001 - warming up is best effort, never an error
+        except Exception:  # warming up is best effort, never an error
             logger.debug("precompile: %s", type(document_filter).__name__, exc_info=True)
     try:
         MinHash(char_ngrams=5, num_hashes=4).signatures(texts)
         MinHash(char_ngrams=24, num_hashes=4, use_64_bit_hash=True).signatures(texts)
-    except Exception:  # noqa: BLE001
+    except Exception:
         logger.debug("precompile: minhash", exc_info=True)
     try:  # fuzzy dedup's connected components on one worker
         ends = [np.array([1, 2], np.int64), np.array([2, 3], np.int64)]
         for array in ends:  # as a run passes them: read-only views of Arrow buffers
             array.flags.writeable = False
         union_find_components(*ends)
-    except Exception:  # noqa: BLE001
+    except Exception:
         logger.debug("precompile: components", exc_info=True)
     seconds = time.perf_counter() - start
     logger.info("kernels compiled or loaded from %s in %.1f s", cache_dir(), seconds)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
+
 __all__ = ["Resources"]
 
 
@@ -41,10 +43,10 @@ class Resources:
     {'GPU': 0.5}
     >>> Resources(gpu_memory_gb=8).to_dask()
     {'GPU_MEMORY_GB': 8.0}
-    >>> Resources(gpus=1.5)
+    >>> Resources(gpus=1.5)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Resources(gpus=1.5): more than one GPU must be a whole number (use 1 or 2, or a fraction below 1 to share a GPU)
+    curator_dask.errors.InvalidArgumentError: Resources(gpus=1.5): more than one GPU must be ...
     """
 
     cpus: float = 1.0
@@ -55,22 +57,24 @@ class Resources:
         for field in ("cpus", "gpus", "gpu_memory_gb"):
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise TypeError(f"Resources({field}={value!r}): expected a number")
+                raise ArgumentTypeError(f"Resources({field}={value!r}): expected a number")
             if math.isnan(value) or value < 0:
-                raise ValueError(f"Resources({field}={value!r}): must be a non-negative number")
+                raise InvalidArgumentError(
+                    f"Resources({field}={value!r}): must be a non-negative number")
             object.__setattr__(self, field, float(value))
         if self.gpus and self.gpu_memory_gb:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Resources(gpus={self.gpus:g}, gpu_memory_gb={self.gpu_memory_gb:g}): "
                 "give either gpus or gpu_memory_gb, not both"
             )
         if self.gpus > 1 and not self.gpus.is_integer():
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Resources(gpus={self.gpus:g}): more than one GPU must be a whole number "
                 "(use 1 or 2, or a fraction below 1 to share a GPU)"
             )
         if not (self.cpus or self.gpus or self.gpu_memory_gb):
-            raise ValueError("Resources(): a stage must ask for some CPU or GPU (all were 0)")
+            raise InvalidArgumentError(
+                "Resources(): a stage must ask for some CPU or GPU (all were 0)")
 
     @property
     def requires_gpu(self) -> bool:

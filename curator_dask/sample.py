@@ -43,7 +43,7 @@ import pandas as pd
 from curator_dask.io import atomic
 from curator_dask.io.guard import guarded
 
-__all__ = ["SAMPLE_FILE", "sample_documents", "noisy_sample", "write_shards"]
+__all__ = ["SAMPLE_FILE", "noisy_sample", "sample_documents", "write_shards"]
 
 #: The bundled sample, inside the ``curator_dask.data`` package.
 SAMPLE_FILE = "python-docs-sample.jsonl.gz"
@@ -174,7 +174,7 @@ def noisy_sample(limit: int | None = None, *, exact_duplicate_fraction: float = 
     originals = sample_documents(limit)
     n = len(originals)
     rows: list[dict] = [{"text": t, "source": s, "planted": "original"}
-                        for t, s in zip(originals["text"], originals["source"])]
+                        for t, s in zip(originals["text"], originals["source"], strict=True)]
 
     def pick(fraction: float) -> list[int]:
         return sorted(rng.choice(n, size=min(n, round(n * fraction)), replace=False).tolist())

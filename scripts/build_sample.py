@@ -18,7 +18,9 @@ import sys
 import warnings
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "curator_dask" / "data" / "python-docs-sample.jsonl.gz"
+OUT = (
+    Path(__file__).resolve().parent.parent / "curator_dask" / "data" / "python-docs-sample.jsonl.gz"
+)
 SKIP = re.compile(r"^(test|idlelib|tkinter|turtle|lib2to3|ensurepip|this|antigravity|__)")
 
 

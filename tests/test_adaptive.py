@@ -21,8 +21,8 @@ from distributed import LocalCluster
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from curator_dask import Resources, processing_stage
-from curator_dask import cluster as cluster_module
 from curator_dask.cluster import add_cpu_workers, get_client, worker_resources
+from curator_dask.cluster import client as cluster_module
 from curator_dask.executors import StreamingExecutor
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
@@ -92,7 +92,8 @@ def test_an_adaptive_cluster_grows_for_a_streaming_run_and_shrinks_after(corpus)
     assert_every_document_exactly_once(corpus / "out")
 
 
-@processing_stage(name="gpu_model", resources=Resources(gpus=1), output_columns={"score": "float64"})
+@processing_stage(name="gpu_model", resources=Resources(gpus=1),
+                  output_columns={"score": "float64"})
 def gpu_model(df):
     time.sleep(0.1)
     return df.assign(score=df["n"] / 10.0)
@@ -157,7 +158,7 @@ def test_adapt_on_a_mixed_cluster_starts_cpu_workers_and_keeps_the_gpu_ones(monk
 
 
 def test_adaptive_options_are_checked():
-    with pytest.raises(ValueError, match="unknown option.*minimum, maximum"):
+    with pytest.raises(ValueError, match=r"unknown option.*minimum, maximum"):
         get_client(adaptive={"max": 4})
     with pytest.raises(ValueError, match="pass cluster="):
         get_client(scheduler_address="tcp://127.0.0.1:1", adaptive={"maximum": 4})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -31,7 +32,7 @@ def module_files(root: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def imported_names(module: str, path: Path) -> list[tuple[str, int]]:
     """Every absolute module name ``module`` imports (``from x import y`` gives ``x.y``,
     which may be a module or a name in ``x``), with its line."""
@@ -121,7 +122,7 @@ def loop_through(component: list[str], graph: dict[str, dict[str, int]]) -> str:
         seen.add(target)
     first = path.index(path[-1])
     loop = path[first:]
-    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(loop, loop[1:])) + \
+    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in itertools.pairwise(loop)) + \
         f" -> {loop[-1]}"
 
 
@@ -208,6 +209,17 @@ def test_fsspec_private_api_is_used_in_one_module_only():
              if isinstance(node, ast.Attribute) and node.attr == "_strip_protocol"]
     assert wrong == []
 
+
+@pytest.mark.slow
+def test_a_partition_path_never_calls_back_up_a_layer():
+    from curator_dask.testing.path import Hop, partition_path
+
+    path = partition_path()
+    # The tool saw the whole path: the read, the stage and the write of the partition.
+    assert {Hop("curator_dask.executors.runtime", name)
+            for name in ("read_task", "stage_task", "write_task")} <= set(path.hops)
+    assert Hop("curator_dask.io.writers", "write_part") in path.hops
+    assert path.upward == []
 
 def test_no_script_directory_shadows_a_standard_library_module():
     """Tests put ``benchmarks/`` and ``tests/`` first on ``sys.path``, and worker processes

@@ -47,7 +47,7 @@ def test_each_source_gives_its_share_of_the_target(two_sources):
     assert out["text"].is_unique
     web = {r["text"] for k in range(3) for r in source(f"web{k}", 40)}
     assert set(out.loc[out["source"] == "web", "text"]) <= web
-    assert reader.plan.documents == [60, 20]
+    assert reader.blend_plan.documents == [60, 20]
 
 
 def test_the_same_documents_however_the_sources_are_cut(two_sources):
@@ -69,7 +69,7 @@ def test_shares_are_exact_and_sum_to_the_target(target, weights, partitions):
     counts = blend_datasets(target, [a, b], weights, seed=1, names=["a", "b"],
                             replacement=True).df.compute()["source"].value_counts()
     assert counts.sum() == target
-    for name, weight in zip("ab", weights):
+    for name, weight in zip("ab", weights, strict=True):
         assert abs(counts.get(name, 0) - target * weight / sum(weights)) < 1
 
 
@@ -93,7 +93,7 @@ def test_blending_by_tokens_counts_the_tokens_of_the_text(two_sources, tmp_path_
     for name, share in (("web", 600), ("books", 200)):
         # Whole documents until the share is reached: past it by less than one document.
         assert share <= tokens.sum()[name] < share + longest[name]
-    assert reader.plan.given == [tokens.sum()["web"], tokens.sum()["books"]]
+    assert reader.blend_plan.given == [tokens.sum()["web"], tokens.sum()["books"]]
 
 
 def test_a_pipeline_counts_what_each_source_gave_and_what_it_left(two_sources):
@@ -131,7 +131,7 @@ def test_bad_blends_are_refused_with_what_to_change(two_sources):
         BlendReader([{"path": web, "weight": 1}], target_size=1, by="tokens")
     with pytest.raises(BlendError, match="distinct names"):
         BlendReader([{"path": web, "weight": 1}, {"path": web, "weight": 1}], target_size=1)
-    with pytest.raises(BlendError, match="column 'n' already.*source_field="):
+    with pytest.raises(BlendError, match=r"column 'n' already.*source_field="):
         blend(two_sources, source_field="n")
     with pytest.raises(BlendError, match=r"'web' has no column\(s\) \['missing'\]"):
         BlendReader([{"path": web, "weight": 1}, {"path": books, "weight": 1}], target_size=2,
@@ -153,8 +153,9 @@ writer: {{type: parquet, path: {tmp_path / 'out'}}}
     config.check_inputs()
     result = config.pipeline.run(LocalExecutor(progress=False))
     assert result.counters == {"read_blend.web.documents": 30, "read_blend.library.documents": 10}
-    bad = "reader:\n  type: blend\n  sources: [{path: x, weight: heavy}]\n  target_size: 4\nstages: []\n"
-    with pytest.raises(ValueError, match="blend.yaml, line 3: .*sources expects"):
+    bad = ("reader:\n  type: blend\n  sources: [{path: x, weight: heavy}]\n  target_size: 4\n"
+           "stages: []\n")
+    with pytest.raises(ValueError, match=r"blend\.yaml, line 3: .*sources expects"):
         load_config_text(bad, "blend.yaml")
 
 
@@ -186,5 +187,5 @@ def test_a_resumed_blend_refuses_a_source_file_edited_since(two_sources):
     run(False)
     edited = two_sources / "books" / "b.jsonl"
     edited.write_text(edited.read_text().replace("book document 3 ", "book document X "))
-    with pytest.raises(ResumeMismatchError, match="b.jsonl"):
+    with pytest.raises(ResumeMismatchError, match=r"b\.jsonl"):
         run(True)

@@ -7,13 +7,12 @@ import json
 import dask
 import pandas as pd
 import pytest
+from conftest import write_jsonl
 
 from curator_dask import AddId, DocumentDataset
 from curator_dask.cli.main import main
 from curator_dask.dedup import FuzzyDedupConfig, FuzzyDedupIndex
 from curator_dask.testing.fuzzy import planted_near_duplicates
-
-from conftest import write_jsonl
 
 
 def printed_rows(out: str) -> dict[str, str]:

@@ -42,14 +42,16 @@ def dry_run(workdir, body: str, capsys) -> tuple[int, str]:
        path: data/
        blocksize: lots
      stages: []
-     """, 4, "blocksize expects int >= 1 <= 2**40 | str (a size such as '256MiB', of at most 1 TiB) | None, got 'lots'"),
+     """, 4, "blocksize expects int >= 1 <= 2**40 | str (a size such as '256MiB', of at most "
+             "1 TiB) | None, got 'lots'"),
     ("""
      reader:
        type: jsonl
        path: data/
        blocksize: [1, 2]
      stages: []
-     """, 4, "jsonl reader: blocksize expects int >= 1 <= 2**40 | str (a size such as '256MiB', of at most 1 TiB) | None, got [1, 2]"),
+     """, 4, "jsonl reader: blocksize expects int >= 1 <= 2**40 | str (a size such as "
+             "'256MiB', of at most 1 TiB) | None, got [1, 2]"),
     ("""
      reader: {type: jsonl, path: data/}
      stages: []

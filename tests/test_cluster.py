@@ -11,7 +11,8 @@ import pytest
 from dask.utils import parse_timedelta
 from distributed import LocalCluster
 
-from curator_dask.cluster import _recycler, dashboard_link, get_client, worker_resources
+from curator_dask.cluster import dashboard_link, get_client, worker_resources
+from curator_dask.cluster.recycling import recycler_for
 
 
 def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):
@@ -72,8 +73,8 @@ def test_gpu_clusters_need_the_gpu_extra(cluster_type):
 
 
 def test_worker_lifetime_is_staggered_recycles_one_worker_at_a_time_and_restarts_by_default():
-    recycler = _recycler("10s", None, True, 1)
+    recycler = recycler_for("10s", None, True, 1)
     assert (recycler.lifetime, recycler.stagger, recycler.restart, recycler.max_retiring) == (
         10.0, 1.0, True, 1)
-    assert _recycler(None, None, True, 1) is None
-    assert _recycler("1 hour", "10 minutes", False, 0.25).max_retiring == 0.25
+    assert recycler_for(None, None, True, 1) is None
+    assert recycler_for("1 hour", "10 minutes", False, 0.25).max_retiring == 0.25

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,15 +12,15 @@ pytest.importorskip("fastwarc", reason="the warc extra (fastwarc) is not install
 pytest.importorskip("aiohttp", reason="fsspec's HTTP filesystem needs aiohttp (warc extra)")
 pytest.importorskip("warcio", reason="warcio writes the test WARC files (test extra)")
 
-from http_files import serve_directory  # noqa: E402
+from http_files import serve_directory
 
-from curator_dask.download.common_crawl import (  # noqa: E402
+from curator_dask.download.common_crawl import (
     PARTIAL_SUFFIX,
     download_warc,
     read_common_crawl,
     warc_paths,
 )
-from curator_dask.testing.web import synthetic_pages, write_warc  # noqa: E402
+from curator_dask.testing.web import synthetic_pages, write_warc
 
 SEGMENT = "crawl-data/CC-TEST-2024-01/segments/1700000000000.0/warc"
 
@@ -101,7 +102,7 @@ def test_a_dropped_connection_is_retried_within_one_call(crawl, tmp_path):
         (path,) = download_warc([f"{server.url}/{names[0]}"], tmp_path / "cc",
                                 chunk_size=16 * 1024, retries=2)
         sent = server.sent(f"/{names[0]}")
-    assert open(path, "rb").read() == (root / names[0]).read_bytes()
+    assert Path(path).read_bytes() == (root / names[0]).read_bytes()
     assert sent < size + 16 * 1024  # resumed, not started over
 
 
@@ -110,9 +111,8 @@ def test_a_different_file_in_the_way_is_not_overwritten(crawl, tmp_path):
     target = tmp_path / "cc" / names[0]
     os.makedirs(target.parent)
     target.write_bytes(b"someone else's file")
-    with serve_directory(root) as server:
-        with pytest.raises(FileExistsError, match="Move it away"):
-            download_warc([f"{server.url}/{names[0]}"], tmp_path / "cc")
+    with serve_directory(root) as server, pytest.raises(FileExistsError, match="Move it away"):
+        download_warc([f"{server.url}/{names[0]}"], tmp_path / "cc")
     assert target.read_bytes() == b"someone else's file"
 
 

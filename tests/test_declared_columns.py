@@ -14,7 +14,7 @@ from conftest import docs, write_jsonl
 
 from curator_dask import DocumentDataset, ProcessingStage, processing_stage
 from curator_dask.executors import LocalExecutor
-from curator_dask.executors.base import InternalStage
+from curator_dask.executors.layout import InternalStage
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.base import Stage, WholeDatasetStage
 from curator_dask.stages.columns import ColumnNotFoundError, UndeclaredColumnError

@@ -189,7 +189,8 @@ def write_tasks(tasks: dict[str, list[str]], root) -> list[EvalTask]:
     out = []
     for name, texts in tasks.items():
         path = root / f"{name}.jsonl"
-        rows = [{"question": q, "answer": a} for q, a in zip(texts[::2], texts[1::2])]
+        rows = [{"question": q, "answer": a}
+                for q, a in zip(texts[::2], texts[1::2], strict=False)]
         if len(texts) % 2:
             rows.append({"question": texts[-1], "answer": ""})
         write_jsonl(path, rows)
@@ -245,7 +246,7 @@ def test_planted_passages_are_cut_out_and_near_misses_are_kept(corpus):
     assert leaked  # passages long enough to hold a task n-gram were planted
     for passage in leaked:
         assert " ".join(w for w, _, _ in ref_words(passage)) not in normalised
-    near_only = [t for t, kinds in zip(texts, planted)
+    near_only = [t for t, kinds in zip(texts, planted, strict=True)
                  if kinds and all(kind == "near" for kind, _, _ in kinds)]
     assert near_only
     for text in near_only:  # 12 of 13 words: not a match, the document is kept as it was
@@ -361,7 +362,7 @@ def test_a_missing_field_names_the_file_the_line_and_the_fix(tmp_path):
 
 def test_a_malformed_line_and_a_missing_file_are_named(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": \n')
-    with pytest.raises(TaskFileError, match="bad.jsonl, line 2: malformed JSON"):
+    with pytest.raises(TaskFileError, match=r"bad\.jsonl, line 2: malformed JSON"):
         load_task_texts(EvalTask(str(tmp_path / "bad.jsonl")))
     with pytest.raises(TaskFileError, match="does not exist"):
         TaskDecontamination(str(tmp_path / "nope.jsonl")).index  # noqa: B018

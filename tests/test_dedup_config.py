@@ -168,7 +168,7 @@ def test_semantic_config_gives_the_same_kept_documents_at_every_entry_point(tmp_
 
 
 def test_semantic_values_are_checked_once_in_the_config():
-    with pytest.raises(ValueError, match="eps_to_extract=0.5 must be one of"):
+    with pytest.raises(ValueError, match=r"eps_to_extract=0\.5 must be one of"):
         SemanticDeduplicationWorkflow("in", "cache", eps_to_extract=0.5)
     with pytest.raises(ValueError, match="which_to_keep must be one of"):
         SemanticDedup(which_to_keep="first")

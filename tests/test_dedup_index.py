@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import wait_until, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,8 +32,6 @@ from curator_dask.dedup.index import (
 )
 from curator_dask.io.errors import OutputOverlapsInputError
 from curator_dask.testing.fuzzy import planted_near_duplicates
-
-from conftest import wait_until, write_jsonl
 
 FUZZY = FuzzyDedupConfig(char_ngrams=5, num_bands=10, minhashes_per_band=3)
 
@@ -98,7 +97,7 @@ def test_exact_query_counts_what_it_removes_and_append_adds_only_new_texts(tmp_p
 
 def test_null_texts_are_an_error_or_dropped_and_counted(tmp_path):
     batch = pd.DataFrame({"id": [0, 1, 2], "text": ["a", None, "a"]})
-    with pytest.raises(Exception, match="partition 0: 1 document.*null"):
+    with pytest.raises(Exception, match=r"partition 0: 1 document.*null"):
         ExactDedupIndex(str(tmp_path / "strict")).query(dataset(batch, 1))
     query = ExactDedupIndex(str(tmp_path / "lenient"),
                             config=ExactDedupConfig(on_null="skip")).query(dataset(batch, 1))
@@ -165,7 +164,7 @@ def test_other_parameters_are_refused_naming_them(tmp_path):
                                                   minhashes_per_band=3, text_field="body"))
     with pytest.raises(IndexParameterError, match="fuzzy dedup index, not a exact"):
         ExactDedupIndex(path)
-    with pytest.raises(IndexParameterError, match="3 partitions|partitions, not 5"):
+    with pytest.raises(IndexParameterError, match=r"3 partitions|partitions, not 5"):
         FuzzyDedupIndex(path, partitions=5)
 
 
@@ -249,7 +248,7 @@ def test_an_append_killed_at_any_moment_leaves_a_whole_generation(tmp_path):
 
 def removed_by_scratch(union: pd.DataFrame) -> tuple[set[int], dict[int, int]]:
     groups = FuzzyDuplicates(config=FUZZY).identify(dataset(union, 3)).df.compute()
-    labels = dict(zip(groups["id"], groups["group"]))
+    labels = dict(zip(groups["id"], groups["group"], strict=True))
     return {i for i, g in labels.items() if i != g}, labels
 
 

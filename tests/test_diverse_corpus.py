@@ -26,8 +26,8 @@ from curator_dask.errors import CuratorError
 from curator_dask.sample import sample_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from corpus_sources import file_text, shingle_hashes, split_documents  # noqa: E402
-from diverse_corpus import build  # noqa: E402
+from corpus_sources import file_text, shingle_hashes, split_documents
+from diverse_corpus import build
 
 
 def char_grams(text: str, width: int = 24) -> set[str]:
@@ -120,7 +120,7 @@ def test_exact_groups_hold_equal_texts_and_near_pairs_similar_unequal_ones(corpu
         assert 2 <= len(group) <= 4
         assert len({records[i]["text"] for i in group}) == 1
     assert len(truth["near_pairs"]) == manifest["planted_near_duplicates"] > 0
-    for (original, near), recorded in zip(truth["near_pairs"], truth["near_jaccard"]):
+    for (original, near), recorded in zip(truth["near_pairs"], truth["near_jaccard"], strict=True):
         a, b = records[original]["text"], records[near]["text"]
         assert a != b
         similarity = string_jaccard(a, b)

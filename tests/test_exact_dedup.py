@@ -178,12 +178,13 @@ def test_broadcast_and_shuffle_removal_give_identical_partitions_and_counts():
     dups = ExactDuplicates().identify(ds)
     outputs = {s: ExactDuplicates(removal_strategy=s).remove(ds, dups)
                for s in ("broadcast", "shuffle")}
-    broadcast, shuffle = (partitions(outputs[s]) for s in ("broadcast", "shuffle"))
+    broadcast, shuffle = (dask.compute(*outputs[s].to_partitions())
+                          for s in ("broadcast", "shuffle"))
     assert len(broadcast) == len(shuffle) == 6
-    for a, b in zip(broadcast, shuffle):
-        pd.testing.assert_frame_equal(a, b)
-        assert a.attrs == b.attrs
-    assert sorted(pd.concat(broadcast)["id"]) == expected_kept(df)
+    for a, b in zip(broadcast, shuffle, strict=True):
+        pd.testing.assert_frame_equal(a.frame, b.frame)
+        assert (a.dropped, a.counters) == (b.dropped, b.counters)
+    assert sorted(pd.concat([p.frame for p in broadcast])["id"]) == expected_kept(df)
 
 
 def test_removal_keeps_partitions_order_plan_and_upstream_counts(tmp_path):

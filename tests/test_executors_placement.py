@@ -20,7 +20,7 @@ from conftest import docs, write_jsonl
 from distributed import LocalCluster
 
 from curator_dask import ProcessingStage, Resources, processing_stage
-from curator_dask import cluster as cluster_module
+from curator_dask.cluster import client as cluster_module
 from curator_dask.executors import (
     BatchExecutor,
     ResourceUnavailableError,
@@ -176,8 +176,9 @@ class Lifecycle(ProcessingStage):
     output_columns = {"pid": "int64"}
 
     def __init__(self, directory: str, name: str = "lifecycle", fail_on: int | None = None,
-                 resources: Resources = Resources()):
-        self.directory, self.name, self.fail_on, self.resources = directory, name, fail_on, resources
+                 resources: Resources | None = None):
+        self.directory, self.name, self.fail_on = directory, name, fail_on
+        self.resources = resources if resources is not None else Resources()
 
     def _mark(self, what: str) -> None:
         with open(os.path.join(self.directory, f"{what}-{os.getpid()}-{time.time_ns()}"), "w"):
@@ -213,7 +214,7 @@ def test_setup_once_per_worker_process_node_setup_first_teardown_at_the_end(
     marks = tmp_path / "marks"
     marks.mkdir()
     cpu_stage = Lifecycle(str(marks))
-    result, out = run(corpus, cpu_stage, executor=make(progress=False))
+    _result, out = run(corpus, cpu_stage, executor=make(progress=False))
     calls = _calls(marks)
     pids = set(out["pid"])
     cpu_pids = set(mixed.run(os.getpid, workers=[a for a in mixed.scheduler_info(n_workers=-1)
@@ -282,7 +283,7 @@ def test_a_gpu_stage_on_workers_without_resources_still_fails_at_once(corpus, pl
 
 
 def test_cpu_work_on_a_cluster_whose_workers_offer_other_resources_names_the_fix():
-    from curator_dask.executors.base import check_placement
+    from curator_dask.executors.placement import check_placement
 
     # Some resources are advertised (a GPU worker), but no worker offers CPU: running CPU
     # stages anywhere would put them on the GPU worker, so this stays an error.

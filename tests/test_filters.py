@@ -3,6 +3,7 @@ DocumentDatasets, drop counting, empty input, and a real multi-process cluster."
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 
@@ -538,5 +539,5 @@ def test_word_ids_are_equal_exactly_when_two_words_of_a_document_are(docs):
     want = [pc.dictionary_encode(pa.array(w, pa.large_string())).indices.to_numpy().tolist()
             for w in doc_words]
     for ids in (spans.ids, segments.ids):
-        got = [ids[a:b].tolist() for a, b in zip(spans.doc_offsets[:-1], spans.doc_offsets[1:])]
+        got = [ids[a:b].tolist() for a, b in itertools.pairwise(spans.doc_offsets)]
         assert got == want

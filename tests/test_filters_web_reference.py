@@ -105,9 +105,15 @@ def test_fineweb_terminal_punctuation_is_datatroves_set():
 
 
 def test_fineweb_drops_are_counted_by_rule():
-    text = pd.Series(["A sentence that ends well, and is long enough to count.\n"
-                      "And another one that does too, with a few more words in it.",
-                      "menu\nhome\nabout", "", "This same line is repeated here, four times over.\n" * 4])
+    text = pd.Series(
+        [
+            "A sentence that ends well, and is long enough to count.\n"
+            "And another one that does too, with a few more words in it.",
+            "menu\nhome\nabout",
+            "",
+            "This same line is repeated here, four times over.\n" * 4,
+        ]
+    )
     out = F.ScoreFilter(F.FineWebQualityFilter())(DocumentDataset.from_pandas(
         pd.DataFrame({"text": text})))
     assert len(out.df.compute()) == 1

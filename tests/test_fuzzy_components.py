@@ -33,7 +33,7 @@ def labels(df: pd.DataFrame) -> pd.Series:
 def reference(x, y) -> pd.Series:
     """Components by breadth-first search, each labelled with its lowest id."""
     neighbours: dict[int, set[int]] = {}
-    for a, b in zip(x.tolist(), y.tolist()):
+    for a, b in zip(x.tolist(), y.tolist(), strict=True):
         neighbours.setdefault(a, set()).add(b)
         neighbours.setdefault(b, set()).add(a)
     label: dict[int, int] = {}
@@ -95,7 +95,7 @@ def test_self_loops_and_repeated_edges_change_nothing():
     x = np.array([5, 5, 9, 9, 2, 2], dtype=np.int64)
     y = np.array([9, 9, 5, 9, 3, 2], dtype=np.int64)
     expected = {2: 2, 3: 2, 5: 5, 9: 5}
-    assert dict(zip(*[a.tolist() for a in union_find_components(x, y)])) == expected
+    assert dict(zip(*[a.tolist() for a in union_find_components(x, y)], strict=True)) == expected
     assert labels(distributed_components(edge_frame(x, y, 2)).compute()).to_dict() == expected
 
 

@@ -27,7 +27,7 @@ def raw(tmp_path, corpus):
     for f in range(3):
         write_jsonl(tmp_path / "raw" / f"part{f}.jsonl",
                     [{"text": t, "family": int(fam)}
-                     for t, fam in zip(corpus["text"][f::3], corpus["family"][f::3])])
+                     for t, fam in zip(corpus["text"][f::3], corpus["family"][f::3], strict=True)])
     return tmp_path
 
 

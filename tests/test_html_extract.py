@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from curator_dask import DocumentDataset, Pipeline, WarcReader
-from curator_dask.dropped import get_dropped, sum_dropped
+from curator_dask.dropped import sum_dropped
+from curator_dask.partition import Partition
 from curator_dask.stages.extract import ALGORITHMS, HtmlExtractor
 from curator_dask.stages.extract.charset import decode_html
 from curator_dask.stages.filters import DomainBlocklistFilter, ScoreFilter
@@ -44,8 +45,8 @@ def pages_dataset(payloads: list, charsets: list | None = None, npartitions: int
 
 def run(stage, ds):
     """The stage's output and drop counts, from one computation of its partitions."""
-    parts = dask.compute(*stage(ds).df.to_delayed(), scheduler="sync")
-    return pd.concat(parts), sum_dropped(get_dropped(p) for p in parts)
+    parts = dask.compute(*stage(ds).to_partitions(), scheduler="sync")
+    return pd.concat([p.frame for p in parts]), sum_dropped(p.dropped for p in parts)
 
 
 @pytest.mark.slow
@@ -85,7 +86,7 @@ def test_charsets_come_from_the_header_then_the_page_then_detection():
     pytest.importorskip("resiliparse", reason="the html extra is not installed")
     pytest.importorskip("charset_normalizer", reason="detection needs charset-normalizer")
     french, russian = page("article_fr_latin1.html"), page("article_ru_cp1251.html")
-    payloads = [french, russian, russian, "café à la carte".encode("utf-8") * 30]
+    payloads = [french, russian, russian, "café à la carte".encode() * 30]
     # The last page claims ISO-8859-1 in its header but is UTF-8: a label that decodes
     # is trusted, as browsers do, so the header wins over the bytes.
     declared = [None, None, "windows-1251", "iso-8859-1"]
@@ -103,7 +104,7 @@ def test_an_undecodable_declared_charset_falls_through_to_the_next():
     russian = page("article_ru_cp1251.html")
     text, used = decode_html(russian, "utf-8")
     assert used == "cp1251" and "Новый парк" in text
-    text, used = decode_html("plain ascii".encode(), "no-such-charset")
+    text, used = decode_html(b"plain ascii", "no-such-charset")
     assert used == "utf-8"
 
 
@@ -132,7 +133,7 @@ def test_a_pathological_page_times_out_is_counted_and_the_next_page_is_extracted
 
 def test_a_missing_html_column_names_the_stage_and_the_fix():
     ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["x"]}))
-    with pytest.raises(KeyError, match="html_extract.*'html'.*read_warc"):
+    with pytest.raises(KeyError, match=r"html_extract.*'html'.*read_warc"):
         HtmlExtractor("resiliparse")(ds)
 
 
@@ -197,10 +198,10 @@ def test_a_page_the_extractor_raises_on_is_dropped_and_counted(timeout):
                                             dtype=object)})
     stage = HtmlExtractor("resiliparse", timeout=timeout)
     stage.setup()
-    out = stage.process(frame)
+    out = Partition(frame).apply(stage.process)
     stage.teardown()
-    assert out["url"].tolist() == ["a", "c"]
-    assert get_dropped(out) == {"html_extract.error": 1}
+    assert out.frame["url"].tolist() == ["a", "c"]
+    assert out.dropped == {"html_extract.error": 1}
 
 
 @pytest.mark.slow

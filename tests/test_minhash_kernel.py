@@ -110,14 +110,17 @@ def ref_minhash32(text: str, a, b, seed: int, width: int) -> list[int]:
     if text == "":
         return [0] * len(a)
     hashes = [max(ref_murmur32(s.encode("utf-8"), seed), 1) for s in ref_shingles(text, width)]
-    return [min((int(ai) * h + int(bi)) & M32 for h in hashes) for ai, bi in zip(a, b)]
+    return [min((int(ai) * h + int(bi)) & M32 for h in hashes) for ai, bi in zip(a, b, strict=True)]
 
 
 def ref_minhash64(text: str, a, b, seed: int, width: int) -> list[int]:
     if text == "":
         return [0] * len(a)
     hashes = [max(ref_murmur128(s.encode("utf-8"), seed)[0], 1) for s in ref_shingles(text, width)]
-    return [min(((int(ai) * h + int(bi)) & M64) % MERSENNE_61 for h in hashes) for ai, bi in zip(a, b)]
+    return [
+        min(((int(ai) * h + int(bi)) & M64) % MERSENNE_61 for h in hashes)
+        for ai, bi in zip(a, b, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -273,16 +276,77 @@ def test_cudf_cpp_permuted_wide_many_parameters():
     texts = ["x" * (2 << 10), "y" * (2 << 19)]
     params = list(range(20, 51))
     got32 = minhash32(texts, params, params, 0, 4)
-    assert got32[:, :3].tolist() == [[1731998032, 315359380, 3193688024], [1293098788, 2860992281, 133918478]]
+    assert got32[:, :3].tolist() == [
+        [1731998032, 315359380, 3193688024],
+        [1293098788, 2860992281, 133918478],
+    ]
     assert got32.tolist() == [
-        [1731998032, 315359380, 3193688024, 1777049372, 360410720, 3238739364, 1822100712, 405462060,
-         3283790704, 1867152052, 450513400, 3328842044, 1912203392, 495564740, 3373893384, 1957254732,
-         540616080, 3418944724, 2002306072, 585667420, 3463996064, 2047357412, 630718760, 3509047404,
-         2092408752, 675770100, 3554098744, 2137460092, 720821440, 3599150084, 2182511432],
-        [1293098788, 2860992281, 133918478, 1701811971, 3269705464, 542631661, 2110525154, 3678418647,
-         951344844, 2519238337, 4087131830, 1360058027, 2927951520, 200877717, 1768771210, 3336664703,
-         609590900, 2177484393, 3745377886, 1018304083, 2586197576, 4154091069, 1427017266, 2994910759,
-         267836956, 1835730449, 3403623942, 676550139, 2244443632, 3812337125, 1085263322],
+        [
+            1731998032,
+            315359380,
+            3193688024,
+            1777049372,
+            360410720,
+            3238739364,
+            1822100712,
+            405462060,
+            3283790704,
+            1867152052,
+            450513400,
+            3328842044,
+            1912203392,
+            495564740,
+            3373893384,
+            1957254732,
+            540616080,
+            3418944724,
+            2002306072,
+            585667420,
+            3463996064,
+            2047357412,
+            630718760,
+            3509047404,
+            2092408752,
+            675770100,
+            3554098744,
+            2137460092,
+            720821440,
+            3599150084,
+            2182511432,
+        ],
+        [
+            1293098788,
+            2860992281,
+            133918478,
+            1701811971,
+            3269705464,
+            542631661,
+            2110525154,
+            3678418647,
+            951344844,
+            2519238337,
+            4087131830,
+            1360058027,
+            2927951520,
+            200877717,
+            1768771210,
+            3336664703,
+            609590900,
+            2177484393,
+            3745377886,
+            1018304083,
+            2586197576,
+            4154091069,
+            1427017266,
+            2994910759,
+            267836956,
+            1835730449,
+            3403623942,
+            676550139,
+            2244443632,
+            3812337125,
+            1085263322,
+        ],
     ]  # fmt: skip
     got64 = minhash64(texts, params, params, 0, 4)
     assert got64.tolist() == [
@@ -315,8 +379,12 @@ def test_multibyte_shingles_are_characters():
     a, b = generate_permutations(3, 16)
     a64, b64 = generate_permutations(3, 16, use_64_bit_hash=True)
     for width in (2, 3, 5, len(text) - 1, len(text), len(text) + 4):
-        assert minhash32([text], a, b, 99, width)[0].tolist() == ref_minhash32(text, a, b, 99, width)
-        assert minhash64([text], a64, b64, 99, width)[0].tolist() == ref_minhash64(text, a64, b64, 99, width)
+        assert minhash32([text], a, b, 99, width)[0].tolist() == ref_minhash32(
+            text, a, b, 99, width
+        )
+        assert minhash64([text], a64, b64, 99, width)[0].tolist() == ref_minhash64(
+            text, a64, b64, 99, width
+        )
     # A byte-shingling implementation would differ here: the 3-char shingle
     # "日本語" is 9 bytes and must be hashed as one unit.
     single = minhash32(["日本語"], [1], [0], 0, 3)[0, 0]
@@ -427,7 +495,10 @@ def _nemo_style_params(seed: int, n: int, bits: int) -> np.ndarray:
     dtype = np.uint64 if bits == 64 else np.uint32
     prime = dtype((1 << 61) - 1) if bits == 64 else dtype((1 << 31) - 1)
     return np.array(
-        [(gen.randint(1, prime, dtype=dtype), gen.randint(0, prime, dtype=dtype)) for _ in range(n)],
+        [
+            (gen.randint(1, prime, dtype=dtype), gen.randint(0, prime, dtype=dtype))
+            for _ in range(n)
+        ],
         dtype=dtype,
     )
 
@@ -475,8 +546,10 @@ def _expected32():
         pytest.param(lambda: pa.chunked_array([TEXTS[:2], TEXTS[2:]]), id="chunked"),
         pytest.param(lambda: pd.Series(TEXTS), id="pandas-default"),
         pytest.param(lambda: pd.Series(TEXTS, dtype="string[pyarrow]"), id="pandas-string-pyarrow"),
-        pytest.param(lambda: pd.Series(TEXTS, dtype=pd.ArrowDtype(pa.large_string())), id="pandas-arrow-large"),
-        pytest.param(lambda: pd.Series(np.array(TEXTS, dtype=object), dtype=object), id="pandas-object"),
+        pytest.param(lambda: pd.Series(TEXTS, dtype=pd.ArrowDtype(pa.large_string())),
+                     id="pandas-arrow-large"),
+        pytest.param(lambda: pd.Series(np.array(TEXTS, dtype=object), dtype=object),
+                     id="pandas-object"),
     ],
 )
 def test_input_types(make):
@@ -484,7 +557,7 @@ def test_input_types(make):
 
 
 def test_sliced_array_uses_its_offset():
-    arr = pa.array(["drop me"] + TEXTS + ["and me"])[1:-1]
+    arr = pa.array(["drop me", *TEXTS, "and me"])[1:-1]
     np.testing.assert_array_equal(minhash32(arr, [3, 5, 7], [1, 2, 3], 9, 3), _expected32())
 
 
@@ -531,11 +604,12 @@ def test_threads_agree_with_serial():
     # Kernels release the GIL; concurrent calls must not share scratch state.
     rng = random.Random(3)
     chunks = [
-        ["".join(rng.choice("abcdé日 ") for _ in range(rng.randint(0, 300))) for _ in range(50)] for _ in range(8)
+        ["".join(rng.choice("abcdé日 ") for _ in range(rng.randint(0, 300))) for _ in range(50)]
+        for _ in range(8)
     ]
     a, b = generate_permutations(1, 64)
     serial = [minhash32(c, a, b, 5, 8) for c in chunks]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         threaded = list(pool.map(lambda c: minhash32(c, a, b, 5, 8), chunks))
-    for s, t in zip(serial, threaded):
+    for s, t in zip(serial, threaded, strict=True):
         np.testing.assert_array_equal(s, t)

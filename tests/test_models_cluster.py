@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,18 +19,18 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import write_jsonl  # noqa: E402
+from conftest import write_jsonl
 
-from curator_dask.executors import StreamingExecutor  # noqa: E402
-from curator_dask.pipeline import Pipeline  # noqa: E402
-from curator_dask.stages.io_stages import JsonlReader, ParquetWriter  # noqa: E402
-from curator_dask.stages.models import (  # noqa: E402
+from curator_dask.executors import StreamingExecutor
+from curator_dask.pipeline import Pipeline
+from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from curator_dask.stages.models import (
     LOAD_LOG_ENV,
     ClassifierStage,
     TokenizerStage,
     loaded,
 )
-from curator_dask.testing.models import save_tiny_classifier  # noqa: E402
+from curator_dask.testing.models import save_tiny_classifier
 
 LABELS = ["Low", "Medium", "High"]
 
@@ -68,7 +69,7 @@ def test_each_worker_process_loads_a_shared_model_once(client, tmp_path, caplog)
     finally:
         client.run(_set_env, LOAD_LOG_ENV, None)
 
-    loads = [json.loads(open(os.path.join(log_dir, f)).read()) for f in os.listdir(log_dir)]
+    loads = [json.loads(Path(log_dir, f).read_text()) for f in os.listdir(log_dir)]
     per_process = Counter((record["pid"], record["kind"]) for record in loads)
     worker_pids = set(client.run(os.getpid).values())
     assert {pid for pid, _ in per_process} <= worker_pids

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,7 +150,7 @@ def test_a_gpu_worker_runs_the_model_on_cuda_after_a_cpu_tokenizer(tmp_path, cla
                   .add_stage(ParquetWriter(str(tmp_path / "out")))
                   .run(StreamingExecutor(progress=False)))
     assert result.rows == 400
-    loads = [json.load(open(os.path.join(log_dir, f))) for f in os.listdir(log_dir)]
+    loads = [json.loads(Path(log_dir, f).read_text()) for f in os.listdir(log_dir)]
     assert sorted((r["kind"], r["device"]) for r in loads) == [
         ("sequence-classification", "cuda"), ("tokenizer", "cpu")]
     out = pd.read_parquet(str(tmp_path / "out")).sort_values("n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ def domain_dir(tmp_path_factory, backbone):
                                      DOMAIN_LABELS_SAMPLE, seed=2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_tokenizer(model_dir: str):
     return transformers.AutoTokenizer.from_pretrained(model_dir)
 
@@ -151,13 +152,13 @@ def test_filter_by_drops_other_labels_counts_them_and_the_label_distribution(dom
 
 
 def test_the_label_distribution_is_counted_per_label(quality_dir, backbone):
-    from curator_dask.dropped import get_counters
+    from curator_dask.partition import Partition
 
-    out = QualityClassifier(quality_dir, base_model_path=backbone,
-                            device="cpu").process(frame(documents(30)))
-    counts = out["quality_pred"].value_counts()
-    assert get_counters(out) == {f"quality_classifier.quality_pred={label}": int(n)
-                                 for label, n in counts.items()}
+    stage = QualityClassifier(quality_dir, base_model_path=backbone, device="cpu")
+    out = Partition(frame(documents(30))).apply(stage.process)
+    counts = out.frame["quality_pred"].value_counts()
+    assert out.counters == {f"quality_classifier.quality_pred={label}": int(n)
+                            for label, n in counts.items()}
 
 
 # -- where the model comes from ----------------------------------------------------------
@@ -251,7 +252,7 @@ def test_fineweb_scores_are_the_clipped_regression_output_and_its_rounding(cls, 
     clipped = [min(5.0, max(0.0, score)) for score in raw]
     np.testing.assert_allclose(out[prefix], clipped, rtol=1e-5, atol=1e-5)
     assert out[f"{prefix}-int"].tolist() == [round(score) for score in clipped]
-    assert 0 < len(set(out[f"{prefix}-int"])) and out[f"{prefix}-int"].dtype == np.int64
+    assert len(set(out[f"{prefix}-int"])) > 0 and out[f"{prefix}-int"].dtype == np.int64
     if labelled:
         assert out[f"{prefix}-label"].tolist() == [
             "high_quality" if score >= 2.5 else "low_quality" for score in raw]
@@ -274,7 +275,10 @@ def test_fineweb_filter_keeps_high_quality(fineweb_dir):
 def nemo_prompt_scores(head_logits: list, config: dict) -> dict:
     """NeMo Curator's formulas for one prompt, in plain Python."""
     names = [name for name, *_ in PROMPT_TARGETS]
-    probs = {name: torch.softmax(logits, dim=1)[0] for name, logits in zip(names, head_logits)}
+    probs = {
+        name: torch.softmax(logits, dim=1)[0]
+        for name, logits in zip(names, head_logits, strict=True)
+    }
     task = probs["task_type"]
     top = torch.topk(task, k=2)
     first, second = (round(float(p), 3) for p in top.values)
@@ -298,7 +302,7 @@ def test_prompt_complexity_follows_nemo_curators_formulas(tmp_path_factory, back
 
     model_dir = save_prompt_complexity_classifier(tmp_path_factory.mktemp("prompt"), backbone,
                                                   seed=5)
-    config = json.loads(open(os.path.join(model_dir, "config.json")).read())
+    config = json.loads(Path(model_dir, "config.json").read_text())
     texts = documents(25, seed=5)
     out = PromptTaskComplexityClassifier(model_dir, base_model_path=backbone, device="cpu",
                                          model_inference_batch_size=4).process(frame(texts))

@@ -12,13 +12,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import write_jsonl  # noqa: E402
+from conftest import write_jsonl
 
-from curator_dask.executors import StreamingExecutor  # noqa: E402
-from curator_dask.pipeline import Pipeline  # noqa: E402
-from curator_dask.stages.io_stages import JsonlReader, ParquetWriter  # noqa: E402
-from curator_dask.stages.models import FineWebEduClassifier, QualityClassifier  # noqa: E402
-from curator_dask.testing.published_models import (  # noqa: E402
+from curator_dask.executors import StreamingExecutor
+from curator_dask.pipeline import Pipeline
+from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from curator_dask.stages.models import FineWebEduClassifier, QualityClassifier
+from curator_dask.testing.published_models import (
     deberta_v3_config,
     save_backbone_config,
     save_fineweb_classifier,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -29,8 +30,8 @@ def write_jsonl(path, texts, **columns) -> None:
 def corpus(root, n_unique: int = 12):
     """Two files: unique texts, exact copies and near duplicates."""
     unique = [f"document {i} " + " ".join(f"w{i}_{j}" for j in range(30)) for i in range(n_unique)]
-    first = unique[: n_unique // 2] + [unique[0], BASE]
-    second = unique[n_unique // 2:] + [unique[1], unique[1], BASE + "!"]
+    first = [*unique[:n_unique // 2], unique[0], BASE]
+    second = [*unique[n_unique // 2:], unique[1], unique[1], BASE + "!"]
     write_jsonl(root / "raw" / "a.jsonl", first)
     write_jsonl(root / "raw" / "b.jsonl", second)
     return first + second
@@ -248,7 +249,7 @@ def test_the_downloader_never_fetches_twice_nor_leaves_a_partial_file(tmp_path):
             return (url.endswith("good.txt"), "server said no")
 
     downloader = Flaky(str(tmp_path))
-    with pytest.raises(DownloadError, match="bad.txt: download failed: server said no"):
+    with pytest.raises(DownloadError, match=r"bad\.txt: download failed: server said no"):
         downloader.download("https://example.org/bad.txt")
     assert os.listdir(tmp_path) == []
     path = downloader.download("https://example.org/good.txt")
@@ -274,7 +275,7 @@ def test_nemo_0x_iterators_of_metadata_and_content_pairs_work_in_the_reader(tmp_
 
     class Pairs(DocumentIterator):
         def iterate(self, file_path):
-            for i, part in enumerate(open(file_path).read().split("--\n")):
+            for i, part in enumerate(Path(file_path).read_text().split("--\n")):
                 yield {"id": f"s-{i}"}, part.strip()
 
         def output_columns(self):

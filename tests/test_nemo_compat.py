@@ -94,7 +94,7 @@ def run(code: str, scope: dict):
     """Evaluate ``code``; its result and the NeMo Curator warnings it raised."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = eval(code, scope)  # noqa: S307 (the documentation's own snippets)
+        result = eval(code, scope)  # the documentation's own snippets
     nemo = [w for w in caught if issubclass(w.category, NeMoCuratorWarning)]
     return result, nemo
 
@@ -120,7 +120,7 @@ def test_nemo_curator_code_gives_what_the_curator_dask_spelling_gives(
 def test_nemo_curator_code_without_a_counterpart_fails_naming_the_spelling(
         namespace, nemo, ours):
     with pytest.raises(TypeError) as raised:
-        eval(nemo, namespace("nemo"))  # noqa: S307
+        eval(nemo, namespace("nemo"))
     message = str(raised.value)
     assert "NeMo Curator's" in message
     assert ours in message

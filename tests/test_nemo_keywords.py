@@ -17,17 +17,17 @@ import sys
 import warnings
 
 import pytest
+from nemo_signatures import NEMO_CLASSIFIER_KEYWORDS
 
 import curator_dask
 from curator_dask.compat import NeMoCuratorWarning, NeMoKeywordError
 from curator_dask.migrate.mapping import KEYWORDS, Ignored, Refused, Renamed, keyword_rules
-from nemo_signatures import NEMO_CLASSIFIER_KEYWORDS
 
 #: Stands for any value: where the callable uses it, it fails, after the keyword was handled.
 PROBE = object()
 #: Keywords that make a callable fail right after its NeMo keywords are handled, where it
 #: would otherwise do something (get_client would start a cluster).
-STOP_EARLY = {"curator_dask.cluster.get_client": {"cluster_type": "not-a-cluster-type"}}
+STOP_EARLY = {"curator_dask.cluster.client.get_client": {"cluster_type": "not-a-cluster-type"}}
 
 
 def resolve(dotted: str):

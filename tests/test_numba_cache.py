@@ -87,8 +87,8 @@ from curator_dask.stages.filters import (MeanWordLengthFilter, NumbersFilter,
     RepeatedLinesFilter, UrlsFilter, WordCountFilter)
 
 texts = [f"document {i} says the same thing again and again, number {i % 3}" for i in range(40)]
-ds = DocumentDataset.from_pandas(pd.DataFrame({"id": range(40), "text": pd.Series(texts, dtype="str")}),
-                                 npartitions=2)
+frame = pd.DataFrame({"id": range(40), "text": pd.Series(texts, dtype="str")})
+ds = DocumentDataset.from_pandas(frame, npartitions=2)
 for kind in (WordCountFilter, RepeatedLinesFilter, UrlsFilter, NumbersFilter,
              MeanWordLengthFilter):
     kind().score(ds.df.compute()["text"])

@@ -22,7 +22,9 @@ def test_parquet_blocksize_splits_by_row_groups(tmp_path):
     table = pa.Table.from_pandas(frame(1000), preserve_index=False)
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=100)
     whole = DocumentDataset.read_parquet(str(tmp_path))
-    split = DocumentDataset.read_parquet(str(tmp_path), blocksize=os.path.getsize(tmp_path / "a.parquet") // 4)
+    split = DocumentDataset.read_parquet(
+        str(tmp_path), blocksize=os.path.getsize(tmp_path / "a.parquet") // 4
+    )
     assert whole.npartitions == 1
     assert 3 <= split.npartitions <= 10
     assert split.df.compute()["n"].tolist() == list(range(1000))
@@ -37,7 +39,8 @@ def test_parquet_columns_and_filename(tmp_path):
 
 def test_parquet_missing_text_column(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "a.parquet")
-    with pytest.raises(MissingColumnError, match=r"'text' not found in .*a\.parquet; it has \['body'\]"):
+    with pytest.raises(MissingColumnError,
+                       match=r"'text' not found in .*a\.parquet; it has \['body'\]"):
         DocumentDataset.read_parquet(str(tmp_path)).df.compute()
 
 
@@ -53,7 +56,12 @@ def test_round_trip(tmp_path, fmt, compression):
     result = writer(str(tmp_path / "out"), compression=compression)
     assert result.rows == 50 and len(result.files) == ds.npartitions
     names = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))
-    suffix = {"parquet": ".parquet"}.get(fmt) or ".jsonl" + {None: "", "gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}[compression]
+    suffix = {"parquet": ".parquet"}.get(fmt) or ".jsonl" + {
+        None: "",
+        "gzip": ".gz",
+        "zstd": ".zst",
+        "bz2": ".bz2",
+    }[compression]
     assert names == [f"part-{i:05d}{suffix}" for i in range(ds.npartitions)]
     reader = DocumentDataset.read_parquet if fmt == "parquet" else DocumentDataset.read_jsonl
     back = reader(str(tmp_path / "out")).df.compute().reset_index(drop=True)
@@ -67,7 +75,7 @@ def visible(path) -> list[str]:
 def test_non_empty_output_is_refused_unless_overwrite_or_append(tmp_path):
     ds = DocumentDataset.from_pandas(frame(4), npartitions=2)
     ds.to_parquet(str(tmp_path / "out"))
-    with pytest.raises(FileExistsError, match="not empty .*mode='overwrite'"):
+    with pytest.raises(FileExistsError, match=r"not empty .*mode='overwrite'"):
         ds.to_parquet(str(tmp_path / "out"))
     ds.to_parquet(str(tmp_path / "out"), mode="append")
     assert visible(tmp_path / "out") == [f"part-{i:05d}.parquet" for i in range(4)]
@@ -76,7 +84,7 @@ def test_non_empty_output_is_refused_unless_overwrite_or_append(tmp_path):
     # A file curator-dask did not write is never deleted by "overwrite" (it used to be);
     # the whole-directory wipe has to be asked for.
     (tmp_path / "out" / "stray.txt").write_text("old")
-    with pytest.raises(FileExistsError, match="'stray.txt'.*mode='overwrite_all'"):
+    with pytest.raises(FileExistsError, match=r"'stray\.txt'.*mode='overwrite_all'"):
         ds.to_parquet(str(tmp_path / "out"), mode="overwrite")
     assert (tmp_path / "out" / "stray.txt").read_text() == "old"
     ds.to_parquet(str(tmp_path / "out"), mode="overwrite_all")

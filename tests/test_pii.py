@@ -55,7 +55,7 @@ def test_precision_and_recall_are_one_for_every_patterned_type(planted):
     found = found_spans(planted)
     truth = [set(spans) for spans in planted["planted"]]
     tp, fp, fn = Counter(), Counter(), Counter()
-    for got, want in zip(found, truth):
+    for got, want in zip(found, truth, strict=True):
         for kind, *_ in got & want:
             tp[kind] += 1
         for kind, *_ in got - want:
@@ -96,7 +96,7 @@ def test_offsets_are_characters_next_to_emoji_combining_marks_and_rtl_text():
         f"联系{email}获取 \u200f{ip}\u200f",          # CJK glued, right-to-left marks
     ]
     found = found_spans(pd.DataFrame({"text": texts}))
-    for text, spans in zip(texts, found):
+    for text, spans in zip(texts, found, strict=True):
         values = {text[start:end] for _, start, end in spans}
         assert values <= {email, ip, card} and len(values) == len(spans)
     assert [len(s) for s in found] == [2, 2, 2]
@@ -109,14 +109,14 @@ def test_offsets_are_characters_next_to_emoji_combining_marks_and_rtl_text():
 def test_replace_puts_each_type_tag_at_the_planted_offsets(planted):
     out = PiiRedactor()(dataset(planted)).df.compute()["text"].tolist()
     expected = [expected_text(t, s, lambda kind, _: f"<{kind}>")
-                for t, s in zip(planted["text"], planted["planted"])]
+                for t, s in zip(planted["text"], planted["planted"], strict=True)]
     assert out == expected
 
 
 def test_mask_keeps_every_offset(planted):
     out = PiiRedactor(action="mask", mask_char="#")(dataset(planted)).df.compute()["text"]
     expected = [expected_text(t, s, lambda _, v: "#" * len(v))
-                for t, s in zip(planted["text"], planted["planted"])]
+                for t, s in zip(planted["text"], planted["planted"], strict=True)]
     assert out.tolist() == expected
     assert (out.str.len().to_numpy() == planted["text"].str.len().to_numpy()).all()
 
@@ -152,13 +152,15 @@ def test_hash_is_a_salted_hmac_stable_across_runs_and_different_for_another_salt
         return hmac.new(salt.encode(), value.encode(), hashlib.sha256).hexdigest()[:16]
 
     assert first == [expected_text(t, s, lambda kind, v: f"<{kind}:{digest('pepper', v)}>")
-                     for t, s in zip(frame["text"], frame["planted"])]
-    changed = [a != b for a, b in zip(first, other)]
+                     for t, s in zip(frame["text"], frame["planted"], strict=True)]
+    changed = [a != b for a, b in zip(first, other, strict=True)]
     assert changed == [bool(s) for s in frame["planted"]]
 
 
 def test_the_same_entity_gets_the_same_digest_in_every_document():
-    frame = pd.DataFrame({"text": ["a jane@example.com b", "jane@example.com", "x bob@example.com"]})
+    frame = pd.DataFrame(
+        {"text": ["a jane@example.com b", "jane@example.com", "x bob@example.com"]}
+    )
     out = PiiRedactor(action="hash", salt="k", hash_length=8)(dataset(frame, 2)).df.compute()
     tags = out["text"].str.extract(r"(<EMAIL_ADDRESS:[0-9a-f]{8}>)")[0].tolist()
     assert tags[0] == tags[1] != tags[2]

@@ -241,7 +241,9 @@ def _markers(path):
 def test_resume_skips_finished_parts_and_redoes_the_rest(corpus, executor, request):
     if executor != "local":
         request.getfixturevalue("client")
-    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[executor]
+    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[
+        executor
+    ]
     pipeline(corpus, drop_odd).run(make(progress=False))
     out = corpus / "out"
     assert len(_markers(out)) == 12
@@ -295,7 +297,9 @@ class KeepFirstOfEachLength(WholeDatasetStage):
 def test_whole_dataset_stage_is_a_barrier_between_streaming_segments(corpus, executor, request):
     if executor != "local":
         request.getfixturevalue("client")
-    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[executor]
+    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[
+        executor
+    ]
     cache = corpus / "cache"
     result = pipeline(corpus, drop_odd, KeepFirstOfEachLength(), upper).run(
         make(cache_path=str(cache), progress=False))
@@ -318,7 +322,9 @@ def test_drops_before_and_at_a_dedup_barrier_are_each_counted_once(tmp_path, exe
 
     if executor != "local":
         request.getfixturevalue("client")
-    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[executor]
+    make = {"local": LocalExecutor, "streaming": StreamingExecutor, "batch": BatchExecutor}[
+        executor
+    ]
     # 60 documents, then exact copies of the first 30: 45 odd ones are filtered out before
     # the barrier, and of the even ones left, the 15 copies are exact duplicates.
     write_jsonl(tmp_path / "in" / "a.jsonl", docs(60) + docs(30))

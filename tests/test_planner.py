@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import fsspec
 import pytest
+from dask.utils import parse_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_dask.io.files import InputFile, list_files
 from curator_dask.io.jsonl import read_slice_bytes
-from dask.utils import parse_bytes
-
 from curator_dask.io.planner import (
     MAX_AUTO_BLOCKSIZE,
     MEMORY_FRACTION,
@@ -37,7 +36,8 @@ def _write(fs, path: str, lines: list[bytes], trailing_newline: bool = True) -> 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     files=st.lists(
-        st.lists(st.binary(min_size=1, max_size=40).map(lambda b: b.replace(b"\n", b"_").replace(b"\r", b"_")),
+        st.lists(st.binary(min_size=1, max_size=40).map(
+                     lambda b: b.replace(b"\n", b"_").replace(b"\r", b"_")),
                  min_size=0, max_size=30),
         min_size=1, max_size=4,
     ),
@@ -170,7 +170,9 @@ def test_local_memory_mapped_ranges_match_fsspec_read_block(lines, blocksize):
         for spec in plan_partitions(listed, blocksize=blocksize, fs=fs):
             for piece in spec.slices:
                 if not piece.whole:
-                    assert mapped_range(piece.file.path, piece).to_pybytes() == read_slice_bytes(fs, piece)
+                    assert mapped_range(piece.file.path, piece).to_pybytes() == read_slice_bytes(
+                        fs, piece
+                    )
 
 
 MAX_AUTO = parse_bytes(MAX_AUTO_BLOCKSIZE)

@@ -73,13 +73,13 @@ def test_every_name_in_all_resolves():
 
 
 def test_executor_internals_are_not_exported():
-    import curator_dask.executors as executors
+    from curator_dask import executors
 
     assert set(executors.__all__) == {
         "BatchExecutor", "Executor", "LocalExecutor", "NoWorkersError",
         "ResourceUnavailableError", "StreamingExecutor", "WorkerLifetimeError"}
     # Still importable by module path, for the executors' own tests.
-    from curator_dask.executors.base import RunState  # noqa: F401
+    from curator_dask.executors.state import RunState  # noqa: F401
 
 
 @pytest.mark.slow

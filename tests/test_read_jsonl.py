@@ -39,7 +39,9 @@ def test_glob_and_list_of_paths(tmp_path):
         write_jsonl(tmp_path / f"part{i}.jsonl", docs(1, start=i))
     by_glob = DocumentDataset.read_jsonl(str(tmp_path / "part[02].jsonl"))
     assert [t.split()[1] for t in texts(by_glob)] == ["0", "2"]
-    by_list = DocumentDataset.read_jsonl([str(tmp_path / "part2.jsonl"), str(tmp_path / "part1.jsonl")])
+    by_list = DocumentDataset.read_jsonl(
+        [str(tmp_path / "part2.jsonl"), str(tmp_path / "part1.jsonl")]
+    )
     assert [t.split()[1] for t in texts(by_list)] == ["1", "2"]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -78,7 +80,7 @@ def test_report_is_one_offline_html_page_with_the_table_and_charts(sample, tmp_p
     pipeline = curation(root, "out-report")
     result = pipeline.run(LocalExecutor(cache_path=str(root / "cache-report"), progress=False))
     path = write_report(result, tmp_path / "nested" / "report.html", stages=pipeline.stages)
-    page = open(path, encoding="utf-8").read()
+    page = Path(path).read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     assert "https://cdn.bokeh.org" not in page  # Bokeh's JavaScript is inlined
     for text in ("Documents after each stage", "Documents dropped, by reason",
@@ -118,7 +120,7 @@ def test_the_stage_table_right_aligns_numbers_and_says_seconds_are_summed_busy_t
     for column, values in (("docs in", ("1,200", "1,200", "87")),
                            ("busy s (sum)", ("0.50", "12.25", "0.10"))):
         end = header.index(column) + len(column)
-        for stage, value in zip(body, values):
+        for stage, value in zip(body, values, strict=True):
             assert body[stage][end - len(value):end] == value, (column, stage)
 
 
@@ -127,7 +129,7 @@ def test_the_report_uses_the_page_width_and_titles_its_charts_in_full(tmp_path):
     import json
     import re
 
-    page = open(write_report(_summary_result(), tmp_path / "r.html"), encoding="utf-8").read()
+    page = Path(write_report(_summary_result(), tmp_path / "r.html")).read_text(encoding="utf-8")
     documents = re.search(r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>',
                           page, re.S).group(1)
     models = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import os
 import tempfile
@@ -17,20 +18,20 @@ import pytest
 from conftest import docs, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliability.test_round_trip import tables
 
 from curator_dask import DocumentDataset, JsonlReader, ParquetWriter, Pipeline, StreamingExecutor
 from curator_dask.io import ResumeMismatchError
 from curator_dask.io.rollover import FileSize, FileSizeError, cut_points
 from curator_dask.io.writers import WriteSpec, write_partition
-from reliability.test_round_trip import tables
 
 
 @given(sizes=st.lists(st.integers(0, 50), max_size=60), limit=st.integers(1, 120))
 def test_cut_points_fill_each_file_in_order_up_to_the_limit(sizes, limit):
     starts = cut_points(sizes, limit).tolist()
-    stops = starts[1:] + [len(sizes)]
-    assert starts[0] == 0 and all(a < b for a, b in zip(starts, starts[1:]))
-    for k, (start, stop) in enumerate(zip(starts, stops)):
+    stops = [*starts[1:], len(sizes)]
+    assert starts[0] == 0 and all(a < b for a, b in itertools.pairwise(starts))
+    for start, stop in zip(starts, stops, strict=True):
         piece = sizes[start:stop]
         assert sum(piece) <= limit or len(piece) == 1
         if stop < len(sizes):  # full: the next row would not have fit
@@ -39,7 +40,8 @@ def test_cut_points_fill_each_file_in_order_up_to_the_limit(sizes, limit):
 
 @pytest.mark.parametrize("given_size, expected", [
     (1000, FileSize(1000, "bytes")), ("1KiB", FileSize(1024, "bytes")),
-    ("2.5M tokens", FileSize(2_500_000, "tokens")), ("100_000 documents", FileSize(100_000, "documents")),
+    ("2.5M tokens", FileSize(2_500_000, "tokens")),
+    ("100_000 documents", FileSize(100_000, "documents")),
     ("7 docs", FileSize(7, "documents")), (None, None)])
 def test_target_file_sizes_are_read_in_their_unit(given_size, expected):
     assert FileSize.parse(given_size) == expected
@@ -74,7 +76,8 @@ def test_jsonl_files_hold_at_most_their_bytes_and_every_document_once(frame, lim
     assert [os.path.join(out, f) for f in files] == result.files
     lines = []
     for name in files:
-        data = open(os.path.join(out, name), "rb").read()
+        with open(os.path.join(out, name), "rb") as handle:
+            data = handle.read()
         assert len(data) <= limit or data.count(b"\n") == 1, name
         lines += data.splitlines()
     back = [json.loads(line) for line in lines]

@@ -166,7 +166,7 @@ def planted_pairs_found(corpus: pd.DataFrame, removed: pd.DataFrame) -> float:
     group = removed.set_index("id")[GROUP_FIELD]
     planted = corpus[corpus["of"] >= 0]
     found = [(group.get(copy) == original) or (group.get(original) == copy)
-             for copy, original in zip(planted["id"], planted["of"])]
+             for copy, original in zip(planted["id"], planted["of"], strict=True)]
     return float(np.mean(found))
 
 
@@ -178,7 +178,10 @@ def test_minhash_misses_the_planted_paraphrases(paraphrase_corpus):
     groups = FuzzyDuplicates().identify(dataset(paraphrase_corpus[["id", "text"]], 3))
     groups = groups.df.compute().set_index("id")["group"]
     planted = paraphrase_corpus[paraphrase_corpus["of"] >= 0]
-    same = [groups.get(c, -1) == groups.get(o, -2) for c, o in zip(planted["id"], planted["of"])]
+    same = [
+        groups.get(c, -1) == groups.get(o, -2)
+        for c, o in zip(planted["id"], planted["of"], strict=True)
+    ]
     assert np.mean(same) <= 0.05
 
 
@@ -234,8 +237,9 @@ def test_which_to_keep_hard_keeps_the_farthest_from_the_centroid_easy_the_neares
     centre = np.array([1.0, 0, 0, 0])
     # Two near-identical pairs: 10 and 11 far from the centroid (10 the farther), 12 and
     # 13 near it (13 the farther); 14 is like neither.
-    vectors = np.array([centre + [0, 0.3, 0, 0], centre + [0, 0.29, 0, 0], centre,
-                        centre + [0, 0, 0.01, 0], centre + [0, -0.3, 0, 0.01]], np.float32)
+    offsets = np.array([[0, 0.3, 0, 0], [0, 0.29, 0, 0], [0, 0, 0, 0], [0, 0, 0.01, 0],
+                        [0, -0.3, 0, 0.01]])
+    vectors = (centre + offsets).astype(np.float32)
     frame = pd.DataFrame({"id": [10, 11, 12, 13, 14], "text": list("abcde")})
     frame["embeddings"] = vector_series(vectors, frame.index)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -339,7 +343,9 @@ def test_the_pairs_phase_tiles_a_large_cluster():
                            random_state=0, min_similarity=0.99, block_size=32,
                            device="cpu", blocks=tiles.append)
     assert len(frame) == 320 and max(max(t) for t in tiles) == 32
-    assert set(pairs["id"]) | set(pairs[DUPLICATE_OF_FIELD]) >= set(frame.loc[frame["of"] >= 0, "id"])
+    assert set(pairs["id"]) | set(pairs[DUPLICATE_OF_FIELD]) >= set(
+        frame.loc[frame["of"] >= 0, "id"]
+    )
     assert len(pairs) == 20
 
 
@@ -492,7 +498,7 @@ def test_kmeans_over_many_blocks_on_a_cluster_gives_the_one_task_fit(client):
 
 def test_kmeans_names_both_partitions_when_dimensions_disagree():
     parts = [dask.delayed(np.zeros((4, 3), np.float32)), dask.delayed(np.zeros((4, 5), np.float32))]
-    with pytest.raises(ValueError, match="partition 0 has 3-dimensional .* partition 1 5-"):
+    with pytest.raises(ValueError, match=r"partition 0 has 3-dimensional .* partition 1 5-"):
         fit_kmeans(parts, 2)
 
 
@@ -530,7 +536,9 @@ def test_semantic_dedup_barrier_in_a_pipeline_on_a_local_cluster(tmp_path, execu
     # Of each planted pair exactly one document is left.
     planted = frame[frame["of"] >= 0]
     left = set(out["n"])
-    assert all((c in left) != (o in left) for c, o in zip(planted["id"], planted["of"]))
+    assert all(
+        (c in left) != (o in left) for c, o in zip(planted["id"], planted["of"], strict=True)
+    )
     assert stage.last_run.duplicate_documents == 30 and stage.last_run.cluster_sizes == {2: 30}
 
 

@@ -102,7 +102,7 @@ def test_declared_output_columns_are_the_meta_and_process_never_sees_an_empty_fr
 
 def test_removing_a_column_that_is_not_there_is_a_clear_error():
     stage = processing_stage(lambda df: df, name="drop", removed_columns=["nope"])
-    with pytest.raises(KeyError, match="removes column.*'nope'.*input columns are"):
+    with pytest.raises(KeyError, match=r"removes column.*'nope'.*input columns are"):
         stage(dataset())
 
 

@@ -57,5 +57,6 @@ def test_counts_by_source_and_by_stage_reach_the_result_and_the_report(tmp_path,
             assert result.counters[f"{stage}.tokens.{corpus}"] == tokens
     written = pd.read_parquet(tmp_path / "out")
     assert written["token_count"].tolist() == kept["tokens"].tolist()
-    report = open(write_report(result, tmp_path / "report.html", stages=pipeline.stages)).read()
+    with open(write_report(result, tmp_path / "report.html", stages=pipeline.stages)) as handle:
+        report = handle.read()
     assert "count_tokens_2.tokens.books" in report

@@ -13,15 +13,15 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from curator_dask import DocumentDataset  # noqa: E402
-from curator_dask.stages.models import (  # noqa: E402
+from curator_dask import DocumentDataset
+from curator_dask.stages.models import (
     TOKEN_CACHE_ENV,
     ContentTypeClassifier,
     DomainClassifier,
     QualityClassifier,
     tokenization_counts,
 )
-from curator_dask.testing.published_models import (  # noqa: E402
+from curator_dask.testing.published_models import (
     DOMAIN_LABELS_SAMPLE,
     deberta_v3_config,
     save_backbone_config,

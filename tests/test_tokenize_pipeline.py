@@ -72,7 +72,7 @@ def test_the_tokenize_example_writes_what_the_tokenizer_makes_of_the_blend(
     kept = ScoreFilter(WordCountFilter(min_words=20))(blended).df.compute()
     tokenizer = tokenizers.Tokenizer.from_file("tokenizer/tokenizer.json")
     eos = tokenizer.token_to_id("<|endoftext|>")
-    expected = [tokenizer.encode(t, add_special_tokens=False).ids + [eos] for t in kept["text"]]
+    expected = [[*tokenizer.encode(t, add_special_tokens=False).ids, eos] for t in kept["text"]]
 
     shards = token_sequences("training-output/shards")
     assert len(list(Path("training-output/shards").glob("part-*.bin"))) == 2

@@ -51,7 +51,7 @@ def generate_urls(n: int = 3000, seed: int = 11) -> list[str]:
         port = ":8080" if rng.random() < 0.1 else ""
         query = "?q=" + str(rng.choice(path_words)) if rng.random() < 0.3 else ""
         out.append(f"{scheme}{user}{host}{port}/{path}{query}")
-    return out + ["", "http://", "casino.example", "http://tracker.io"]
+    return [*out, "", "http://", "casino.example", "http://tracker.io"]
 
 
 URLS = generate_urls()
@@ -99,9 +99,9 @@ def keyword_reference(url: str, banned_words, soft_banned_words, banned_subwords
 # -- equality with the references ---------------------------------------------------------
 
 def test_domain_blocklist_scores_equal_the_reference():
-    f = DomainBlocklistFilter(domains=BLOCKED + ["*.Tracker.IO", "example.net."])
+    f = DomainBlocklistFilter(domains=[*BLOCKED, "*.Tracker.IO", "example.net."])
     scores = f.score(pd.Series(URLS, dtype="str")).tolist()
-    expected = [domain_reference(u, BLOCKED + ["*.Tracker.IO", "example.net."]) for u in URLS]
+    expected = [domain_reference(u, [*BLOCKED, "*.Tracker.IO", "example.net."]) for u in URLS]
     assert scores == expected
     assert 100 < sum(s != "" for s in scores) < len(URLS) - 100
 
@@ -172,7 +172,7 @@ def test_a_list_read_from_a_file_is_not_shipped_with_the_filter(lists):
 
 
 def test_a_missing_list_file_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.txt"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.txt"):
         DomainBlocklistFilter(str(tmp_path / "nope.txt"))
 
 

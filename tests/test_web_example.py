@@ -11,9 +11,9 @@ pytest.importorskip("fastwarc", reason="WARC reading needs the `warc` extra (fas
 pytest.importorskip("trafilatura", reason="HTML extraction needs the `html` extra")
 pytest.importorskip("warcio", reason="writing test WARC files needs warcio (the `test` extra)")
 
-from curator_dask.cli.config import load_config  # noqa: E402
-from curator_dask.executors import LocalExecutor  # noqa: E402
-from curator_dask.testing.web import synthetic_pages, write_warc  # noqa: E402
+from curator_dask.cli.config import load_config
+from curator_dask.executors import LocalExecutor
+from curator_dask.testing.web import synthetic_pages, write_warc
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "web.yaml"
 

@@ -90,8 +90,15 @@ from curator_dask.stages.io_stages import (
 )
 from curator_dask.training import BlendReader, MegatronWriter
 
-__all__ = ["ConfigError", "PipelineConfig", "load_config", "load_config_text",
-           "TOP_LEVEL_KEYS", "READERS", "WRITERS"]
+__all__ = [
+    "READERS",
+    "TOP_LEVEL_KEYS",
+    "WRITERS",
+    "ConfigError",
+    "PipelineConfig",
+    "load_config",
+    "load_config_text",
+]
 
 #: The keys a pipeline file may have at its top level.
 TOP_LEVEL_KEYS = ("name", "description", "cluster", "executor", "reader", "stages", "writer",
@@ -330,7 +337,7 @@ def load_config_text(text: str, source: str = "<pipeline>") -> PipelineConfig:
     """Check the YAML ``text`` of a pipeline file (``source`` names it in errors)."""
     check = _Checker(source)
     try:
-        document = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
+        document = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass
     except _DuplicateKey as err:
         check.fail(err.line, f"duplicate key {err.key!r}")
     except yaml.MarkedYAMLError as err:

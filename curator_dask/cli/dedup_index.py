@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from curator_dask.cli.arguments import positive_int
 from curator_dask.errors import CuratorError
 
-__all__ = ["add_commands", "run", "COMMANDS", "RequestError"]
+__all__ = ["COMMANDS", "RequestError", "add_commands", "run"]
 
 #: The ``dedup`` methods this module adds.
 COMMANDS = ("index", "lines")
@@ -21,12 +22,6 @@ COMMANDS = ("index", "lines")
 
 class RequestError(CuratorError, ValueError):
     """Options that cannot run as given (the command's usage error)."""
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
 
 
 def _input_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -68,7 +63,7 @@ def _index_arguments(parser: argparse.ArgumentParser, *, build: bool) -> None:
         parser.add_argument("--kind", choices=("exact", "fuzzy"), default="exact",
                             help="exact (text hashes) or fuzzy (LSH buckets) "
                                  "(default: %(default)s)")
-        parser.add_argument("--partitions", type=_positive_int, default=None,
+        parser.add_argument("--partitions", type=positive_int, default=None,
                             help="index partitions (fixed when it is created): default, the "
                                  "input's partition count")
 
@@ -116,16 +111,16 @@ def add_commands(methods, cluster_arguments: Callable[[argparse.ArgumentParser],
     _output_arguments(lines, required=True)
     lines.add_argument("--unit", choices=("line", "paragraph", "sentence"), default="line",
                        help="default: %(default)s")
-    lines.add_argument("--span", type=_positive_int, default=None,
+    lines.add_argument("--span", type=positive_int, default=None,
                        help="segments in a span (default: 3 sentences, 1 line or paragraph)")
-    lines.add_argument("--max-occurrences", type=_positive_int, default=1,
+    lines.add_argument("--max-occurrences", type=positive_int, default=1,
                        help="remove spans seen more often than this (default: %(default)s)")
     lines.add_argument("--keep", choices=("first", "none"), default="first",
                        help="keep a repeated span's first occurrence, or none "
                             "(default: %(default)s)")
     lines.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                        help="compare spans case-insensitively (default: on)")
-    lines.add_argument("--min-chars", type=_positive_int, default=1,
+    lines.add_argument("--min-chars", type=positive_int, default=1,
                        help="shorter segments are never counted or removed (default: "
                             "%(default)s)")
     cluster_arguments(lines)
@@ -168,7 +163,6 @@ def _index(args):
 def run(args, echo: Callable[[str], None], client_options: dict) -> int:
     """Run ``dedup index ...`` or ``dedup lines`` on a cluster from ``client_options``."""
     from curator_dask.cluster import dashboard_link, get_client
-
     from curator_dask.io.errors import OutputOverlapsInputError
 
     try:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import yaml
 
 from curator_dask.cli import dedup_index
+from curator_dask.cli.arguments import positive_int
 from curator_dask.cli.migrate import add_migrate_parser, run_migrate
 from curator_dask.cli.outputs import pipeline_outputs, workflow_outputs
 from curator_dask.errors import CuratorError
@@ -67,9 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--output", default="demo-output",
                       help="directory for the input shards, the curated Parquet, the cache "
                            "and report.html (default: %(default)s)")
-    demo.add_argument("--workers", type=_positive_int, default=2,
+    demo.add_argument("--workers", type=positive_int, default=2,
                       help="local worker processes (default: %(default)s)")
-    demo.add_argument("--limit", type=_positive_int, default=None,
+    demo.add_argument("--limit", type=positive_int, default=None,
                       help="use only the first N documents of the sample (a quicker run)")
     demo.add_argument("--no-model", action="store_true",
                       help="leave out the embedding stage")
@@ -136,16 +137,6 @@ def _workflows() -> dict:
         "semantic": (SemanticDeduplicationWorkflow,
                      "semantic duplicates (embeddings, k-means, cosine within clusters)"),
     }
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _yaml_value(text: str):
@@ -242,7 +233,7 @@ def _add_workflow_arguments(parser: argparse.ArgumentParser, workflow) -> None:
 
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
-    group.add_argument("--workers", type=_positive_int, default=None,
+    group.add_argument("--workers", type=positive_int, default=None,
                        help="local worker processes to start (default: one per core)")
     group.add_argument("--scheduler-address",
                        help="connect to this scheduler (tcp://host:8786) instead of starting "
@@ -445,10 +436,7 @@ def _cmd_dedup(args, echo: Callable[[str], None]) -> int:
     cluster = ({"scheduler_address": args.scheduler_address} if args.scheduler_address
                else {"n_workers": args.workers})
     if args.method in dedup_index.COMMANDS:
-        try:
-            return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
-        except dedup_index.RequestError as err:
-            raise UsageError(str(err)) from None
+        return dedup_index.run(args, echo, _local_options(cluster, args.verbose))
     workflow_cls = _workflows()[args.method][0]
     spellings = {name: _flag_spelling(name) for name in inspect.signature(workflow_cls).parameters}
     try:
@@ -597,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _log_beside_bars():
             return COMMANDS[args.command](args, echo=print)
-    except UsageError as err:
+    except (UsageError, dedup_index.RequestError) as err:
         print(f"curator-dask {command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask.errors import MissingFileError
 from curator_dask.io import atomic
 
 __all__ = ["add_migrate_parser", "run_migrate"]
@@ -63,7 +64,7 @@ def _scripts(paths: list[str]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         else:
-            raise FileNotFoundError(f"{raw}: no such file or directory")
+            raise MissingFileError(f"{raw}: no such file or directory")
     return found
 
 

@@ -11,7 +11,7 @@ the leases of the directories until the command ends, and the run joins it.
 
 from __future__ import annotations
 
-from curator_dask.executors.base import Layout
+from curator_dask.executors.layout import Layout
 from curator_dask.io.guard import OutputGuard
 from curator_dask.io.overlap import input_paths
 

@@ -52,14 +52,23 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import ArgumentTypeError, CuratorError, NameNotFoundError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage, WholeDatasetStage
 from curator_dask.stages.filters.base import DocumentFilter, ScoreFilter
 from curator_dask.stages.modifiers.base import DocumentModifier, Modify
 
-__all__ = ["Parameter", "ParameterTypeError", "StageSpec", "stage_catalog", "parameters_of",
-           "type_text", "convert_option", "REQUIRED", "STAGE_OPTIONS"]
+__all__ = [
+    "REQUIRED",
+    "STAGE_OPTIONS",
+    "Parameter",
+    "ParameterTypeError",
+    "StageSpec",
+    "convert_option",
+    "parameters_of",
+    "stage_catalog",
+    "type_text",
+]
 
 #: The packages searched for stage classes.
 PACKAGES = ("curator_dask.stages", "curator_dask.dedup", "curator_dask.training")
@@ -175,7 +184,7 @@ def _detail(err) -> str:
     return f" ({telling[0][0].lower()}{telling[0][1:]})" if telling else ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter_cached(hint):
     return _make_adapter(hint)
 
@@ -213,7 +222,8 @@ def type_text(hint) -> str:
     return _type_text(hint)
 
 
-def _type_text(hint) -> str:
+# One return per kind of type hint a pipeline file may name.
+def _type_text(hint) -> str:  # noqa: PLR0911
     origin = typing.get_origin(hint)
     if hint is type(None) or hint is None:
         return "None"
@@ -284,7 +294,7 @@ def _hint(owner, p: inspect.Parameter):
     namespace = dict(vars(typing))
     namespace.update(getattr(inspect.unwrap(owner), "__globals__", {}))
     try:
-        return eval(p.annotation, namespace)  # noqa: S307 (annotations of our own code)
+        return eval(p.annotation, namespace)  # annotations of our own code
     except Exception:
         return None
 
@@ -334,7 +344,7 @@ class StageSpec:
         for p in (*self.parameters, *self.options):
             if p.name == name:
                 return p
-        raise KeyError(name)
+        raise NameNotFoundError(name)
 
     @property
     def description(self) -> str:
@@ -354,11 +364,11 @@ class StageSpec:
         params = dict(params)
         unknown = [k for k in params if k not in self.accepted()]
         if unknown:
-            raise TypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
-                            f"are: {', '.join(self.accepted())}")
+            raise ArgumentTypeError(f"{self.name} has no parameter {unknown[0]!r}; its parameters "
+                                    f"are: {', '.join(self.accepted())}")
         missing = [p.name for p in self.parameters if p.required and p.name not in params]
         if missing:
-            raise TypeError(f"{self.name} needs {', '.join(missing)}")
+            raise ArgumentTypeError(f"{self.name} needs {', '.join(missing)}")
         own = {p.name: p.check(convert_option(p.name, params.pop(p.name)))
                for p in self.parameters if p.name in params}
         obj = self.cls(**own)
@@ -383,7 +393,8 @@ def convert_option(name: str, value):
         try:
             return Resources(**value)
         except TypeError as err:
-            raise TypeError(f"resources: {err}; give cpus, gpus and/or gpu_memory_gb") from None
+            raise ArgumentTypeError(
+                f"resources: {err}; give cpus, gpus and/or gpu_memory_gb") from None
     return value
 
 

@@ -42,16 +42,35 @@ from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import HASH_FIELD, mark_hash_partitioned
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import output_state
-from curator_dask.io.errors import ResumeMismatchError
+from curator_dask.io.errors import OutputExistsError, ResumeMismatchError
 from curator_dask.io.guard import OutputGuard, guarded, run_guard
 from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
 
-__all__ = ["PhaseResult", "read_phase", "write_phase", "mark_complete", "read_parquet_parts",
-           "recorded_blocksize",
-           "CachedDuplicates", "write_duplicates", "read_duplicates", "MARKER",
-           "DUPLICATES_DIR", "OUTPUT_MODES", "output_mode_for", "fingerprint_changes",
-           "write_removal", "removal_output_intact", "register_workflow", "workflow_run"]
+__all__ = [
+    "DUPLICATES_DIR",
+    "FILETYPES",
+    "MARKER",
+    "OUTPUT_MODES",
+    "CachedDuplicates",
+    "FileType",
+    "PhaseResult",
+    "check_workflow_options",
+    "fingerprint_changes",
+    "mark_complete",
+    "output_mode_for",
+    "read_duplicates",
+    "read_parquet_parts",
+    "read_phase",
+    "recorded_blocksize",
+    "register_workflow",
+    "removal_output_intact",
+    "workflow_run",
+    "write_duplicates",
+    "write_phase",
+    "write_removal",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +81,25 @@ DUPLICATES_DIR = "exact_duplicates"
 #: What a dedup workflow may do with an output directory that holds files.
 OutputMode = Literal["error", "overwrite", "overwrite_all"]
 OUTPUT_MODES = get_args(OutputMode)
+#: The files a dedup workflow reads.
+FileType = Literal["jsonl", "parquet"]
+FILETYPES = get_args(FileType)
+
+
+def check_workflow_options(input_filetype: str, output_mode: str, *,
+                           perform_removal: bool = False,
+                           output_path: str | None = "") -> None:
+    """Refuse, before anything runs, an input file type or an output mode a dedup
+    workflow does not know, and a removal with nowhere to write the kept documents."""
+    if input_filetype not in FILETYPES:
+        raise InvalidArgumentError(
+            f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
+    if output_mode not in OUTPUT_MODES:
+        raise InvalidArgumentError(
+            f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+    if perform_removal and not output_path:
+        raise InvalidArgumentError(
+            "perform_removal=True needs an output_path for the kept documents")
 
 
 @dataclass
@@ -174,12 +212,14 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
     else with ``FileExistsError``.
     """
     if output_mode not in OUTPUT_MODES:
-        raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+        raise InvalidArgumentError(
+            f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
     if output_mode != "error":
         return output_mode
     fs, root = url_to_fs(output_path, **(storage_options or {}))
     manifest = read_manifest(fs, root) if fs.exists(root) and fs.isdir(root) else None
-    entries = sum(output_state.own_files(fs, root, manifest), [])  # not the run's lease
+    own, foreign = output_state.own_files(fs, root, manifest)
+    entries = own + foreign  # not the run's lease
     if not entries:
         return "error"
     if manifest is not None and "fingerprint" in manifest:
@@ -194,7 +234,7 @@ def output_mode_for(output_path: str, output_mode: str, *, resuming: bool, finge
             # (overwrite refuses anything it did not write), are replaced.
             logger.info("replacing the parts of an interrupted run in %s", output_path)
             return "overwrite"
-    raise FileExistsError(
+    raise OutputExistsError(
         f"output directory {output_path!r} is not empty ({len(entries)} entries); pass "
         "output_mode='overwrite' to replace what an earlier run wrote there, or choose "
         "another path"

@@ -27,7 +27,7 @@ True
 >>> ExactDedupConfig(on_null="ignore")
 Traceback (most recent call last):
 ...
-ValueError: on_null must be one of ('error', 'skip'), got 'ignore'
+curator_dask.errors.InvalidArgumentError: on_null must be one of ('error', 'skip'), got 'ignore'
 """
 
 from __future__ import annotations
@@ -40,10 +40,25 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Literal, get_args
 
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, STRATEGIES, RemovalStrategy
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["ExactDedupConfig", "FuzzyDedupConfig", "SemanticDedupConfig", "Configured",
-           "takes_config", "resolve_config", "field_names", "HASH_METHODS", "ON_NULL", "HashMethod", "OnNull",
-           "WHICH_TO_KEEP", "SIM_METRICS", "WhichToKeep", "SimMetric"]
+__all__ = [
+    "HASH_METHODS",
+    "ON_NULL",
+    "SIM_METRICS",
+    "WHICH_TO_KEEP",
+    "Configured",
+    "ExactDedupConfig",
+    "FuzzyDedupConfig",
+    "HashMethod",
+    "OnNull",
+    "SemanticDedupConfig",
+    "SimMetric",
+    "WhichToKeep",
+    "field_names",
+    "resolve_config",
+    "takes_config",
+]
 
 HashMethod = Literal["md5", "xxh3_128"]
 HASH_METHODS = get_args(HashMethod)
@@ -57,7 +72,7 @@ SIM_METRICS = get_args(SimMetric)
 
 def _check_choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def _check_count(name: str, value, *, minimum: int = 1, optional: bool = False) -> None:
@@ -65,7 +80,7 @@ def _check_count(name: str, value, *, minimum: int = 1, optional: bool = False) 
         return
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -119,7 +134,8 @@ class FuzzyDedupConfig:
     def __post_init__(self):
         # MinHash and LSH check their own parameters when FuzzyDuplicates makes them.
         if not 0.0 <= self.jaccard_threshold <= 1.0:
-            raise ValueError(f"jaccard_threshold must be in [0, 1], got {self.jaccard_threshold!r}")
+            raise InvalidArgumentError(
+                f"jaccard_threshold must be in [0, 1], got {self.jaccard_threshold!r}")
         _check_choice("removal_strategy", self.removal_strategy, STRATEGIES)
         _check_count("broadcast_threshold", self.broadcast_threshold, minimum=0)
         _check_count("max_local_edges", self.max_local_edges, minimum=0, optional=True)
@@ -136,10 +152,10 @@ class SemanticDedupConfig:
     --------
     >>> SemanticDedupConfig(eps_thresholds=[0.001, 0.01, 0.01]).eps_thresholds
     (0.01, 0.001)
-    >>> SemanticDedupConfig(eps_thresholds=[0.1], eps_to_extract=0.01)
+    >>> SemanticDedupConfig(eps_thresholds=[0.1], eps_to_extract=0.01)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: eps_to_extract=0.01 must be one of eps_thresholds (0.1,)
+    curator_dask.errors.InvalidArgumentError: eps_to_extract=0.01 must be one of ... (0.1,)
     """
 
     n_clusters: int = 1000
@@ -175,10 +191,10 @@ class SemanticDedupConfig:
         eps = [eps] if isinstance(eps, int | float) else eps
         eps = tuple(sorted({float(e) for e in eps}, reverse=True))
         if not eps or not all(0 <= e < 2 for e in eps):
-            raise ValueError(f"eps_thresholds must be values in [0, 2), got {eps}")
+            raise InvalidArgumentError(f"eps_thresholds must be values in [0, 2), got {eps}")
         if float(self.eps_to_extract) not in eps:
-            raise ValueError(f"eps_to_extract={self.eps_to_extract} must be one of "
-                             f"eps_thresholds {eps}")
+            raise InvalidArgumentError(f"eps_to_extract={self.eps_to_extract} must be one of "
+                                       f"eps_thresholds {eps}")
         # Frozen: the normalised values are set the way dataclasses set fields.
         object.__setattr__(self, "eps_thresholds", eps)
         object.__setattr__(self, "eps_to_extract", float(self.eps_to_extract))
@@ -214,16 +230,16 @@ def resolve_config(cls, config, given: Mapping[str, object], *, who: str):
     if isinstance(config, Mapping):
         unknown = sorted(set(config) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"{who}: unknown {cls.__name__} fields {unknown}")
+            raise InvalidArgumentError(f"{who}: unknown {cls.__name__} fields {unknown}")
         config = cls(**config)
     if not isinstance(config, cls):
-        raise TypeError(f"{who}: config must be a {cls.__name__} (or a mapping of its "
-                        f"fields), got {type(config).__name__}")
+        raise ArgumentTypeError(f"{who}: config must be a {cls.__name__} (or a mapping of its "
+                                f"fields), got {type(config).__name__}")
     defaults = {f.name: f.default for f in fields(cls)}
     changed = [f"{k}={given[k]!r}" for k in sorted(given)
                if k in defaults and not _same(given[k], defaults[k])]
     if changed:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{who}: give the parameters either in config= or as keywords, not both "
             f"(config given, and {', '.join(changed)} too); put them in the config"
         )
@@ -267,11 +283,11 @@ def takes_config(config_cls: type, *, positional: Sequence[str] = ()) -> Callabl
         own = list(inspect.signature(init).parameters.values())
         own_names = {p.name for p in own}
         if "config" not in own_names:
-            raise TypeError(f"{init.__qualname__} needs a config parameter")
+            raise ArgumentTypeError(f"{init.__qualname__} needs a config parameter")
         unknown = [name for name in positional
                    if name not in field_parameters and name not in own_names]
         if unknown:
-            raise TypeError(f"{init.__qualname__}: no parameter {unknown}")
+            raise ArgumentTypeError(f"{init.__qualname__}: no parameter {unknown}")
         by_name = {p.name: p for p in own} | field_parameters
         leading = [by_name[name].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
                    for name in positional]
@@ -288,7 +304,7 @@ def takes_config(config_cls: type, *, positional: Sequence[str] = ()) -> Callabl
             try:
                 bound = public.bind(self, *args, **kwargs)
             except TypeError as err:
-                raise TypeError(f"{type(self).__name__}: {err}") from None
+                raise ArgumentTypeError(f"{type(self).__name__}: {err}") from None
             arguments = dict(bound.arguments)
             arguments.pop(own[0].name)
             given = {name: arguments.pop(name) for name in list(arguments)

@@ -30,7 +30,7 @@ import dask.dataframe as dd
 from fsspec.core import url_to_fs
 
 from curator_dask.dataset import DocumentDataset
-from curator_dask.errors import CuratorError
+from curator_dask.errors import CuratorError, MissingFileError
 from curator_dask.io import atomic
 from curator_dask.io.identity import identity_changes
 
@@ -82,7 +82,7 @@ class IdNumbering:
                 data = json.loads(handle.read())
             return cls(**data)
         except FileNotFoundError:
-            raise FileNotFoundError(f"{path}: no id generator file (a dedup workflow run "
+            raise MissingFileError(f"{path}: no id generator file (a dedup workflow run "
                                     "without removal writes it beside the ids)") from None
         except (TypeError, ValueError) as err:
             raise IdNumberingMismatchError(

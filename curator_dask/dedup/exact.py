@@ -40,6 +40,7 @@ cuDF partitions it is computed on the host).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 
 import dask.dataframe as dd
@@ -63,13 +64,26 @@ from curator_dask.dedup.removal import (
     default_shuffle_method,
     remove_ids,
 )
-from curator_dask.dropped import record_dropped, strip_dropped
-from curator_dask.errors import CuratorError
+from curator_dask.dropped import record_dropped
+from curator_dask.errors import (
+    ArgumentTypeError,
+    CuratorError,
+    InvalidArgumentError,
+    MissingDependencyError,
+)
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["ExactDuplicates", "hash_texts", "NullTextError", "HASH_METHODS", "HASH_FIELD",
-           "DUPLICATE_REASON", "NULL_TEXT_REASON", "default_hash_partitions"]
+__all__ = [
+    "DUPLICATE_REASON",
+    "HASH_FIELD",
+    "HASH_METHODS",
+    "NULL_TEXT_REASON",
+    "ExactDuplicates",
+    "NullTextError",
+    "default_hash_partitions",
+    "hash_texts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +116,7 @@ def hash_texts(texts, method: str = "md5"):
     ['d41d8cd98f00b204e9800998ecf8427e', 'c61a4185135eda043f35e92c3505e180']
     """
     if method not in HASH_METHODS:
-        raise ValueError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
+        raise InvalidArgumentError(f"hash_method must be one of {HASH_METHODS}, got {method!r}")
     return _hash_texts(texts, method)
 
 
@@ -159,7 +173,7 @@ def _hash_constructor(method: str):
     try:
         import xxhash
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             "hash_method='xxh3_128' needs the xxhash package: pip install 'curator-dask[dedup]' "
             "(or pip install xxhash), or use hash_method='md5'"
         ) from err
@@ -185,7 +199,7 @@ def digests(arrow: pa.Array, method: str) -> bytes:
     data, offsets = string_buffers(arrow)
     # The one per-document loop, measured faster than the alternatives in the module
     # docstring: the hashing runs in C on buffer slices, no Python str is built.
-    return b"".join([new(data[start:end]).digest() for start, end in zip(offsets, offsets[1:])])
+    return b"".join([new(data[start:end]).digest() for start, end in itertools.pairwise(offsets)])
 
 
 def hex_digests(packed: bytes) -> pa.LargeStringArray:
@@ -223,8 +237,8 @@ def _hash_partition(df, id_field: str, text_field: str, method: str, on_null: st
             )
         df = df[~nulls]
         rows = rows[~np.asarray(nulls.to_numpy(), dtype=bool)]
-    out, _ = strip_dropped(df[[id_field]])
-    out = out.assign(**{HASH_FIELD: hash_texts(df[text_field], method), ROW_FIELD: rows})
+    out = df[[id_field]].assign(**{HASH_FIELD: hash_texts(df[text_field], method),
+                                   ROW_FIELD: rows})
     return out.reset_index(drop=True)
 
 
@@ -360,7 +374,8 @@ class ExactDuplicates(Configured):
 
     def _check_columns(self, ds: DocumentDataset) -> None:
         if not isinstance(ds, DocumentDataset):
-            raise TypeError(f"ExactDuplicates takes a DocumentDataset, got {type(ds).__name__}")
+            raise ArgumentTypeError(
+                f"ExactDuplicates takes a DocumentDataset, got {type(ds).__name__}")
         wanted = [self.id_field, self.text_field]
         missing = [c for c in wanted if c not in ds.df.columns]
         require_columns("ExactDuplicates", ds.df.columns, wanted,
@@ -390,9 +405,8 @@ class ExactDuplicates(Configured):
                            reason=DUPLICATE_REASON)
         if self.on_null == "skip":
             # After the removal, which finds rows by their position in the whole partition.
-            clean = clean._derive(clean.df.map_partitions(
-                _drop_null_text, self.text_field, meta=clean.df._meta,
-                align_dataframes=False, enforce_metadata=False))
+            clean = clean.map_partitions(_drop_null_text, self.text_field,
+                                         meta=clean.df._meta)
         return clean
 
     def ids_to_remove(self, duplicates: DocumentDataset) -> dd.DataFrame:

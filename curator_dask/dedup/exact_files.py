@@ -60,6 +60,7 @@ from curator_dask.dedup.exact import (
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import listed_rows_mask
 from curator_dask.dropped import split_counts, sum_dropped
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.io.guard import GuardedPath, claim, guarded
 from curator_dask.io.output_state import (
@@ -71,7 +72,7 @@ from curator_dask.io.output_state import (
 from curator_dask.io.writers import WriteSpec, prepare_output, write_part, write_partition
 from curator_dask.observe import progress
 
-__all__ = ["STAGING_DIR", "IN_MEMORY_FRACTION", "ExactFilesRun", "rows_to_remove"]
+__all__ = ["IN_MEMORY_FRACTION", "STAGING_DIR", "ExactFilesRun", "rows_to_remove"]
 
 logger = logging.getLogger(__name__)
 
@@ -298,8 +299,8 @@ class ExactFilesRun:
     def __init__(self, ds, *, id_field: str, text_field: str, hash_method: str,
                  on_null: str, assign_id: bool, cache_path: str,
                  hash_partitions: int | None = None, storage_options: dict | None = None):
-        if ds.plan is None or ds.partition_reader is None:
-            raise ValueError("ExactFilesRun needs a dataset read from files")
+        if ds.source is None:
+            raise InvalidArgumentError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
         self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
         self.storage_options = storage_options or {}
@@ -311,7 +312,7 @@ class ExactFilesRun:
         self.token = uuid.uuid4().hex[:12]  # new keys each run (see the executors' notes)
 
     def _input(self, staging: str | None) -> _Input:
-        return _Input(self.ds.partition_reader, self.settings, staging, self.fs)
+        return _Input(self.ds.source.reader, self.settings, staging, self.fs)
 
     def _claim_staging(self) -> GuardedPath:
         return claim(self.staging, "cache directory", fs=self.fs)

@@ -21,12 +21,22 @@ from __future__ import annotations
 import dask.dataframe as dd
 import numpy as np
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import CuratorError, InvalidArgumentError
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
 
-__all__ = ["HASH_FIELD", "ROW_FIELD", "DuplicateIdError", "DuplicateListMismatchError", "row_numbers",
-           "first_row", "partition_of_rows", "repeated_ids", "check_unique_ids",
-           "mark_hash_partitioned", "is_hash_partitioned"]
+__all__ = [
+    "HASH_FIELD",
+    "ROW_FIELD",
+    "DuplicateIdError",
+    "DuplicateListMismatchError",
+    "check_unique_ids",
+    "first_row",
+    "is_hash_partitioned",
+    "mark_hash_partitioned",
+    "partition_of_rows",
+    "repeated_ids",
+    "row_numbers",
+]
 
 #: The column of row numbers in exact dedup's duplicate list and in ``remove_ids`` input.
 ROW_FIELD = "_row"
@@ -72,7 +82,7 @@ def row_numbers(length: int, partition: int) -> np.ndarray:
     [2000000000, 2000000001, 2000000002]
     """
     if length >= ROWS_PER_PARTITION_ID_SPACE:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"partition {partition} has {length} rows, more than the "
             f"{ROWS_PER_PARTITION_ID_SPACE} deduplication can number; use a smaller blocksize"
         )

@@ -13,8 +13,9 @@ How it scales
    span is hashed (:mod:`curator_dask.dedup.spans`); only ``(hash, row, position)`` of
    each span, 32 bytes, leaves the task.
 2. Those are shuffled on the hash (dask's P2P shuffle on a cluster, spilled through
-   disk; plain tasks when it is a few partitions), so every occurrence of a span meets in one partition, where they are counted
-   and ordered: no worker holds more than its share of the distinct spans.
+   disk; plain tasks when it is a few partitions), so every occurrence of a span meets in
+   one partition, where they are counted and ordered: no worker holds more than its share
+   of the distinct spans.
 3. The spans to remove (``(row, position)``) are sent back to the partitions that hold
    them (one shuffle of that list alone), and each partition cuts its documents again
    and joins them without those spans.
@@ -48,7 +49,7 @@ from curator_dask.errors import CuratorError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["LineDedup", "LineDedupParameterError", "SpanDedupStats", "KEEP"]
+__all__ = ["KEEP", "LineDedup", "LineDedupParameterError", "SpanDedupStats"]
 
 logger = logging.getLogger(__name__)
 
@@ -317,8 +318,7 @@ class LineDedup(WholeDatasetStage):
         tagged = listed.map_partitions(_with_partition,
                                        meta=_with_partition(listed._meta))
         routed = route_to_partitions(tagged, _PARTITION, ds.npartitions)
-        return ds._derive(ds.df.map_partitions(_Apply(self), routed, meta=ds.df._meta,
-                                               align_dataframes=False, enforce_metadata=False))
+        return ds.map_partitions(_Apply(self), routed, meta=ds.df._meta)
 
     def _stats(self, sizes: pd.DataFrame, removed: int) -> SpanDedupStats:
         repeated = sizes[sizes[_COUNT] > 0].groupby(_COUNT)["spans"].sum()

@@ -53,11 +53,20 @@ from curator_dask.dedup.ids import (
     first_row,
     partition_of_rows,
 )
-from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.dropped import record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["remove_ids", "listed_rows_mask", "default_shuffle_method", "raise_mismatch",
-           "route_to_partitions", "STRATEGIES", "DEFAULT_BROADCAST_THRESHOLD", "REASON_FIELD"]
+__all__ = [
+    "DEFAULT_BROADCAST_THRESHOLD",
+    "REASON_FIELD",
+    "STRATEGIES",
+    "default_shuffle_method",
+    "listed_rows_mask",
+    "raise_mismatch",
+    "remove_ids",
+    "route_to_partitions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -167,12 +176,12 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     {'copy': 1, 'seen_before': 1}
     """
     if not isinstance(ds, DocumentDataset):
-        raise TypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
+        raise ArgumentTypeError(f"remove_ids takes a DocumentDataset, got {type(ds).__name__}")
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        raise InvalidArgumentError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if (not isinstance(broadcast_threshold, int) or isinstance(broadcast_threshold, bool)
             or broadcast_threshold < 0):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"broadcast_threshold must be a non-negative number of ids, got {broadcast_threshold!r}"
         )
     require_columns("remove_ids", ds.df.columns, [id_field],
@@ -193,7 +202,7 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
         join = _broadcast_row_anti_join if by_row else _broadcast_anti_join
     else:
         join = _shuffle_row_anti_join if by_row else _shuffle_anti_join
-    return ds._derive(join(ds.df, ids, id_field, reason))
+    return join(ds, ids, id_field, reason)
 
 
 def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
@@ -202,7 +211,7 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
     if isinstance(ids_to_remove, dd.Series):
         return ids_to_remove.rename(id_field).to_frame()
     if not isinstance(ids_to_remove, dd.DataFrame):
-        raise TypeError(
+        raise ArgumentTypeError(
             "ids_to_remove must be a DocumentDataset, a dask DataFrame or a dask Series, got "
             f"{type(ids_to_remove).__name__}; wrap a pandas frame with dd.from_pandas"
         )
@@ -210,8 +219,9 @@ def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:
                     fix="Pass id_field= naming the id column.")
     if ROW_FIELD in ids_to_remove.columns and id_field != ROW_FIELD:
         if not pd.api.types.is_integer_dtype(ids_to_remove._meta[ROW_FIELD].dtype):
-            raise TypeError(f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
-                            f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
+            raise ArgumentTypeError(
+                f"the {ROW_FIELD!r} column of ids_to_remove must hold integer row "
+                f"numbers, not {ids_to_remove._meta[ROW_FIELD].dtype}")
         reasons = [REASON_FIELD] if REASON_FIELD in ids_to_remove.columns else []
         return ids_to_remove[[id_field, ROW_FIELD, *reasons]]
     return ids_to_remove[[id_field]]
@@ -221,7 +231,7 @@ def _check_id_types(doc_ids, drop_ids, id_field: str) -> None:
     numeric = (pd.api.types.is_numeric_dtype(doc_ids.dtype),
                pd.api.types.is_numeric_dtype(drop_ids.dtype))
     if numeric[0] != numeric[1]:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"id column {id_field!r} is {doc_ids.dtype} in the dataset but {drop_ids.dtype} "
             "in ids_to_remove; both must be integers or both strings"
         )
@@ -257,16 +267,15 @@ def _sorted_unique(df, id_field: str):
     return df[[id_field]].drop_duplicates().sort_values(id_field, ignore_index=True)
 
 
-def _broadcast_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
-                         reason: str) -> dd.DataFrame:
+def _broadcast_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
+                         reason: str) -> DocumentDataset:
     # One partition holding every id; map_partitions hands a one-partition frame to each
     # task whole, and distributed sends it once to each worker.
     meta = ids._meta[[id_field]]
     drop_set = (ids.map_partitions(_sorted_unique, id_field, meta=meta)
                 .repartition(npartitions=1)
                 .map_partitions(_sorted_unique, id_field, meta=meta))
-    return df.map_partitions(_anti_join_sorted, drop_set, id_field, reason,
-                             meta=df._meta, align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, meta=ds.df._meta)
 
 
 def _anti_join_sorted(df, drop_set, id_field: str, reason: str):
@@ -297,14 +306,14 @@ def _isin_sorted(ids, sorted_ids):
 def _with_partition(df, id_field: str, partition_info=None):
     """The ``(id, partition number)`` pairs of one partition of the dataset."""
     out = df[[id_field]]
-    out, _ = strip_dropped(out)
     number = partition_info["number"] if partition_info is not None else 0
     return out.assign(**{_PARTITION_FIELD: np.full(len(out), number, dtype=np.int64)})
 
 
-def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
-                       reason: str) -> dd.DataFrame:
+def _shuffle_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
+                       reason: str) -> DocumentDataset:
     method = default_shuffle_method()
+    df = ds.df
     npartitions = df.npartitions
     meta = df._meta[[id_field]].assign(**{_PARTITION_FIELD: np.array([], dtype=np.int64)})
     locations = df.map_partitions(_with_partition, id_field, meta=meta,
@@ -314,8 +323,7 @@ def _shuffle_anti_join(df: dd.DataFrame, ids: dd.DataFrame, id_field: str,
                            npartitions=max(npartitions, ids.npartitions))
     # Send each hit to the partition that holds it.
     routed = route_to_partitions(hits, _PARTITION_FIELD, npartitions)
-    return df.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta,
-                             align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta)
 
 
 def _anti_join_routed(df, routed, id_field: str, reason: str):
@@ -336,15 +344,14 @@ def _row_columns(df, id_field: str) -> list[str]:
     return [ROW_FIELD, id_field, *([REASON_FIELD] if REASON_FIELD in df.columns else [])]
 
 
-def _broadcast_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
-                             reason: str) -> dd.DataFrame:
+def _broadcast_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
+                             reason: str) -> DocumentDataset:
     meta = rows._meta[_row_columns(rows._meta, id_field)]
     drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, meta=meta)
                 .repartition(npartitions=1)
                 .map_partitions(_sorted_unique_rows, id_field, meta=meta))
-    return df.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
-                             df.npartitions, meta=df._meta, align_dataframes=False,
-                             enforce_metadata=False)
+    return ds.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
+                             ds.npartitions, meta=ds.df._meta)
 
 
 def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions: int,
@@ -360,9 +367,9 @@ def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions
     return _drop_listed_rows(df, drop_set.iloc[start:stop], number, id_field, reason)
 
 
-def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
-                           reason: str) -> dd.DataFrame:
-    npartitions = df.npartitions
+def _shuffle_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
+                           reason: str) -> DocumentDataset:
+    npartitions = ds.npartitions
     meta = rows._meta[_row_columns(rows._meta, id_field)].assign(
         **{_PARTITION_FIELD: np.array([], dtype=np.int64)})
     tagged = rows.map_partitions(_with_row_partition, meta=meta, align_dataframes=False,
@@ -370,8 +377,8 @@ def _shuffle_row_anti_join(df: dd.DataFrame, rows: dd.DataFrame, id_field: str,
     # The list alone is shuffled, straight to the partitions its rows are in; numbers
     # past the last partition land in it and are refused there.
     routed = route_to_partitions(tagged, _PARTITION_FIELD, npartitions)
-    return df.map_partitions(_anti_join_rows_routed, routed, id_field, reason, meta=df._meta,
-                             align_dataframes=False, enforce_metadata=False)
+    return ds.map_partitions(_anti_join_rows_routed, routed, id_field, reason,
+                             meta=ds.df._meta)
 
 
 def _with_row_partition(df):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
-from curator_dask.dedup.cache import OUTPUT_MODES, OutputMode
+from curator_dask.dedup.cache import FILETYPES, OUTPUT_MODES, FileType, OutputMode
 from curator_dask.dedup.duplicate_ids import (
     ASSIGNED_ID_FIELD,
     IdNumbering,
@@ -25,13 +25,14 @@ from curator_dask.dedup.duplicate_ids import (
 )
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import remove_ids
-from curator_dask.dedup.workflow import FILETYPES, FileType, read_input
+from curator_dask.dedup.workflow import read_input
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
-__all__ = ["TextDuplicatesRemovalWorkflow", "RemovalResult", "LISTED_DUPLICATE_REASON"]
+__all__ = ["LISTED_DUPLICATE_REASON", "RemovalResult", "TextDuplicatesRemovalWorkflow"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,18 +106,20 @@ class TextDuplicatesRemovalWorkflow:
         for name, value in (("input_filetype", input_filetype),
                             ("output_filetype", output_filetype)):
             if value not in FILETYPES:
-                raise ValueError(f"{name} must be one of {FILETYPES}, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be one of {FILETYPES}, got {value!r}")
         if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+            raise InvalidArgumentError(
+                f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
         if drop_id_field and output_fields and id_field in output_fields:
-            raise ValueError(f"drop_id_field=True but output_fields lists {id_field!r}")
+            raise InvalidArgumentError(f"drop_id_field=True but output_fields lists {id_field!r}")
         readable = JSONL_EXTENSIONS if input_filetype == "jsonl" else PARQUET_EXTENSIONS
         other = [e for e in input_file_extensions or ()
                  if "." + e.lstrip(".").lower() not in readable]
         if other:
-            raise ValueError(f"input_file_extensions {other} are not {input_filetype} "
-                             f"extensions curator-dask reads ({', '.join(readable)}); pass "
-                             "input_path as the list of files to read")
+            raise InvalidArgumentError(
+                f"input_file_extensions {other} are not {input_filetype} "
+                f"extensions curator-dask reads ({', '.join(readable)}); pass "
+                "input_path as the list of files to read")
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
         self.output_path = output_path
@@ -154,9 +157,10 @@ class TextDuplicatesRemovalWorkflow:
                         columns=columns, storage_options=self.storage_options)
         if numbering is not None and numbering.assigned:
             if self.id_field in ds.df.columns:
-                raise ValueError(f"the input already has a column {self.id_field!r}; the ids "
-                                 f"in {self.id_generator_path} were given by the dedup "
-                                 "workflow: pass another id_field=")
+                raise InvalidArgumentError(
+                    f"the input already has a column {self.id_field!r}; the ids "
+                    f"in {self.id_generator_path} were given by the dedup "
+                    "workflow: pass another id_field=")
             return AddId(id_field=self.id_field)(ds)
         if numbering is not None and numbering.id_field != self.id_field:
             raise IdNumberingMismatchError(
@@ -190,7 +194,7 @@ class TextDuplicatesRemovalWorkflow:
             df = df[list(self.output_fields)]
         if self.drop_id_field:
             df = df.drop(columns=[self.id_field])
-        out = ds._derive(df)
+        out = ds.with_frames(df)
         write = out.to_jsonl if self.output_filetype == "jsonl" else out.to_parquet
         written = write(self.output_path, mode=self.output_mode,
                         storage_options=self.storage_options)

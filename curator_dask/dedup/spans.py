@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from curator_dask.dedup.fuzzy.minhash_kernel import mmh3_x64_128
 from curator_dask.numba_cache import njit
 
-__all__ = ["SpanUnit", "UNITS", "Segments", "cut", "span_hashes", "join_kept"]
+__all__ = ["UNITS", "Segments", "SpanUnit", "cut", "join_kept", "span_hashes"]
 
 SpanUnit = Literal["line", "paragraph", "sentence"]
 UNITS = get_args(SpanUnit)
@@ -60,7 +60,7 @@ def _is_space(b):
 
 @njit(inline="always")
 def _closer_length(data, j, end):
-    """Bytes of a closing quote or bracket at ``j`` (ASCII, ’ ” or »), else 0."""
+    """Bytes of a closing quote or bracket at ``j`` (ASCII, U+2019 ” or »), else 0."""
     b = data[j]
     if b == 34 or b == 39 or b == 41 or b == 93:  # " ' ) ]
         return 1
@@ -136,7 +136,7 @@ def _cut(data, offsets, unit, starts, docs, fill):
 
 
 @njit(inline="always")
-def _space_at(data, p, end):
+def _space_at(data, p, end):  # noqa: PLR0911
     """Bytes of the whitespace character at ``p`` (as Python's ``str.split`` sees it),
     else 0."""
     b = data[p]

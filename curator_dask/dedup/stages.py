@@ -2,11 +2,12 @@
 
 :class:`ExactDedup` and :class:`FuzzyDedup` wrap :class:`~curator_dask.dedup.ExactDuplicates`
 and :class:`~curator_dask.dedup.FuzzyDuplicates`; :class:`SemanticDedup` (from
-:mod:`curator_dask.dedup.semantic`) wraps :class:`~curator_dask.dedup.SemanticDuplicates`. An executor streams the partition stages
-before one into its cache directory, hands it the whole dataset, and streams on from the
-documents it keeps: the lowest id of each group of duplicates. Removed documents are counted
-as ``exact_duplicate`` / ``fuzzy_duplicate``. Exact dedup removes by row, so it keeps one
-copy of each text even where ids repeat; fuzzy dedup needs unique ids and stops with
+:mod:`curator_dask.dedup.semantic`) wraps :class:`~curator_dask.dedup.SemanticDuplicates`.
+An executor streams the partition stages before one into its cache directory, hands it the
+whole dataset, and streams on from the documents it keeps: the lowest id of each group of
+duplicates. Removed documents are counted as ``exact_duplicate`` / ``fuzzy_duplicate``.
+Exact dedup removes by row, so it keeps one copy of each text even where ids repeat; fuzzy
+dedup needs unique ids and stops with
 :class:`~curator_dask.dedup.ids.DuplicateIdError` (naming the stage) if they are not.
 
 After a run each stage holds what it found in :attr:`last_run` (a :class:`DedupStats`): the

@@ -24,7 +24,6 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import dask
 import dask.dataframe as dd
@@ -36,8 +35,9 @@ from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     DUPLICATES_DIR,
-    OUTPUT_MODES,
+    FileType,
     OutputMode,
+    check_workflow_options,
     mark_complete,
     output_mode_for,
     read_phase,
@@ -53,6 +53,7 @@ from curator_dask.dedup.duplicate_ids import (
 from curator_dask.dedup.exact import DUPLICATE_REASON, NULL_TEXT_REASON, ExactDuplicates
 from curator_dask.dedup.exact_files import ExactFilesRun, rows_to_remove
 from curator_dask.dedup.ids import ROW_FIELD
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.faults import faults_explained
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.identity import files_identity
@@ -63,12 +64,10 @@ from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
 
-__all__ = ["ExactDeduplicationWorkflow", "ExactDedupResult"]
+__all__ = ["ExactDedupResult", "ExactDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FileType = Literal["jsonl", "parquet"]
-FILETYPES = get_args(FileType)
 
 
 @dataclass
@@ -131,8 +130,9 @@ class ExactDeduplicationWorkflow:
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
         cluster, two partitions per worker thread where the data allows, at most 64 MiB
-        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
-        worker memory follows it. A rerun with another value computes the list again.
+        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so
+        that a rerun reuses it. Peak worker memory follows it. A rerun with another value
+        computes the list again.
     on_bad_lines : {"error", "skip", "warn"}
         JSONL input: a malformed line is an error naming the file and line, or is
         skipped and counted (:attr:`ExactDedupResult.skipped_lines`), see
@@ -169,14 +169,12 @@ class ExactDeduplicationWorkflow:
                  on_bad_lines: OnBadLines = "error", assign_id: bool = True,
                  output_mode: OutputMode = "error", storage_options: dict | None = None,
                  config: ExactDedupConfig | None = None, force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
+        check_workflow_options(input_filetype, output_mode)
         if cache_path is None and perform_removal:
-            raise ValueError("ExactDeduplicationWorkflow needs cache_path= (a directory for "
-                             "the duplicate list, kept for reruns) to remove duplicates; "
-                             "with perform_removal=False it only writes their ids")
+            raise InvalidArgumentError(
+                "ExactDeduplicationWorkflow needs cache_path= (a directory for "
+                "the duplicate list, kept for reruns) to remove duplicates; "
+                "with perform_removal=False it only writes their ids")
         self.input_path = input_path
         self.output_path = output_path
         self.cache_path = cache_path if cache_path is not None else output_path
@@ -420,10 +418,11 @@ def check_on_bad_lines(on_bad_lines: str, input_filetype: str) -> str:
     from curator_dask.io.jsonl import ON_BAD_LINES
 
     if on_bad_lines not in ON_BAD_LINES:
-        raise ValueError(f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
+        raise InvalidArgumentError(
+            f"on_bad_lines must be one of {ON_BAD_LINES}, got {on_bad_lines!r}")
     if on_bad_lines != "error" and input_filetype != "jsonl":
-        raise ValueError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
-                         "files have no lines to skip")
+        raise InvalidArgumentError(f"on_bad_lines={on_bad_lines!r} applies to JSONL input; Parquet "
+                                   "files have no lines to skip")
     return on_bad_lines
 
 

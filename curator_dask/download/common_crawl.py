@@ -33,11 +33,19 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from curator_dask.dataset import DocumentDataset
+from curator_dask.download.framework import DownloadFailedError
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
+from curator_dask.io.errors import OutputExistsError
 from curator_dask.io.guard import guarded
 
-__all__ = ["DEFAULT_BASE_URL", "warc_paths", "download_warc", "read_common_crawl",
-           "PARTIAL_SUFFIX"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "PARTIAL_SUFFIX",
+    "download_warc",
+    "read_common_crawl",
+    "warc_paths",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +81,7 @@ def warc_paths(paths_file: str, *, base_url: str = DEFAULT_BASE_URL, limit: int 
     ['https://data.commoncrawl.org/crawl-data/CC-MAIN-2024-10/a.warc.gz']
     """
     if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be a positive integer, got {limit!r}")
     out = []
     with fsspec.open(paths_file, "rt", encoding="utf-8", compression="infer",
                      **(storage_options or {})) as handle:
@@ -86,7 +94,7 @@ def warc_paths(paths_file: str, *, base_url: str = DEFAULT_BASE_URL, limit: int 
             if limit is not None and len(out) >= limit:
                 break
     if not out:
-        raise ValueError(f"{paths_file} lists no WARC files")
+        raise InvalidArgumentError(f"{paths_file} lists no WARC files")
     return out
 
 
@@ -95,7 +103,7 @@ def _local_name(url: str) -> str:
     path = urllib.parse.urlsplit(url).path if "://" in url else url
     parts = [p for p in posixpath.normpath(path).split("/") if p not in ("", ".", "..")]
     if not parts:
-        raise ValueError(f"cannot name a local file after {url!r}")
+        raise InvalidArgumentError(f"cannot name a local file after {url!r}")
     return os.path.join(*parts)
 
 
@@ -119,7 +127,7 @@ def download_warc(urls: Sequence[str], directory: str | os.PathLike, *,
     """
     chunk = parse_bytes(chunk_size)
     if not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+        raise InvalidArgumentError(f"retries must be a non-negative integer, got {retries!r}")
     out = []
     # One download into a directory at a time (two would write the same partial files),
     # and never into what the run in progress reads or writes elsewhere.
@@ -138,7 +146,7 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
         if size is None or os.path.getsize(target) == size:
             logger.info("%s: already downloaded", target)
             return
-        raise FileExistsError(
+        raise OutputExistsError(
             f"{target} exists with {os.path.getsize(target)} bytes, but {url} has {size}. "
             "Move it away (or choose another directory) to download the file again.")
     atomic.make_local_dirs(os.path.dirname(target) or ".")
@@ -153,7 +161,7 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
         except Exception as err:  # the filesystem's own errors (aiohttp's, botocore's)
             got = os.path.getsize(partial) if os.path.exists(partial) else 0
             if attempt == retries:
-                raise OSError(
+                raise DownloadFailedError(
                     f"downloading {url} failed after {attempt + 1} attempt(s) ({err}); "
                     f"{got} of {size} bytes are in {partial}, and a rerun resumes from "
                     "there") from err
@@ -164,20 +172,20 @@ def _download_one(url: str, target: str, chunk: int, retries: int, options: dict
 
 
 def _fetch(fs, remote: str, partial: str, have: int, size: int | None, chunk: int) -> None:
-    with atomic.open_partial(partial, have) as out:
-        # No read-ahead cache: each read is one range request for exactly that chunk,
-        # and what arrived is on disk before the next one is asked for.
-        with fs.open(remote, "rb", block_size=chunk, cache_type="none") as source:
-            source.seek(have)
-            while size is None or have < size:
-                data = source.read(chunk if size is None else min(chunk, size - have))
-                if not data:
-                    break
-                out.write(data)
-                out.flush()
-                have += len(data)
+    # No read-ahead cache: each read is one range request for exactly that chunk, and what
+    # arrived is on disk before the next one is asked for.
+    with (atomic.open_partial(partial, have) as out,
+          fs.open(remote, "rb", block_size=chunk, cache_type="none") as source):
+        source.seek(have)
+        while size is None or have < size:
+            data = source.read(chunk if size is None else min(chunk, size - have))
+            if not data:
+                break
+            out.write(data)
+            out.flush()
+            have += len(data)
     if size is not None and have != size:
-        raise OSError(f"the transfer ended at byte {have} of {size}")
+        raise DownloadFailedError(f"the transfer ended at byte {have} of {size}")
 
 
 def read_common_crawl(paths_file: str, *, limit: int | None = None,

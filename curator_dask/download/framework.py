@@ -52,18 +52,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-import dask.dataframe as dd
 import pandas as pd
 from fsspec.implementations.local import LocalFileSystem
 
-from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import CuratorError
 from curator_dask.io import atomic
 from curator_dask.io.overlap import input_paths
+from curator_dask.io.source import PartitionSource
 from curator_dask.stages.io_stages import ReaderStage
 
-__all__ = ["URLGenerator", "DocumentDownloader", "DocumentIterator", "DocumentExtractor",
-           "DocumentDownloadExtractStage", "DownloadError"]
+__all__ = [
+    "DocumentDownloadExtractStage",
+    "DocumentDownloader",
+    "DocumentExtractor",
+    "DocumentIterator",
+    "DownloadError",
+    "DownloadFailedError",
+    "URLGenerator",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +79,10 @@ _TEXT_DTYPE = pd.StringDtype("pyarrow")
 
 class DownloadError(CuratorError, RuntimeError):
     """A URL could not be downloaded; the message names it and the downloader's reason."""
+
+
+class DownloadFailedError(DownloadError, OSError):
+    """A transfer that failed, or ended short, after its retries."""
 
 
 class URLGenerator:
@@ -260,18 +270,16 @@ class DocumentDownloadExtractStage(ReaderStage):
             raise DownloadError(f"{type(self.url_generator).__name__}.generate_urls() gave "
                                 "no URL")
 
-    def _read(self, **options) -> DocumentDataset:
+    def plan(self, **options) -> PartitionSource:
+        """One partition per URL, read by downloading, iterating and extracting it (the
+        reader's options are its own attributes)."""
         plan = [URLPartition(i, url) for i, url in enumerate(self.urls())]
         read = _ReadURL(self.downloader, self.iterator, self.extractor, self.columns(),
                         self.filename_column, self.record_limit)
         names = [*read.columns, *([read.filename_column] if read.filename_column else [])]
         meta = pd.DataFrame({c: pd.Series([], dtype=_TEXT_DTYPE) for c in names})
-        df = dd.from_map(read, plan, meta=meta, enforce_metadata=False) if plan else \
-            dd.from_pandas(meta, npartitions=1)
         sources = input_paths(self.path) if self.path else None  # outputs stay out of it
-        ds = DocumentDataset(df, plan=plan, sources=sources)
-        ds.partition_reader = read
-        return ds
+        return PartitionSource(read, plan, meta=meta, sources=sources, label=self.name)
 
     def fingerprint(self) -> dict:
         from curator_dask.stages.fingerprint import qualified_name

@@ -289,7 +289,8 @@ def lent_loads(loads: Sequence[StageLoad], lent: Mapping[int, frozenset],
     return out
 
 
-def slots_for(wanted: Mapping[str, float], workers: Mapping[str, tuple[int, Mapping]]) -> dict[str, int]:
+def slots_for(wanted: Mapping[str, float],
+              workers: Mapping[str, tuple[int, Mapping]]) -> dict[str, int]:
     """``{worker: tasks it runs at once}`` for a task asking for ``wanted`` resources.
 
     ``workers`` maps an address to ``(nthreads, advertised resources)``. A task holds one

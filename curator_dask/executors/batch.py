@@ -18,7 +18,9 @@ import logging
 
 import dask
 
-from curator_dask.executors.base import ClusterExecutor, RunState, Segment, raise_task_error
+from curator_dask.executors.on_cluster import ClusterExecutor, raise_task_error
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment
 
 __all__ = ["BatchExecutor"]
 
@@ -71,6 +73,6 @@ class BatchExecutor(ClusterExecutor):
             except BaseException:
                 client.cancel(futures)
                 raise
-            items = [(future, task.covered) for future, task in zip(futures, tasks)]
+            items = [(future, task.covered) for future, task in zip(futures, tasks, strict=True)]
         for value in client.gather([future for future, _ in items]):
             segment.steps[-1].finish(state, value)

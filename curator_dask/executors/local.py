@@ -13,7 +13,9 @@ import logging
 
 import dask
 
-from curator_dask.executors.base import Executor, RunState, Segment
+from curator_dask.executors.base import Executor
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment
 from curator_dask.observe.progress import chain_label
 from curator_dask.stages.base import teardown_stage
 
@@ -57,5 +59,6 @@ class LocalExecutor(Executor):
                 records = last.finish(state, value)
                 progress.update(len(covered), docs=records[-1].rows_out if records else 0)
 
-    def frames(self, state, results):
-        return [dask.delayed(carried[0], pure=True) for _, carried in sorted(results.items())]
+    def kept(self, state, results):
+        return [dask.delayed(part, name=f"partition-{state.token}-{i}")
+                for i, part in sorted(results.items())]

@@ -1,10 +1,10 @@
 """Task bodies the executors run on workers (or in-process for the LocalExecutor).
 
-Every task returns its partition together with the records of the work done on it so
-far: ``(frame, records)``. A record (:class:`~curator_dask.observe.run_result.TaskRecord`)
-is one task's rows in and out, bytes, seconds and worker; records ride with the data to
-the writer, whose stats carry them back to the client. Each task also adds its work to
-the worker's Prometheus counters.
+Every task takes and returns a :class:`~curator_dask.partition.Partition`: the frame,
+its drop counts and counters, and the records of the work done on it so far. A record
+(:class:`~curator_dask.partition.TaskRecord`) is one task's rows in and out, bytes,
+seconds and worker; records ride with the data to the writer, whose stats carry them
+back to the client. Each task also adds its work to the worker's Prometheus counters.
 """
 
 from __future__ import annotations
@@ -14,17 +14,21 @@ import socket
 import time
 from collections.abc import Sequence
 
-from dask.dataframe.dispatch import concat
-
 from curator_dask._distributed import UNFINISHED_TASK_STATES, worker_task_states
-from curator_dask.dropped import add_dropped, strip_dropped, sum_dropped
+from curator_dask.io.writers import write_part
 from curator_dask.observe.prometheus import count_stage_work
-from curator_dask.observe.run_result import TaskRecord
+from curator_dask.partition import Partition, PlannedRead, TaskRecord
 from curator_dask.stages.base import ProcessingStage, run_stage
-from curator_dask.stages.io_stages import PreparedOutput, write_part
+from curator_dask.stages.io_stages import PreparedOutput
 
-__all__ = ["read_task", "stage_task", "write_task", "frame_of", "records_of", "where_am_i",
-           "unfinished_tasks"]
+__all__ = [
+    "read_task",
+    "records_of",
+    "stage_task",
+    "unfinished_tasks",
+    "where_am_i",
+    "write_task",
+]
 
 
 def where_am_i() -> str:
@@ -69,71 +73,54 @@ def _note(err: BaseException, stage: str, indices: Sequence[int]) -> None:
                  f"{list(indices)}")
 
 
-def read_task(reader, spec, stage: str):
-    """Read one planned partition (``reader`` is a dataset's ``partition_reader``)."""
+def read_task(read: PlannedRead, spec, stage: str) -> Partition:
+    """Read one planned partition (``read``: a source's
+    :attr:`~curator_dask.io.source.PartitionSource.read`)."""
     start = time.time()
     try:
-        df = reader(spec)
+        part = read(spec)
     except Exception as err:
         _note(err, stage, [spec.index])
         raise
     stop = time.time()
-    return df, [_record(stage, [spec.index], len(df), df, start, stop)]
+    return part.with_records([_record(stage, [spec.index], len(part), part.frame, start, stop)])
 
 
-def _merge(inputs: Sequence[tuple]):
-    """Concatenate carried partitions (a batch) into one, drop counts and records summed."""
-    if len(inputs) == 1:
-        return inputs[0]
-    frames, drops, records = [], [], []
-    for df, recs in inputs:
-        bare, counts = strip_dropped(df)
-        frames.append(bare)
-        drops.append(counts)
-        records.extend(recs)
-    merged = concat(frames, ignore_index=False)
-    return add_dropped(merged, sum_dropped(drops)), records
-
-
-def stage_task(stage: ProcessingStage, display_name: str, indices: Sequence[int], *inputs):
+def stage_task(stage: ProcessingStage, display_name: str, indices: Sequence[int],
+               *inputs: Partition) -> Partition:
     """Run a stage on one partition, or on a batch of them concatenated.
 
     ``indices`` are the input partitions the data came from; a stage that needs the
     partition index gets the first one.
     """
-    df, records = _merge(inputs)
+    part = Partition.concat(inputs)
     start = time.time()
     try:
-        out = run_stage(df, stage, partition_info={"number": indices[0]})
+        out = run_stage(part, stage, indices[0])
     except Exception as err:
         _note(err, display_name, indices)
         raise
     stop = time.time()
-    return out, [*records, _record(display_name, indices, len(df), out, start, stop)]
+    return out.with_records([_record(display_name, indices, len(part), out.frame, start, stop)])
 
 
-def write_task(output: PreparedOutput, stage: str, indices: Sequence[int], *inputs) -> dict:
+def write_task(output: PreparedOutput, stage: str, indices: Sequence[int],
+               *inputs: Partition) -> dict:
     """Write one part (a batch of partitions concatenated); returns its stats and records."""
-    df, records = _merge(inputs)
+    part = Partition.concat(inputs)
     start = time.time()
     try:
-        stats = write_part(df, output, list(indices))
+        stats = write_part(part, output.spec, output.fs, list(indices), source=output.source)
     except Exception as err:
         _note(err, stage, indices)
         raise
     stop = time.time()
-    record = _record(stage, indices, len(df), df, start, stop)
+    record = _record(stage, indices, len(part), part.frame, start, stop)
     record.bytes = stats["bytes"]
-    stats["records"] = [*records, record]
+    stats["records"] = [*part.records, record]
     return stats
 
 
-def frame_of(carried):
-    """The partition of a ``(frame, records)`` pair."""
-    return carried[0]
-
-
-def records_of(carried) -> list[TaskRecord]:
-    """The records of a ``(frame, records)`` pair."""
-    return carried[1]
-
+def records_of(part: Partition) -> list[TaskRecord]:
+    """The records of a partition."""
+    return part.records

@@ -49,7 +49,7 @@ from dask.utils import parse_timedelta
 from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import PositiveInt
 from curator_dask.cluster import RunDemand, StageDemand, publish_demand
-from curator_dask.errors import ResourceUnavailableError
+from curator_dask.errors import InvalidArgumentError, ResourceUnavailableError
 from curator_dask.executors.balancing import (
     StageLoad,
     StageMeter,
@@ -58,13 +58,9 @@ from curator_dask.executors.balancing import (
     plan_caps,
     slots_for,
 )
-from curator_dask.executors.base import (
-    ClusterExecutor,
-    RunState,
-    Segment,
-    Step,
-    raise_task_error,
-)
+from curator_dask.executors.on_cluster import ClusterExecutor, raise_task_error
+from curator_dask.executors.state import RunState
+from curator_dask.executors.steps import Segment, Step
 from curator_dask.faults import scheduler_lost
 from curator_dask.observe.progress import chain_label
 from curator_dask.observe.prometheus import clear_stage_gauges, set_stage_gauges
@@ -95,9 +91,8 @@ class StreamingExecutor(ClusterExecutor):
         beyond the caps and what the workers' memory holds, and one partition per worker
         during warm-up). Either way it bounds cluster memory: roughly that many
         partitions' worth of data, whatever the dataset's size. Without it, workers with
-        a memory limit hold at most what their limit leaves room for (one task per thread
-        and up to one partition read ahead per thread, from the stages' working sets;
-        see :func:`~curator_dask.io.planner.in_flight_per_worker`).
+        a memory limit hold what it leaves room for: a task and up to one partition read
+        ahead per thread (:func:`~curator_dask.io.planner.in_flight_per_worker`).
     resume : bool, default False
         Skip input partitions whose output part is complete from an earlier run (a
         completion marker is written after each part's atomic rename).
@@ -142,11 +137,13 @@ class StreamingExecutor(ClusterExecutor):
         super().__init__(resume=resume, client=client, cache_path=cache_path,
                          progress=progress, force=force)
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
-            raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
+            raise InvalidArgumentError(
+                f"max_in_flight must be a positive integer, got {max_in_flight!r}")
         interval = parse_timedelta(balance_interval, default="seconds")
         if interval is None or interval <= 0:
-            raise ValueError(f"balance_interval must be a positive number of seconds (or a "
-                             f"time string like '10s'), got {balance_interval!r}")
+            raise InvalidArgumentError(
+                f"balance_interval must be a positive number of seconds (or a "
+                f"time string like '10s'), got {balance_interval!r}")
         self.max_in_flight = max_in_flight
         self.balance = bool(balance)
         self.lend = bool(lend)
@@ -413,8 +410,8 @@ class CapPlanner:
                  label: str = "pipeline"):
         n = len(steps)
         self.steps, self.unit, self.label = steps, unit, label
-        self.balance, self.lending, self.user_limit = balance, lend, max_in_flight
-        self.per_worker = per_worker
+        self.balance, self.lending = balance, lend
+        self.user_limit, self.per_worker = max_in_flight, per_worker
         self.interval = interval
         self.workers: dict[str, tuple[int, dict]] = {}
         self.slots = [0] * n
@@ -433,10 +430,8 @@ class CapPlanner:
         """The bound on every cap and on the total: the user's ``max_in_flight``, else
         what the workers' memory holds (partitions per worker, planned from it, times
         the workers now), else none."""
-        if self.user_limit is not None:
+        if self.user_limit is not None or self.per_worker is None:
             return self.user_limit
-        if self.per_worker is None:
-            return None
         return max(self.per_worker * max(1, len(self.workers)), self.unit)
 
     def set_workers(self, workers: dict[str, tuple[int, dict]]) -> bool:
@@ -492,16 +487,21 @@ class CapPlanner:
             self.next_plan = now + self.interval
             if plan is not None:
                 caps = [math.inf] * len(self.steps)
-                for k, cap in zip(capped, plan.caps):
+                for k, cap in zip(capped, plan.caps, strict=True):
                     caps[k] = cap
                 # The total stays within the caps' sum, also while a stage whose cap
                 # was lowered drains: the others cannot fill up beside it meanwhile.
                 limit = min(sum(plan.caps), self.max_in_flight or math.inf)
                 slowest = loads[plan.bottleneck]
                 if self.bottleneck_name != slowest.name:
-                    logger.info("%s: bottleneck is stage %r (%.3g s per partition on %d "
-                                "slots); caps %s", self.label, slowest.name, slowest.seconds,
-                                slowest.slots, {load.name: c for load, c in zip(loads, plan.caps)})
+                    logger.info(
+                        "%s: bottleneck is stage %r (%.3g s per partition on %d slots); caps %s",
+                        self.label,
+                        slowest.name,
+                        slowest.seconds,
+                        slowest.slots,
+                        {load.name: c for load, c in zip(loads, plan.caps, strict=True)},
+                    )
                 self.bottleneck_name = slowest.name
                 self.bottleneck = capped[plan.bottleneck]
                 self.shared = ((capped[plan.shared[0]], self.bottleneck) if plan.shared

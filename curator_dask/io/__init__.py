@@ -18,22 +18,43 @@ from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.planner import plan_partitions
 
 __all__ = [
-    "InputError", "InvalidEncodingError", "MalformedLineError", "MissingColumnError",
-    "SchemaMismatchError", "SchemaConflictError", "TextTypeError", "UnexpectedColumnError",
-    "CorruptFileError", "TruncatedFileError", "InputFile", "list_files", "FileSlice",
-    "PartitionSpec", "plan_partitions", "InputNotFoundError",
+    "CorruptFileError",
+    "FileSlice",
+    "InputError",
+    "InputFile",
+    "InputNotFoundError",
+    "InvalidEncodingError",
+    "MalformedLineError",
+    "MissingColumnError",
+    "PartitionSpec",
+    "SchemaConflictError",
+    "SchemaMismatchError",
+    "TextTypeError",
+    "TruncatedFileError",
+    "UnexpectedColumnError",
+    "list_files",
+    "plan_partitions",
 ]
 
 # What a write must not destroy or mix (the output contract, see curator_dask.io.writers).
-from curator_dask.io.errors import (  # noqa: E402
+from curator_dask.io.errors import (
     ForeignFilesError,
     OutputOverlapsInputError,
     ResumeMismatchError,
 )
-from curator_dask.io.guard import OutputCollisionError, OutputGuard  # noqa: E402
-from curator_dask.io.lease import LeaseLostError, OutputInUseError  # noqa: E402
-from curator_dask.io.overlap import InputPaths, check_output_path, input_paths  # noqa: E402
+from curator_dask.io.guard import OutputCollisionError, OutputGuard
+from curator_dask.io.lease import LeaseLostError, OutputInUseError
+from curator_dask.io.overlap import InputPaths, check_output_path, input_paths
 
-__all__ += ["ForeignFilesError", "OutputOverlapsInputError", "ResumeMismatchError",
-            "InputPaths", "check_output_path", "input_paths", "OutputGuard",
-            "OutputCollisionError", "OutputInUseError", "LeaseLostError"]
+__all__ += [
+    "ForeignFilesError",
+    "InputPaths",
+    "LeaseLostError",
+    "OutputCollisionError",
+    "OutputGuard",
+    "OutputInUseError",
+    "OutputOverlapsInputError",
+    "ResumeMismatchError",
+    "check_output_path",
+    "input_paths",
+]

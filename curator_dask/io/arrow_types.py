@@ -6,14 +6,25 @@ inference makes of strings, the integral doubles a JSON integer may have been ro
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["partition_dtype", "to_frame", "to_table", "STRING_DTYPE", "is_text_type",
-           "children", "holds_only_text", "strings_for_timestamps", "decoded_type",
-           "inexact_float_rows"]
+__all__ = [
+    "STRING_DTYPE",
+    "children",
+    "decoded_type",
+    "holds_only_text",
+    "inexact_float_rows",
+    "is_text_type",
+    "partition_dtype",
+    "strings_for_timestamps",
+    "to_frame",
+    "to_table",
+]
 
 
 def is_text_type(arrow_type: pa.DataType) -> bool:
@@ -94,7 +105,7 @@ def inexact_float_rows(table: pa.Table, *, by_column: bool = False):
     without floats.
     """
     found: dict[str, np.ndarray] = {}
-    for name, column in zip(table.column_names, table.columns):
+    for name, column in zip(table.column_names, table.columns, strict=True):
         if not _has_double(column.type):
             continue
         mask = _inexact_in(column.combine_chunks() if column.num_chunks != 1
@@ -158,8 +169,10 @@ def partition_dtype(arrow_type: pa.DataType):
 
     Examples
     --------
-    >>> partition_dtype(pa.int64()), partition_dtype(pa.float64()), str(partition_dtype(pa.string()))
-    (Int64Dtype(), double[pyarrow], 'str')
+    >>> partition_dtype(pa.int64()), partition_dtype(pa.float64())
+    (Int64Dtype(), double[pyarrow])
+    >>> str(partition_dtype(pa.string()))
+    'str'
     """
     if is_text_type(arrow_type):
         return STRING_DTYPE
@@ -210,11 +223,10 @@ def to_table(frame, schema: pa.Schema | None = None) -> pa.Table:
         wanted = recorded.get(name)
         wanted = wanted if wanted is not None and is_text_type(wanted) else pa.string()
         if table.schema.field(i).type != wanted:
-            try:
+            # Kept as it is where it cannot be cast: over 2 GiB of text in one column.
+            with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 table = table.set_column(i, table.schema.field(i).with_type(wanted),
                                          table.column(i).cast(wanted))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # over 2 GiB of text
-                pass
     return table
 
 

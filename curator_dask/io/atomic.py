@@ -42,11 +42,35 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["TMP_SUFFIX", "temporary_name", "is_temporary", "atomic_open", "write_bytes",
-           "write_json", "json_default", "create_exclusive", "remove", "remove_entry",
-           "remove_empty_directory", "make_dirs", "move", "make_temp_dir", "make_local_dirs",
-           "open_lock", "touch", "remove_tree", "open_partial", "performance_report",
-           "staged_directory", "staged_files", "is_local", "has_exclusive_create"]
+from curator_dask.errors import ArgumentTypeError
+from curator_dask.io.errors import OutputExistsError
+
+__all__ = [
+    "TMP_SUFFIX",
+    "atomic_open",
+    "create_exclusive",
+    "has_exclusive_create",
+    "is_local",
+    "is_temporary",
+    "json_default",
+    "make_dirs",
+    "make_local_dirs",
+    "make_temp_dir",
+    "move",
+    "open_lock",
+    "open_partial",
+    "performance_report",
+    "remove",
+    "remove_empty_directory",
+    "remove_entry",
+    "remove_tree",
+    "staged_directory",
+    "staged_files",
+    "temporary_name",
+    "touch",
+    "write_bytes",
+    "write_json",
+]
 
 #: What a temporary file's name ends with, before 32 hex digits.
 TMP_SUFFIX = ".tmp-"
@@ -109,7 +133,7 @@ def atomic_open(fs, path: str, *, compression: str | None = None, exclusive: boo
         with fs.open(tmp, "wb", **options) as handle:
             yield handle
         if exclusive and fs.exists(path):
-            raise FileExistsError(path)
+            raise OutputExistsError(path)
         if keep_mode and is_local(fs) and os.path.exists(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
     except BaseException:
@@ -129,7 +153,7 @@ def json_default(value):
         return value.item()
     if isinstance(value, (set, frozenset)):
         return sorted(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    raise ArgumentTypeError(f"cannot write {type(value).__name__} as JSON")
 
 
 def write_json(fs, path: str, value) -> None:

@@ -16,10 +16,21 @@ import pyarrow as pa
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["InputError", "MalformedLineError", "InvalidEncodingError", "MissingColumnError",
-           "SchemaMismatchError", "SchemaConflictError", "TextTypeError",
-           "UnexpectedColumnError", "CorruptFileError", "TruncatedFileError",
-           "InputNotFoundError", "reading", "as_input_error"]
+__all__ = [
+    "CorruptFileError",
+    "InputError",
+    "InputNotFoundError",
+    "InvalidEncodingError",
+    "MalformedLineError",
+    "MissingColumnError",
+    "SchemaConflictError",
+    "SchemaMismatchError",
+    "TextTypeError",
+    "TruncatedFileError",
+    "UnexpectedColumnError",
+    "as_input_error",
+    "reading",
+]
 
 _SKIP_HINT = "or read with on_bad_lines='skip' (or 'warn') to skip and count such lines"
 
@@ -235,7 +246,7 @@ def reading(path: str, *, line: int | None = None, offset: int | None = None
     never as a raw exception."""
     try:
         yield
-    except Exception as err:  # noqa: BLE001 (sorted by as_input_error)
+    except Exception as err:  # sorted by as_input_error
         named = as_input_error(err, path, line=line, offset=offset)
         if named is err:
             raise
@@ -270,7 +281,13 @@ def _sibling(path: str) -> str:
     return f"{base}-curated"
 
 
-class ForeignFilesError(CuratorError, FileExistsError):
+class OutputExistsError(CuratorError, FileExistsError):
+    """An output that is already there and may not be replaced: a directory that is not
+    empty under ``mode="error"``, a file where a directory is wanted, a file that two
+    partitions would both write."""
+
+
+class ForeignFilesError(OutputExistsError):
     """``mode="overwrite"`` over a directory that holds files curator-dask did not write."""
 
     def __init__(self, path: str, foreign: list[str]):
@@ -303,4 +320,9 @@ class ResumeMismatchError(CuratorError, ValueError):
         )
 
 
-__all__ += ["OutputOverlapsInputError", "ForeignFilesError", "ResumeMismatchError"]
+__all__ += [
+    "ForeignFilesError",
+    "OutputExistsError",
+    "OutputOverlapsInputError",
+    "ResumeMismatchError",
+]

@@ -17,10 +17,18 @@ from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
 from curator_dask._fsspec import strip_protocol
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.errors import InputNotFoundError
 
-__all__ = ["InputFile", "list_files", "sample_files", "is_pattern", "pattern_root",
-           "JSONL_EXTENSIONS", "PARQUET_EXTENSIONS"]
+__all__ = [
+    "JSONL_EXTENSIONS",
+    "PARQUET_EXTENSIONS",
+    "InputFile",
+    "is_pattern",
+    "list_files",
+    "pattern_root",
+    "sample_files",
+]
 
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 PARQUET_EXTENSIONS = (".parquet", ".pq")
@@ -91,7 +99,9 @@ def pattern_root(pattern: str) -> str:
     return posixpath.dirname(pattern)
 
 
-def list_files(
+# One branch per kind of path (literal file, directory, glob, list of them) and per reason
+# a listing names nothing.
+def list_files(  # noqa: PLR0912
     paths: str | Sequence[str],
     extensions: Sequence[str],
     storage_options: dict | None = None,
@@ -115,7 +125,7 @@ def list_files(
         paths = [str(paths)]
     paths = [str(p) for p in paths]
     if not paths:
-        raise ValueError("no input paths given")
+        raise InvalidArgumentError("no input paths given")
     fs, _ = url_to_fs(paths[0], **(storage_options or {}))
 
     found: dict[str, int] = {}
@@ -133,7 +143,8 @@ def list_files(
             roots.append(pattern_root(path))
         elif fs.isdir(path):
             for p, info in fs.find(path, detail=True).items():
-                if _has_extension(p, extensions) and not posixpath.basename(p).startswith((".", "_")):
+                hidden = posixpath.basename(p).startswith((".", "_"))
+                if _has_extension(p, extensions) and not hidden:
                     found[p] = info.get("size") or 0
             roots.append(path.rstrip("/"))
         elif fs.exists(path):
@@ -174,7 +185,7 @@ def _common_root(roots: list[str]) -> str:
         return roots[0]
     split = [r.split("/") for r in roots]
     common = []
-    for parts in zip(*split):
+    for parts in zip(*split, strict=False):  # up to the shortest path
         if len(set(parts)) != 1:
             break
         common.append(parts[0])

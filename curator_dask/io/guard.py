@@ -52,12 +52,19 @@ from dataclasses import dataclass, field
 
 from fsspec.core import url_to_fs
 
+from curator_dask.errors import RunStateError
 from curator_dask.io.errors import InputError, OutputOverlapsInputError
 from curator_dask.io.lease import HEARTBEAT_SECONDS, Lease, LeaseLostError
 from curator_dask.io.overlap import InputPaths, check_output_path, relation
 
-__all__ = ["OutputGuard", "GuardedPath", "OutputCollisionError", "guarded", "run_guard",
-           "claim"]
+__all__ = [
+    "GuardedPath",
+    "OutputCollisionError",
+    "OutputGuard",
+    "claim",
+    "guarded",
+    "run_guard",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +204,7 @@ class OutputGuard:
 
     def __enter__(self) -> OutputGuard:
         if self._active:
-            raise RuntimeError("an OutputGuard is entered once")
+            raise RunStateError("an OutputGuard is entered once")
         self._active = True
         try:
             for output in self.outputs:
@@ -288,8 +295,8 @@ def claim(path: str, what: str, *, storage_options: dict | None = None, fs=None,
     or a workflow's): for writes that outlive one block, such as a pipeline's output."""
     guard = OutputGuard.current()
     if guard is None:
-        raise RuntimeError(f"writing {what} {path!r} needs a run in progress: run it "
-                           "inside OutputGuard (executors and workflows make one)")
+        raise RunStateError(f"writing {what} {path!r} needs a run in progress: run it "
+                            "inside OutputGuard (executors and workflows make one)")
     return guard.claim(path, what, storage_options=storage_options, fs=fs, inputs=inputs)
 
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import dask
 
-__all__ = ["BLOCK_BYTES", "file_identity", "files_identity", "plan_identity", "plan_digest",
-           "identity_changes"]
+__all__ = ["BLOCK_BYTES", "digest", "file_identity", "files_identity", "identity_changes",
+           "plan_digest", "plan_identity"]
 
 #: Bytes hashed at each end of a file.
 BLOCK_BYTES = 1 << 20
@@ -77,6 +78,16 @@ def files_identity(fs, paths: Iterable[str]) -> list[list]:
         return [file_identity(fs, p) for p in paths]
     with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
         return list(pool.map(lambda p: file_identity(fs, p), paths))
+
+
+def digest(value) -> str:
+    """A short stable hash of JSON-able ``value`` (a fingerprint, an identity).
+
+    >>> digest({"b": 1, "a": [2]}) == digest({"a": [2], "b": 1})
+    True
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def plan_identity(fs, plan: Sequence) -> dict:

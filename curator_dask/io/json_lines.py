@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["json_lines", "JsonValueError", "ROWS_PER_CHUNK"]
+__all__ = ["ROWS_PER_CHUNK", "JsonValueError", "json_lines"]
 
 #: Rows encoded at a time: the Python objects of one chunk are all that is held.
 ROWS_PER_CHUNK = 8192

@@ -25,6 +25,12 @@ import pyarrow.json as pajson
 from fsspec.implementations.local import LocalFileSystem
 
 from curator_dask.dropped import record_dropped
+from curator_dask.io.arrow_types import (
+    holds_only_text,
+    inexact_float_rows,
+    strings_for_timestamps,
+    to_frame,
+)
 from curator_dask.io.errors import (
     InvalidEncodingError,
     MalformedLineError,
@@ -44,17 +50,19 @@ from curator_dask.io.jsonl_bytes import (
     sample_bytes,
 )
 from curator_dask.io.partitions import FileSlice, PartitionSpec
-from curator_dask.io.arrow_types import (
-    holds_only_text,
-    inexact_float_rows,
-    strings_for_timestamps,
-    to_frame,
-)
 from curator_dask.io.tables import FILENAME_COLUMN, ColumnConflict, Conformer, SchemaUnion
 
-__all__ = ["read_jsonl_partition", "read_jsonl_table", "infer_jsonl_schema", "read_slice_bytes",
-           "BAD_LINE_REASON",
-           "TYPE_MISMATCH_REASON", "TRUNCATED_REASON", "SAMPLE_FILES", "SAMPLE_BYTES"]
+__all__ = [
+    "BAD_LINE_REASON",
+    "SAMPLE_BYTES",
+    "SAMPLE_FILES",
+    "TRUNCATED_REASON",
+    "TYPE_MISMATCH_REASON",
+    "infer_jsonl_schema",
+    "read_jsonl_partition",
+    "read_jsonl_table",
+    "read_slice_bytes",
+]
 
 logger = logging.getLogger(__name__)
 

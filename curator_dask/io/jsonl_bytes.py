@@ -18,13 +18,25 @@ import zstandard
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import read_block
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.errors import TruncatedFileError
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.partitions import FileSlice
 
-__all__ = ["read_slice", "read_slice_bytes", "open_stream", "decompress", "first_line_number",
-           "mapped_range", "sample_bytes", "is_broken_stream", "STREAM_ERRORS", "STREAM_BLOCK",
-           "CHUNK", "SAMPLE_BYTES"]
+__all__ = [
+    "CHUNK",
+    "SAMPLE_BYTES",
+    "STREAM_BLOCK",
+    "STREAM_ERRORS",
+    "decompress",
+    "first_line_number",
+    "is_broken_stream",
+    "mapped_range",
+    "open_stream",
+    "read_slice",
+    "read_slice_bytes",
+    "sample_bytes",
+]
 
 #: Schema inference reads the first complete line of each sampled file, however long,
 #: and up to this many bytes after it.
@@ -99,7 +111,7 @@ def new_decompressor(compression: str):
         return lzma.LZMADecompressor()
     if compression == "zstd":
         return zstandard.ZstdDecompressor().decompressobj()
-    raise ValueError(f"no decompressor for {compression!r}")
+    raise InvalidArgumentError(f"no decompressor for {compression!r}")
 
 
 def decompress(raw, compression: str) -> tuple[bytes, str | None]:
@@ -213,7 +225,7 @@ def sample_bytes(fs, f: InputFile, extra: int = SAMPLE_BYTES) -> bytes:
                     while True:
                         newline = chunk.find(b"\n", start)
                         stop = len(chunk) if newline < 0 else newline
-                        content = content or not chunk[start:stop].isspace() and stop > start
+                        content = content or (not chunk[start:stop].isspace() and stop > start)
                         if newline < 0:
                             break
                         if content:

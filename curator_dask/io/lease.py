@@ -52,8 +52,16 @@ import psutil
 from curator_dask.errors import CuratorError
 from curator_dask.io import atomic
 
-__all__ = ["LEASE", "HEARTBEAT_SECONDS", "STALE_AFTER_SECONDS", "SETTLE_SECONDS", "Lease",
-           "LeaseHolder", "OutputInUseError", "LeaseLostError"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LEASE",
+    "SETTLE_SECONDS",
+    "STALE_AFTER_SECONDS",
+    "Lease",
+    "LeaseHolder",
+    "LeaseLostError",
+    "OutputInUseError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -183,10 +191,10 @@ class Lease:
         atomic.make_dirs(self.fs, self.directory)
         mine = LeaseHolder.of_this_process(self.run_id, self.what)
         for _ in range(3):
-            if atomic.create_exclusive(self.fs, self.path, mine.to_bytes()):
-                if self._confirmed(mine):
-                    self.held, self._holder = True, mine
-                    return
+            if (atomic.create_exclusive(self.fs, self.path, mine.to_bytes())
+                    and self._confirmed(mine)):
+                self.held, self._holder = True, mine
+                return
             other = self.read()
             if other is None:
                 if self.fs.exists(self.path):  # being written right now, or broken

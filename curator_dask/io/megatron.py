@@ -33,14 +33,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from curator_dask.dropped import COUNTER_MARK
-from curator_dask.errors import CuratorError
+from curator_dask.errors import CuratorError, InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.io.output_state import part_name
 from curator_dask.io.rollover import FileSize, RawBytes, cut_points
 
-__all__ = ["INDEX_HEADER", "DTYPE_CODES", "MegatronFormatError", "MegatronIndex", "TokenFiles",
-           "token_dtype", "index_bytes", "read_index", "read_documents", "dataset_prefixes",
-           "merge_datasets"]
+__all__ = [
+    "DTYPE_CODES",
+    "INDEX_HEADER",
+    "MegatronFormatError",
+    "MegatronIndex",
+    "TokenFiles",
+    "dataset_prefixes",
+    "index_bytes",
+    "merge_datasets",
+    "read_documents",
+    "read_index",
+    "token_dtype",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +198,7 @@ class TokenFiles:
         if self.sources is not None and len(self):
             names, codes = np.unique(self.sources, return_inverse=True)
             per_source = np.bincount(codes, weights=self.lengths, minlength=names.size)
-            for name, tokens in zip(names.tolist(), per_source.tolist()):
+            for name, tokens in zip(names.tolist(), per_source.tolist(), strict=True):
                 counts[f"{COUNTER_MARK}{self.prefix}.{name}"] = int(tokens)
         return counts
 
@@ -222,16 +232,17 @@ def merge_datasets(fs, prefixes: Sequence[str], output: str, *, num_shards: int 
     Returns one dict per shard: ``files``, ``documents``, ``tokens``, ``bytes``.
     """
     if (num_shards is None) == (target_file_size is None):
-        raise ValueError("merge into num_shards shards or shards of a target_file_size: "
-                         "give one of them")
+        raise InvalidArgumentError("merge into num_shards shards or shards of a target_file_size: "
+                                   "give one of them")
     if num_shards is not None and (not isinstance(num_shards, int) or num_shards < 1):
-        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+        raise InvalidArgumentError(f"num_shards must be a positive integer, got {num_shards!r}")
     target = FileSize.parse(target_file_size)
     headers = [_index_header(fs, p + ".idx") for p in prefixes]
     dtypes = {h[0] for h in headers}
     if len(dtypes) > 1:
-        raise MegatronFormatError(f"the datasets have different token dtypes ({sorted(map(str, dtypes))}): "
-                                  "they were written with different tokenizers")
+        raise MegatronFormatError(f"the datasets have different token dtypes "
+                                  f"({sorted(map(str, dtypes))}): they were written with "
+                                  "different tokenizers")
     dtype = dtypes.pop() if dtypes else np.dtype(np.uint16)
     total_tokens = sum(fs.size(p + ".bin") // dtype.itemsize for p in prefixes)
     filled = 0  # tokens before the current part
@@ -313,7 +324,8 @@ class _ShardSink:
         offsets = np.concatenate([[0], np.cumsum(lengths)]) * self.dtype.itemsize
         bounds = np.flatnonzero(np.diff(shard_of)) + 1
         with self.fs.open(prefix + ".bin", "rb") as source:
-            for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), lengths.size]):
+            for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), lengths.size],
+                                   strict=True):
                 self._switch(int(shard_of[start]))
                 self.lengths.append(lengths[start:stop])
                 source.seek(int(offsets[start]))

@@ -53,12 +53,33 @@ from curator_dask.io import atomic
 from curator_dask.io.identity import identity_changes
 from curator_dask.io.lease import LEASE
 
-__all__ = ["MANIFEST", "MARKER_SUFFIX", "COMPLETE", "part_name", "part_index", "marker_name",
-           "as_json", "read_manifest", "write_manifest", "record_in_manifest", "finish_output",
-           "stale_pieces", "own_files", "is_leftover",
-           "remove_leftovers", "remove_own_files", "clear_directory", "mark_part",
-           "completed_parts", "discard_parts", "mark_complete", "read_complete", "reusable",
-           "fingerprint_changes", "param_changes"]
+__all__ = [
+    "COMPLETE",
+    "MANIFEST",
+    "MARKER_SUFFIX",
+    "as_json",
+    "clear_directory",
+    "completed_parts",
+    "discard_parts",
+    "fingerprint_changes",
+    "finish_output",
+    "is_leftover",
+    "mark_complete",
+    "mark_part",
+    "marker_name",
+    "own_files",
+    "param_changes",
+    "part_index",
+    "part_name",
+    "read_complete",
+    "read_manifest",
+    "record_in_manifest",
+    "remove_leftovers",
+    "remove_own_files",
+    "reusable",
+    "stale_pieces",
+    "write_manifest",
+]
 
 logger = logging.getLogger(__name__)
 

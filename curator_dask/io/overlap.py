@@ -33,7 +33,7 @@ from curator_dask._fsspec import strip_protocol
 from curator_dask.io.errors import OutputOverlapsInputError
 from curator_dask.io.files import is_pattern, pattern_root
 
-__all__ = ["InputPaths", "input_paths", "check_output_path", "relation"]
+__all__ = ["InputPaths", "check_output_path", "input_paths", "relation"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class InputPaths:
     """Paths on one filesystem that an output must keep clear of.
 
     ``paths`` are as the user gave them (a glob, a path that does not exist, counts as the
-    directory before its first wildcard); ``files`` are the files found under them, checked too because a file
-    inside an input directory may be a symbolic link to somewhere else.
+    directory before its first wildcard); ``files`` are the files found under them, checked
+    too because a file inside an input directory may be a symbolic link to somewhere else.
     """
 
     fs: object

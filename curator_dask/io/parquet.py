@@ -15,14 +15,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.errors import CorruptFileError, reading
 from curator_dask.io.files import InputFile, open_input, sample_files
 from curator_dask.io.partitions import FileSlice, PartitionSpec
-from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.tables import ColumnConflict, Conformer, SchemaUnion
 
-__all__ = ["read_parquet_partition", "read_parquet_table", "infer_parquet_schema", "open_parquet",
-           "SAMPLE_FILES"]
+__all__ = [
+    "SAMPLE_FILES",
+    "infer_parquet_schema",
+    "open_parquet",
+    "read_parquet_partition",
+    "read_parquet_table",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -46,16 +46,34 @@ from dask.utils import parse_bytes
 
 from curator_dask._distributed import scheduler_workers
 from curator_dask.bounds import MAX_BYTE_SIZE
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.parquet import open_parquet
 from curator_dask.io.partitions import FileSlice, PartitionSpec
 from curator_dask.io.warc import warc_splittable
 
-__all__ = ["FileSlice", "PartitionSpec", "plan_partitions", "check_partitioning",
-           "auto_blocksize", "resolve_blocksize", "MAX_AUTO_BLOCKSIZE",
-           "MIN_AUTO_BLOCKSIZE", "AUTO", "WORKING_SETS", "WorkerMemory", "worker_memory",
-           "working_set_of", "largest_working_set", "task_budget", "task_input_bytes", "memory_blocksize", "in_flight_per_worker",
-           "MEMORY_FRACTION", "WORKER_BASELINE"]
+__all__ = [
+    "AUTO",
+    "MAX_AUTO_BLOCKSIZE",
+    "MEMORY_FRACTION",
+    "MIN_AUTO_BLOCKSIZE",
+    "WORKER_BASELINE",
+    "WORKING_SETS",
+    "FileSlice",
+    "PartitionSpec",
+    "WorkerMemory",
+    "auto_blocksize",
+    "check_partitioning",
+    "in_flight_per_worker",
+    "largest_working_set",
+    "memory_blocksize",
+    "plan_partitions",
+    "resolve_blocksize",
+    "task_budget",
+    "task_input_bytes",
+    "worker_memory",
+    "working_set_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -160,12 +178,13 @@ def working_set_of(work: str | float | None) -> float:
         try:
             return WORKING_SETS[work]
         except KeyError:
-            raise ValueError(f"unknown kind of work {work!r}; one of {sorted(WORKING_SETS)} "
-                             "or a number of bytes of memory per input byte") from None
+            raise InvalidArgumentError(
+                f"unknown kind of work {work!r}; one of {sorted(WORKING_SETS)} or a number "
+                "of bytes of memory per input byte") from None
     value = float(work)
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"a working set is a positive number of bytes per input byte, "
-                         f"got {work!r}")
+        raise InvalidArgumentError(f"a working set is a positive number of bytes per input byte, "
+                                   f"got {work!r}")
     return value
 
 
@@ -264,14 +283,14 @@ def check_partitioning(files_per_partition: int | None, blocksize) -> int | None
     True
     """
     if files_per_partition is not None and blocksize not in (None, AUTO):
-        raise ValueError(
+        raise InvalidArgumentError(
             "give either files_per_partition or blocksize, not both "
             f"(got files_per_partition={files_per_partition!r}, blocksize={blocksize!r})"
         )
     if files_per_partition is not None:
         if (not isinstance(files_per_partition, int) or isinstance(files_per_partition, bool)
                 or files_per_partition < 1):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"files_per_partition must be a positive integer, got {files_per_partition!r}"
             )
         return None
@@ -284,13 +303,13 @@ def _byte_count(blocksize) -> int:
     """``blocksize`` in bytes: a whole positive number of at most :data:`MAX_BYTE_SIZE`
     (1 TiB), given as a number or a size string; anything else is a ``ValueError``."""
     if isinstance(blocksize, bool):
-        raise ValueError(f"blocksize must be a number of bytes, got {blocksize!r}")
+        raise InvalidArgumentError(f"blocksize must be a number of bytes, got {blocksize!r}")
     try:
         size = parse_bytes(blocksize)
     except (ValueError, TypeError, OverflowError):  # "1e400" parses to infinity
         size = None
     if not isinstance(size, int) or not 1 <= size <= MAX_BYTE_SIZE:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"blocksize must be a number of bytes between 1 and {MAX_BYTE_SIZE} (1 TiB), or "
             f"a size such as '256MiB', got {blocksize!r}")
     return size
@@ -430,7 +449,9 @@ def _byte_ranges(f: InputFile, block: int) -> list[tuple[FileSlice, int]]:
     out = []
     for start in range(0, f.size, block):
         end = start + block
-        out.append((FileSlice(f, start, None if end >= f.size else end), min(block, f.size - start)))
+        out.append(
+            (FileSlice(f, start, None if end >= f.size else end), min(block, f.size - start))
+        )
     return out
 
 

@@ -41,8 +41,18 @@ from curator_dask.io.arrow_types import to_table
 from curator_dask.io.json_lines import json_lines
 from curator_dask.io.output_state import part_name
 
-__all__ = ["FileSize", "FileSizeError", "TargetFileSize", "Encoded", "FrameEncoded", "RawBytes",
-           "cut_points", "jsonl_lines", "output_pieces", "UNITS"]
+__all__ = [
+    "UNITS",
+    "Encoded",
+    "FileSize",
+    "FileSizeError",
+    "FrameEncoded",
+    "RawBytes",
+    "TargetFileSize",
+    "cut_points",
+    "jsonl_lines",
+    "output_pieces",
+]
 
 UNITS = ("bytes", "documents", "tokens")
 _UNIT_WORDS = {"document": "documents", "documents": "documents", "docs": "documents",
@@ -303,7 +313,7 @@ def output_pieces(encoded: Encoded, index: int, target) -> list[tuple[str, objec
     starts = cut_points(encoded.sizes(target.unit), target.limit)
     stops = [*starts[1:].tolist(), len(encoded)]
     out = []
-    for k, (start, stop) in enumerate(zip(starts.tolist(), stops)):
+    for k, (start, stop) in enumerate(zip(starts.tolist(), stops, strict=True)):
         piece = encoded.take(start, stop)
         out += [(part_name(index, suffix, piece=k), content)
                 for suffix, content in piece.files()]

@@ -17,7 +17,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import (
+    ArgumentTypeError,
+    CuratorError,
+    InvalidArgumentError,
+    MissingDependencyError,
+)
 from curator_dask.io.arrow_types import children, decoded_type, is_text_type
 from curator_dask.io.errors import (
     InputError,
@@ -28,8 +33,17 @@ from curator_dask.io.errors import (
     UnexpectedColumnError,
 )
 
-__all__ = ["arrow_type", "schema_with_overrides", "with_text_column", "Conformer",
-           "ColumnConflict", "SchemaUnion", "unify_types", "check_backend", "FILENAME_COLUMN"]
+__all__ = [
+    "FILENAME_COLUMN",
+    "ColumnConflict",
+    "Conformer",
+    "SchemaUnion",
+    "arrow_type",
+    "check_backend",
+    "schema_with_overrides",
+    "unify_types",
+    "with_text_column",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +54,12 @@ BACKENDS = get_args(Backend)
 
 def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise InvalidArgumentError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "cudf":
         try:
             import cudf  # noqa: F401
         except ImportError as err:
-            raise ImportError(
+            raise MissingDependencyError(
                 "backend='cudf' needs cuDF on a machine with an NVIDIA GPU: "
                 "pip install 'curator-dask[gpu]'"
             ) from err
@@ -65,7 +79,7 @@ def arrow_type(dtype) -> pa.DataType:
     try:
         return pa.from_numpy_dtype(np.dtype(dtype))
     except TypeError as err:
-        raise TypeError(f"cannot read a column as {dtype!r}: not a known dtype") from err
+        raise ArgumentTypeError(f"cannot read a column as {dtype!r}: not a known dtype") from err
 
 
 def schema_with_overrides(inferred: pa.Schema, input_meta: Mapping | None,
@@ -288,7 +302,7 @@ def _dropped_fields(source: pa.DataType, target: pa.DataType, prefix: str = "") 
     source_children, target_children = children(source), children(target)
     if source_children and len(source_children) == len(target_children) \
             and not pa.types.is_struct(source) and not pa.types.is_struct(target):
-        return [path for a, b in zip(source_children, target_children)
+        return [path for a, b in zip(source_children, target_children, strict=True)
                 for path in _dropped_fields(a.type, b.type, prefix)]
     return []
 

@@ -29,11 +29,17 @@ from distributed import get_worker
 
 from curator_dask.backends import to_host
 from curator_dask.dropped import COUNTER_MARK
-from curator_dask.errors import CuratorError
+from curator_dask.errors import CuratorError, NameNotFoundError
 from curator_dask.io.megatron import TokenFiles, token_dtype
 
-__all__ = ["TokenizerError", "TokenizerSpec", "LoadedTokenizer", "encode", "token_lengths",
-           "MegatronEncoder"]
+__all__ = [
+    "LoadedTokenizer",
+    "MegatronEncoder",
+    "TokenizerError",
+    "TokenizerSpec",
+    "encode",
+    "token_lengths",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +291,7 @@ def _chunks(texts: list[str]) -> list[tuple[int, int]]:
     stops = np.searchsorted(ends, np.arange(CHUNK_CHARS, int(ends[-1]), CHUNK_CHARS),
                             side="right")
     bounds = np.unique(np.concatenate([[0], stops, [len(texts)]]))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
 
 def _encodings(loaded: LoadedTokenizer, texts: list[str]) -> list:
@@ -321,15 +327,16 @@ class MegatronEncoder:
 
     def encode(self, df) -> TokenFiles:
         if self.text_field not in df.columns:
-            raise KeyError(f"tokenizing: no column {self.text_field!r} in the partition "
-                           f"(columns: {list(df.columns)}); pass text_field=")
+            raise NameNotFoundError(f"tokenizing: no column {self.text_field!r} in the partition "
+                                    f"(columns: {list(df.columns)}); pass text_field=")
         frame = to_host(df)
         ids, lengths = encode(self.tokenizer.load(), frame[self.text_field].tolist())
         sources = None
         if self.source_field is not None:
             if self.source_field not in frame.columns:
-                raise KeyError(f"tokenizing: no column {self.source_field!r} to count tokens "
-                               f"by source (columns: {list(frame.columns)})")
+                raise NameNotFoundError(
+                    f"tokenizing: no column {self.source_field!r} to count tokens by source "
+                    f"(columns: {list(frame.columns)})")
             sources = frame[self.source_field].astype(str).to_numpy(dtype=object)
         empty = lengths == 0
         if empty.any():  # their ids are none: only the lengths and sources lose rows

@@ -34,14 +34,22 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from curator_dask.dropped import record_dropped
+from curator_dask.io.arrow_types import to_frame
 from curator_dask.io.errors import InputError, reading
 from curator_dask.io.files import InputFile, open_input
 from curator_dask.io.partitions import FileSlice, PartitionSpec
-from curator_dask.io.arrow_types import to_frame
 
-__all__ = ["WARC_EXTENSIONS", "WARC_BLOCKSIZE", "HTML_CONTENT_TYPES", "WARC_SCHEMA",
-           "NOT_HTML_REASON", "MalformedWarcError", "read_warc_partition", "warc_splittable",
-           "find_record_start"]
+__all__ = [
+    "HTML_CONTENT_TYPES",
+    "NOT_HTML_REASON",
+    "WARC_BLOCKSIZE",
+    "WARC_EXTENSIONS",
+    "WARC_SCHEMA",
+    "MalformedWarcError",
+    "find_record_start",
+    "read_warc_partition",
+    "warc_splittable",
+]
 
 WARC_EXTENSIONS = (".warc",)
 #: Partition size of WARC input: HTML is several times its gzip size in memory.

@@ -34,10 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curator_dask.backends import to_host
-from curator_dask.dropped import get_counts
+from curator_dask.errors import InvalidArgumentError, NameNotFoundError
 from curator_dask.io import atomic
-from curator_dask.io.errors import ForeignFilesError
+from curator_dask.io.arrow_types import to_table
+from curator_dask.io.errors import ForeignFilesError, OutputExistsError
 from curator_dask.io.guard import GuardedPath
+from curator_dask.io.json_lines import json_lines
 from curator_dask.io.output_state import (
     MANIFEST,
     clear_directory,
@@ -52,12 +54,23 @@ from curator_dask.io.output_state import (
     stale_pieces,
     write_manifest,
 )
-from curator_dask.io.arrow_types import to_table
-from curator_dask.io.json_lines import json_lines
 from curator_dask.io.rollover import FileSize, FileSizeError, FrameEncoded, output_pieces
+from curator_dask.partition import Partition
 
-__all__ = ["WriteSpec", "prepare_output", "write_partition", "write_part", "part_name", "MODES",
-           "FORMATS", "MANIFEST", "check_mode", "read_manifest", "own_files", "remove_leftovers"]
+__all__ = [
+    "FORMATS",
+    "MANIFEST",
+    "MODES",
+    "WriteSpec",
+    "check_mode",
+    "own_files",
+    "part_name",
+    "prepare_output",
+    "read_manifest",
+    "remove_leftovers",
+    "write_part",
+    "write_partition",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -93,24 +106,26 @@ class WriteSpec:
 
     def __post_init__(self):
         if self.fmt not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {self.fmt!r}")
+            raise InvalidArgumentError(f"format must be one of {FORMATS}, got {self.fmt!r}")
         if (self.fmt == "encoded") != (self.encoder is not None):
-            raise ValueError("an encoder goes with the format 'encoded', and only with it")
+            raise InvalidArgumentError(
+                "an encoder goes with the format 'encoded', and only with it")
         if self.encoder is not None and self.filename_field is not None:
-            raise ValueError("an encoder writes its own files per part; write_to_filename "
-                             "is for Parquet and JSONL")
+            raise InvalidArgumentError("an encoder writes its own files per part; "
+                                       "write_to_filename is for Parquet and JSONL")
         object.__setattr__(self, "target_file_size", FileSize.parse(self.target_file_size))
         if self.target_file_size is not None and self.target_file_size.unit == "tokens" \
                 and self.encoder is None:
             raise FileSizeError("target_file_size in tokens is for the tokenizing writers; "
                                 "give this writer bytes ('256MiB') or documents")
         if self.target_file_size is not None and self.filename_field is not None:
-            raise ValueError("target_file_size cuts parts into files of a size, "
-                             "write_to_filename writes a file per source file: not both")
+            raise InvalidArgumentError("target_file_size cuts parts into files of a size, "
+                                       "write_to_filename writes a file per source file: "
+                                       "not both")
         allowed = {"jsonl": COMPRESSIONS, "parquet": (None, "snappy", "zstd", "gzip"),
                    "arrow": (None,), "encoded": (None,)}[self.fmt]
         if self.compression not in allowed:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"compression for {self.fmt} must be one of {list(allowed)}, "
                 f"got {self.compression!r}"
             )
@@ -127,7 +142,7 @@ class WriteSpec:
 def check_mode(mode: str) -> str:
     """``mode`` if it is one of :data:`MODES`, else a ``ValueError`` listing them."""
     if mode not in MODES:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"mode must be one of {MODES}, got {mode!r}: 'overwrite' replaces only the "
             "project's own files, 'overwrite_all' everything in the directory"
         )
@@ -145,7 +160,7 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
     check_mode(mode)
     fs, path = out.fs, out.path
     if fs.exists(path) and not fs.isdir(path):
-        raise FileExistsError(f"output path {path!r} is a file, not a directory")
+        raise OutputExistsError(f"output path {path!r} is a file, not a directory")
     manifest = read_manifest(fs, path) if fs.exists(path) else None
     own, foreign = own_files(fs, path, manifest)
     kept_files: list[str] = []
@@ -157,7 +172,7 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
         kept_files = list((manifest or {}).get("files", []))
     elif own or foreign:
         if mode == "error" and (foreign or any(not is_leftover(name) for name in own)):
-            raise FileExistsError(
+            raise OutputExistsError(
                 f"output directory {path!r} is not empty ({len(own) + len(foreign)} "
                 "files); pass mode='overwrite' to replace the parts of an earlier write "
                 "or mode='append' to add parts"
@@ -178,10 +193,10 @@ def prepare_output(out: GuardedPath, mode: str, *, fingerprint=None) -> int:
 
 def _safe_relative_name(name: str, source_field: str) -> str:
     if not isinstance(name, str) or not name:
-        raise ValueError(f"write_to_filename: empty file name in column {source_field!r}")
+        raise InvalidArgumentError(f"write_to_filename: empty file name in column {source_field!r}")
     normal = posixpath.normpath(name.replace("\\", "/"))
     if posixpath.isabs(normal) or normal == ".." or normal.startswith("../") or ":" in normal:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"write_to_filename: file name {name!r} in column {source_field!r} would be "
             "written outside the output directory; names must be relative paths inside it"
         )
@@ -218,7 +233,7 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
     except FileExistsError:
         if not exclusive:
             raise
-        raise FileExistsError(
+        raise OutputExistsError(
             f"write_to_filename: {target!r} already exists: the documents of one source "
             "file came from more than one partition (a blocksize smaller than the file, or "
             "a repartition). Read with files_per_partition=1 to keep each file whole."
@@ -228,15 +243,14 @@ def _write_frame(df, fs, target: str, spec: WriteSpec) -> int:
 
 def write_partition(df, spec: WriteSpec, index: int, fs, *,
                     dropped: dict[str, int] | None = None) -> dict:
-    """Write one partition; returns its stats (rows, bytes, files, drop counts and
-    counters, see :mod:`curator_dask.dropped`).
+    """Write one partition; returns its stats (rows, bytes, files, and ``dropped``:
+    the partition's drop counts and counters, as :func:`curator_dask.dropped.join_counts`
+    joins them).
 
     ``df`` is a pandas or cuDF frame, or a ``pyarrow.Table`` (written without a pandas
-    round trip); ``dropped`` gives the counts of a table, which carries none itself.
+    round trip).
     """
-    counts = get_counts(df)
-    for reason, count in (dropped or {}).items():
-        counts[reason] = counts.get(reason, 0) + int(count)
+    counts = {reason: int(count) for reason, count in (dropped or {}).items()}
     stats = {"partition": index, "rows": len(df), "bytes": 0, "files": [],
              "dropped": counts}
     if spec.filename_field is None:
@@ -256,7 +270,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
         stats["rows"] = len(encoded)  # an encoder may drop (and count) documents
         return stats
     if spec.filename_field not in df.columns:
-        raise KeyError(
+        raise NameNotFoundError(
             f"write_to_filename needs the column {spec.filename_field!r}; read with "
             f"add_filename=True (columns present: {list(df.columns)})"
         )
@@ -273,7 +287,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
     return stats
 
 
-def write_part(df, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
+def write_part(data, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
                dropped: dict[str, int] | None = None, source: str | None = None,
                write=write_partition) -> dict:
     """Task body of every write: one part, then its completion marker; the part's stats.
@@ -283,11 +297,15 @@ def write_part(df, spec: WriteSpec, fs, input_partitions: Sequence[int], *,
     atomic rename, so a marker always means a complete part, and it lists the files
     written, which makes them the project's; a task that dies between the two leaves a
     complete part without a marker, which a resume rewrites (same name, same content).
-    ``source`` identifies what the part was computed from (see
+    ``data`` is a :class:`~curator_dask.partition.Partition` (written with its counts), or
+    a frame or ``pyarrow.Table`` whose counts ``dropped`` gives. ``source`` identifies
+    what the part was computed from (see
     :func:`~curator_dask.io.output_state.completed_parts`); ``write`` writes the part.
     """
+    if isinstance(data, Partition):
+        data, dropped = data.frame, data.counts
     index = input_partitions[0]
-    stats = write(df, spec, index, fs, dropped=dropped)
+    stats = write(data, spec, index, fs, dropped=dropped)
     stats["input_partitions"] = list(input_partitions)
     stats["source"] = source
     mark_part(fs, spec.path, spec.first_index + index, stats)

@@ -18,7 +18,7 @@ This package imports nothing heavy: LibCST is imported by the codemod only.
 
 from __future__ import annotations
 
-__all__ = ["NeMoModulePathError", "migrate_source", "MigrationReport"]
+__all__ = ["MigrationReport", "NeMoModulePathError", "migrate_source"]
 
 
 def __getattr__(name: str):

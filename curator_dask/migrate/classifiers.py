@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from curator_dask.migrate.rules import Counterpart, Ignored, Refused, Renamed, Rule
 
-__all__ = ["CLASSIFIER_NAMES", "CLASSIFIER_KEYWORDS", "MODEL_STAGE_KEYWORDS", "CLASSIFIERS"]
+__all__ = ["CLASSIFIERS", "CLASSIFIER_KEYWORDS", "CLASSIFIER_NAMES", "MODEL_STAGE_KEYWORDS"]
 
 _MODELS = "curator_dask.stages.models"
 _DEBERTA_V3 = "microsoft/deberta-v3-base"

@@ -42,6 +42,7 @@ dups = ExactDuplicates(cache_path='c')
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,10 +158,8 @@ class _Migrator(cst.CSTTransformer):
         return line
 
     def _bind(self, local: str, nemo_name: str, cp: Counterpart, nemo_module: str) -> None:
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             self.objects[local] = resolve(cp.ours)
-        except (ImportError, AttributeError):
-            pass
         self.counterparts[local] = (nemo_name, cp, nemo_module)
 
     def _from_import(self, node: cst.ImportFrom) -> list[str] | None:

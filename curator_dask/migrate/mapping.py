@@ -46,10 +46,25 @@ from curator_dask.migrate.rules import (
     Rule,
 )
 
-__all__ = ["Counterpart", "ModulePath", "Renamed", "Ignored", "Refused", "MODULES", "NAMES",
-           "KEYWORDS", "NEMO_PACKAGE", "nemo_module_for", "nemo_modules_under", "where",
-           "import_lines",
-           "module_table", "keyword_rules", "METHODS", "COMPANIONS"]
+__all__ = [
+    "COMPANIONS",
+    "KEYWORDS",
+    "METHODS",
+    "MODULES",
+    "NAMES",
+    "NEMO_PACKAGE",
+    "Counterpart",
+    "Ignored",
+    "ModulePath",
+    "Refused",
+    "Renamed",
+    "import_lines",
+    "keyword_rules",
+    "module_table",
+    "nemo_module_for",
+    "nemo_modules_under",
+    "where",
+]
 
 NEMO_PACKAGE = "nemo_curator"
 
@@ -379,7 +394,7 @@ KEYWORDS: dict[str, dict[str, Rule]] = {
             "ray_metrics_port", "ray_dashboard_host", "enable_object_spilling",
             "ray_stdouterr_capture_file", "metrics_dir")},
     },
-    "curator_dask.cluster.get_client": {
+    "curator_dask.cluster.client.get_client": {
         "enable_spilling": Renamed("enable_cudf_spill"),
         "nvlink_only": Ignored("pass dask-cuda's options as keywords of get_client, which "
                                "hands them to LocalCUDACluster"),

@@ -18,8 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Renamed", "Ignored", "Refused", "Rule", "Counterpart", "ModulePath",
-           "NEMO_1X_PACKAGES", "is_nemo_1x"]
+__all__ = [
+    "NEMO_1X_PACKAGES",
+    "Counterpart",
+    "Ignored",
+    "ModulePath",
+    "Refused",
+    "Renamed",
+    "Rule",
+    "is_nemo_1x",
+]
 
 #: The packages of NeMo Curator 1.x (on Ray); its other modules are 0.x's (on Dask).
 NEMO_1X_PACKAGES = ("nemo_curator.stages", "nemo_curator.pipeline", "nemo_curator.core",

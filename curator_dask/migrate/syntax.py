@@ -14,9 +14,23 @@ from libcst.metadata import PositionProvider
 
 from curator_dask.migrate.mapping import NEMO_PACKAGE
 
-__all__ = ["Aliases", "GPU_MODULES", "Leftovers", "UNKNOWN", "code_of", "ends_in_raise",
-           "is_definition", "is_main_guard", "keyword_arg", "literal", "merged_imports",
-           "quoted", "string_value", "tidy", "unindented"]
+__all__ = [
+    "GPU_MODULES",
+    "UNKNOWN",
+    "Aliases",
+    "Leftovers",
+    "code_of",
+    "ends_in_raise",
+    "is_definition",
+    "is_main_guard",
+    "keyword_arg",
+    "literal",
+    "merged_imports",
+    "quoted",
+    "string_value",
+    "tidy",
+    "unindented",
+]
 
 #: Libraries only GPU workers have: a function that imports nothing else is a GPU warm-up.
 GPU_MODULES = {"cudf", "cupy", "cuml", "dask_cudf", "dask_cuda", "rmm", "cugraph"}

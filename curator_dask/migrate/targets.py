@@ -15,7 +15,7 @@ import typing
 
 from curator_dask.migrate.mapping import KEYWORDS, MODULES, NAMES, Counterpart
 
-__all__ = ["resolve", "counterpart", "passes_keywords_on", "keyword_rules_of", "returns"]
+__all__ = ["counterpart", "keyword_rules_of", "passes_keywords_on", "resolve", "returns"]
 
 
 def resolve(dotted: str):

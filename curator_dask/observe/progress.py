@@ -30,7 +30,8 @@ import dask
 from curator_dask._compute import computed_by
 from curator_dask.faults import note_phase
 
-__all__ = ["Progress", "chain_label", "compute", "persist", "phase", "current", "log_interval", "reporting"]
+__all__ = ["Progress", "chain_label", "compute", "current", "log_interval", "persist", "phase",
+           "reporting"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def log_interval() -> float:
 
 
 def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
@@ -271,17 +272,25 @@ def compute(*collections, label: str | None = None):
     label = label or _PHASE.get()
     if label is None:
         return dask.compute(*collections)
+    with _counted(label) as progress:
+        client = _distributed_client()
+        if client is not None:
+            return _compute_on_cluster(client, collections, progress)
+        with _LocalCounter(progress):
+            return dask.compute(*collections)
+
+
+@contextlib.contextmanager
+def _counted(label: str):
+    """The run's progress (or a bar of its own, closed after) moved on to counting the
+    tasks of ``label``."""
     progress = current()
     own = progress is None
     if own:
         progress = Progress(0, "")
     progress.stage(label, 0, unit="task")
     try:
-        client = _distributed_client()
-        if client is not None:
-            return _compute_on_cluster(client, collections, progress)
-        with _LocalCounter(progress):
-            return dask.compute(*collections)
+        yield progress
     finally:
         if own:
             progress.close()
@@ -306,12 +315,7 @@ def persist(*collections):
     label = _PHASE.get()
     if label is None:
         return dask.persist(*collections)
-    progress = current()
-    own = progress is None
-    if own:
-        progress = Progress(0, "")
-    progress.stage(label, 0, unit="task")
-    try:
+    with _counted(label) as progress:
         client = _distributed_client()
         if client is None:
             with _LocalCounter(progress):
@@ -321,9 +325,6 @@ def persist(*collections):
         persisted = client.persist(list(collections))
         _track(client, futures_of(persisted), progress)
         return tuple(persisted)
-    finally:
-        if own:
-            progress.close()
 
 
 def _compute_on_cluster(client, collections, progress: Progress):

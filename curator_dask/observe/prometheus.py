@@ -24,6 +24,7 @@ Without prometheus_client installed the metrics are skipped.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -33,32 +34,29 @@ __all__ = ["clear_stage_gauges", "count_stage_work", "set_stage_gauges", "stage_
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_counters: dict | None = None
-_gauges: dict | None = None
 
 
 def stage_counters() -> dict | None:
     """This process's counters (created on first use), or None without prometheus_client."""
-    global _counters
-    if _counters is not None:
-        return _counters or None
-    with _lock:
-        if _counters is None:
-            try:
-                from prometheus_client import Counter
-            except ImportError:
-                logger.debug("prometheus_client is not installed: no stage counters")
-                _counters = {}
-                return None
-            _counters = {
-                "rows": Counter("curator_stage_rows", "Rows processed by a curator-dask stage",
-                                ["stage"]),
-                "seconds": Counter("curator_stage_seconds",
-                                   "Seconds spent in a curator-dask stage's tasks", ["stage"]),
-                "partitions": Counter("curator_stage_partitions",
-                                      "Partitions processed by a curator-dask stage", ["stage"]),
-            }
-    return _counters or None
+    with _lock:  # created once: a second registration of a metric name is an error
+        return _make_counters() or None
+
+
+@functools.cache
+def _make_counters() -> dict:
+    try:
+        from prometheus_client import Counter
+    except ImportError:
+        logger.debug("prometheus_client is not installed: no stage counters")
+        return {}
+    return {
+        "rows": Counter("curator_stage_rows", "Rows processed by a curator-dask stage",
+                        ["stage"]),
+        "seconds": Counter("curator_stage_seconds",
+                           "Seconds spent in a curator-dask stage's tasks", ["stage"]),
+        "partitions": Counter("curator_stage_partitions",
+                              "Partitions processed by a curator-dask stage", ["stage"]),
+    }
 
 
 def count_stage_work(stage: str, rows: int, seconds: float, partitions: int) -> None:
@@ -73,25 +71,24 @@ def count_stage_work(stage: str, rows: int, seconds: float, partitions: int) -> 
 
 def stage_gauges() -> dict | None:
     """This process's gauges (created on first use), or None without prometheus_client."""
-    global _gauges
-    if _gauges is not None:
-        return _gauges or None
     with _lock:
-        if _gauges is None:
-            try:
-                from prometheus_client import Gauge
-            except ImportError:
-                _gauges = {}
-                return None
-            _gauges = {
-                "busy": Gauge("curator_stage_busy_ratio",
-                              "Share of a curator-dask stage's worker slots busy with its tasks",
-                              ["pipeline", "stage"]),
-                "queue": Gauge("curator_stage_queue_length",
-                               "Partitions waiting in front of a curator-dask stage",
-                               ["pipeline", "stage"]),
-            }
-    return _gauges or None
+        return _make_gauges() or None
+
+
+@functools.cache
+def _make_gauges() -> dict:
+    try:
+        from prometheus_client import Gauge
+    except ImportError:
+        return {}
+    return {
+        "busy": Gauge("curator_stage_busy_ratio",
+                      "Share of a curator-dask stage's worker slots busy with its tasks",
+                      ["pipeline", "stage"]),
+        "queue": Gauge("curator_stage_queue_length",
+                       "Partitions waiting in front of a curator-dask stage",
+                       ["pipeline", "stage"]),
+    }
 
 
 def set_stage_gauges(pipeline: str, stage: str, busy_ratio: float | None,

@@ -37,8 +37,14 @@ from curator_dask.io import atomic
 from curator_dask.io.guard import OutputGuard
 from curator_dask.observe.run_result import RunResult, describe_lost_workers
 
-__all__ = ["StageRow", "stage_rows", "format_stage_table", "cluster_sizes",
-           "label_distributions", "write_report"]
+__all__ = [
+    "StageRow",
+    "cluster_sizes",
+    "format_stage_table",
+    "label_distributions",
+    "stage_rows",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +139,7 @@ def stage_rows(result: RunResult, stages: Sequence | None = None) -> list[StageR
             other_counters[name] = count
         else:
             owner.counters[name] = owner.counters.get(name, 0) + count
-    for obj, row in zip(objects, rows):
+    for obj, row in zip(objects, rows, strict=True):
         if row.kind == "read":
             continue
         row.dropped.update(_dedup_removed(obj))
@@ -285,6 +291,12 @@ def _bar(title: str, labels: list[str], values: list[float], *, horizontal: bool
                   fig, sizing_mode="stretch_width")
 
 
+def _lost_workers_html(result: RunResult) -> str:
+    """A paragraph on the workers the run lost, or nothing."""
+    lost = describe_lost_workers(result.lost_workers)
+    return f"<p><b>{html.escape(lost)}.</b></p>" if lost else ""
+
+
 def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence | None = None,
                  title: str | None = None) -> str:
     """Write the curation report of ``result`` as one standalone HTML file.
@@ -323,9 +335,7 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
                f"{result.rows:,} written to <code>{html.escape(str(result.output_path))}"
                f"</code> in {len(result.files):,} files; {result.executor} executor, "
                f"{result.wall_seconds:.1f} s wall time.</p>")
-    lost = describe_lost_workers(result.lost_workers)
-    if lost:
-        summary += f"<p><b>{html.escape(lost)}.</b></p>"
+    summary += _lost_workers_html(result)
     parts = [Div(text=summary, sizing_mode="stretch_width"),
              Div(text=_table_html(rows), sizing_mode="stretch_width")]
     parts.append(_bar("Documents after each stage", [r.stage for r in metrics],
@@ -343,9 +353,9 @@ def write_report(result: RunResult, path: str | os.PathLike, *, stages: Sequence
     else:
         parts.append(Div(text="<p>No document was dropped.</p>"))
     distributions = label_distributions(rows)
-    for field, counts in distributions.items():
+    for label, counts in distributions.items():
         ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        parts.append(_bar(f"Label distribution: {field}", [v for v, _ in ordered],
+        parts.append(_bar(f"Label distribution: {label}", [v for v, _ in ordered],
                           [n for _, n in ordered], horizontal=True, value_label="documents",
                           color="#b279a2"))
     counted: dict[str, int] = {}

@@ -10,35 +10,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-__all__ = ["StageMetrics", "RunResult", "OutputTask", "TaskRecord", "describe_lost_workers",
-           "stage_metrics", "format_stages"]
+from curator_dask.errors import NameNotFoundError
+from curator_dask.partition import TaskRecord
 
-
-@dataclass
-class TaskRecord:
-    """One task's work: the stage, the input partitions it covered, rows, bytes, time.
-
-    ``index`` is the first input partition (None for a whole-dataset stage, which works
-    on all of them); ``start``/``stop`` are epoch seconds; ``worker`` is the worker's
-    address (``local:<host>:<pid>`` in-process, ``client`` for a whole-dataset stage).
-    :attr:`RunResult.records` holds them as dicts (:meth:`as_dict`).
-    """
-
-    stage: str
-    partitions: int
-    rows_in: int
-    rows_out: int
-    bytes: int
-    seconds: float
-    start: float
-    stop: float
-    worker: str
-    index: int | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+__all__ = [
+    "OutputTask",
+    "RunResult",
+    "StageMetrics",
+    "TaskRecord",
+    "describe_lost_workers",
+    "format_stages",
+    "stage_metrics",
+]
 
 
 @dataclass
@@ -180,7 +165,8 @@ class RunResult:
         for s in self.stages:
             if s.name == name:
                 return s
-        raise KeyError(f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
+        raise NameNotFoundError(
+            f"no stage {name!r} in this run; stages: {[s.name for s in self.stages]}")
 
     def summary(self) -> str:
         """A table of the stages, for logs and terminals (and a line on the workers the
@@ -189,7 +175,8 @@ class RunResult:
         return format_stages(self.stages) + (f"\n{lost}" if lost else "")
 
 
-def stage_metrics(records: Iterable[Mapping], order: list[tuple[str, str, str]]) -> list[StageMetrics]:
+def stage_metrics(records: Iterable[Mapping],
+                  order: list[tuple[str, str, str]]) -> list[StageMetrics]:
     """Sum task records per stage, in ``order`` (name, kind, resources)."""
     by_stage: dict[str, list[Mapping]] = defaultdict(list)
     for record in records:
@@ -221,7 +208,7 @@ def format_stages(stages: list[StageMetrics]) -> str:
         header += ("busy %", "queue")
         rows = [(*r, "-" if s.busy_fraction is None else f"{100 * s.busy_fraction:.1f}",
                  "-" if s.mean_queue_length is None else f"{s.mean_queue_length:.2f}")
-                for r, s in zip(rows, stages)]
+                for r, s in zip(rows, stages, strict=True)]
     from curator_dask.observe.tables import text_table
 
     return text_table(header, rows)

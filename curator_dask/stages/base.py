@@ -30,8 +30,9 @@ import pandas as pd
 
 from curator_dask.bounds import PositiveInt
 from curator_dask.compat import nemo_keywords
-from curator_dask.dropped import add_dropped, strip_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.io import atomic
+from curator_dask.partition import Partition
 from curator_dask.resources import Resources
 from curator_dask.stages.columns import (
     check_output_columns,
@@ -42,8 +43,18 @@ from curator_dask.stages.columns import (
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
 
-__all__ = ["ProcessingStage", "processing_stage", "Sequential", "Stage", "WholeDatasetStage",
-           "key_prefix", "unique_name", "run_stage", "teardown_stage"]
+__all__ = [
+    "ProcessingStage",
+    "Sequential",
+    "Stage",
+    "StageStep",
+    "WholeDatasetStage",
+    "key_prefix",
+    "processing_stage",
+    "run_stage",
+    "teardown_stage",
+    "unique_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +260,8 @@ class ProcessingStage(Stage):
             new.name = name
         if resources is not None:
             if not isinstance(resources, Resources):
-                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+                raise ArgumentTypeError(
+                    f"resources must be a Resources, got {type(resources).__name__}")
             new.resources = resources
         if batch_size is not None:
             new.batch_size = _check_batch_size(batch_size)
@@ -261,19 +273,11 @@ class ProcessingStage(Stage):
         from curator_dask.dataset import DocumentDataset
 
         if not isinstance(ds, DocumentDataset):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"stage {self.name!r} takes a DocumentDataset, got {type(ds).__name__}; "
                 "wrap a Dask dataframe with DocumentDataset(df)"
             )
-        meta = self.meta(ds.df._meta)
-        # enforce_metadata=False: the stage declares its meta, and Dask's enforcement
-        # replaces every empty output partition by the shared meta frame, losing the
-        # partition's attrs and with them the drop counts of whatever emptied it.
-        df = ds.df.map_partitions(
-            run_stage, self, meta=meta, token=key_prefix(self.name),
-            align_dataframes=False, enforce_metadata=False,
-        )
-        return ds._derive(df)
+        return ds.with_step(StageStep(self), self.meta(ds.df._meta))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ({self.resources})>"
@@ -281,7 +285,7 @@ class ProcessingStage(Stage):
 
 def _check_batch_size(batch_size: int) -> int:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
     return batch_size
 
 
@@ -368,24 +372,40 @@ def live_stage(stage: ProcessingStage) -> ProcessingStage:
     return live
 
 
-def run_stage(df, stage: ProcessingStage, partition_info: dict | None = None):
+def run_stage(part: Partition, stage: ProcessingStage, index: int = 0) -> Partition:
     """Task body: run ``stage`` on one partition with this process's live copy.
 
-    The output's columns are checked against what the stage declares (its :meth:`meta`
-    for this input): a stage that returns undeclared columns, or lacks declared ones,
-    fails here with what to declare, instead of a schema that silently lies to Dask.
+    ``index`` is the input partition's number (what a stage with
+    ``needs_partition_index`` gets). What the stage records
+    (:func:`~curator_dask.dropped.record_dropped`) is counted on the partition
+    (:meth:`~curator_dask.partition.Partition.apply`). The output's columns are checked
+    against what the stage declares (its :meth:`meta` for this input): a stage that
+    returns undeclared columns, or lacks declared ones, fails here with what to declare,
+    instead of a schema that silently lies to Dask.
     """
     live = live_stage(stage)
-    df, upstream_drops = strip_dropped(df)
     if stage.needs_partition_index:
-        if partition_info is None:
-            raise RuntimeError(f"stage {stage.name!r} needs the partition index")
-        out = live.process(df, partition_index=partition_info["number"])
+        out = part.apply(live.process, partition_index=index)
     else:
-        out = live.process(df)
-    if hasattr(out, "columns"):
-        check_output_columns(stage.name, _expected_columns(live, df), out)
-    return add_dropped(out, upstream_drops)
+        out = part.apply(live.process)
+    if hasattr(out.frame, "columns"):
+        check_output_columns(stage.name, _expected_columns(live, part.frame), out.frame)
+    return out
+
+
+class StageStep:
+    """A stage as a step of a dataset's partitions (what ``stage(ds)`` adds): one
+    partition through :func:`run_stage`."""
+
+    def __init__(self, stage: ProcessingStage):
+        self.stage = stage
+        self.name = stage.name
+        # Fixed here, on the client, before the stage is pickled into tasks: every copy
+        # then maps to one worker-side instance (set up once per process).
+        self.stage_id = stage.stage_id
+
+    def __call__(self, part: Partition, index: int, /) -> Partition:
+        return run_stage(part, self.stage, index)
 
 
 _expected: dict[tuple, list] = {}
@@ -429,7 +449,8 @@ class FunctionStage(ProcessingStage):
                  removed_columns: Sequence[str] = ()):
         params = inspect.signature(func).parameters
         if not params:
-            raise TypeError(f"{func.__name__} must take the partition as its first argument")
+            raise ArgumentTypeError(
+                f"{func.__name__} must take the partition as its first argument")
         self.func = func
         self.name = name or func.__name__
         self.resources = resources if resources is not None else Resources()
@@ -501,7 +522,7 @@ class Sequential:
         stages = list(stages)
         for stage in stages:
             if not callable(stage):
-                raise TypeError(f"Sequential takes stages, got {type(stage).__name__}")
+                raise ArgumentTypeError(f"Sequential takes stages, got {type(stage).__name__}")
         self.stages = stages
 
     def flatten(self) -> list[ProcessingStage]:
@@ -562,8 +583,11 @@ class WholeDatasetStage(Stage):
 
     @nemo_keywords()
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
-        """Interactive use: run with a fresh temporary cache directory."""
-        return self.run(ds, atomic.make_temp_dir(f"curator-{key_prefix(self.name)}-"))
+        """Interactive use: run with a fresh temporary cache directory. The output
+        carries the counts of what came before and what :meth:`run` records on the
+        client (:meth:`DocumentDataset.through`)."""
+        cache = atomic.make_temp_dir(f"curator-{key_prefix(self.name)}-")
+        return ds.through(lambda documents: self.run(documents, cache))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} (whole dataset)>"

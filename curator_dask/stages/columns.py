@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from curator_dask.errors import CuratorError
+from curator_dask.errors import ArgumentTypeError, CuratorError, NameNotFoundError
 
 __all__ = ["ColumnNotFoundError", "UndeclaredColumnError", "check_output_columns", "id_column_fix",
            "nemo_declared_columns", "require_columns"]
 
 
-class ColumnNotFoundError(CuratorError, KeyError):
+class ColumnNotFoundError(NameNotFoundError):
     """A stage or dedup step reads a column that its input does not have.
 
     A :class:`KeyError` (as pandas raises for a missing column), with a message that names
@@ -34,9 +34,6 @@ class ColumnNotFoundError(CuratorError, KeyError):
     def __init__(self, message: str, missing: Sequence[str] = ()):
         super().__init__(message)
         self.missing = list(missing)
-
-    def __str__(self) -> str:  # KeyError would show the message quoted
-        return str(self.args[0])
 
 
 class UndeclaredColumnError(CuratorError, ValueError):
@@ -123,12 +120,12 @@ def nemo_declared_columns(stage, input_columns: Sequence[str],
         try:
             attributes, columns = declared()
         except (TypeError, ValueError):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"stage {name!r}: {method}() must return (task attributes, columns), as in "
                 f"NeMo Curator 1.x: for example (['data'], ['text'])") from None
         others = [a for a in attributes if a != "data"]
         if others:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"stage {name!r}: {method}() names task attributes {others}; a curator-dask "
                 "stage works on a partition and has only 'data'. Declare columns with "
                 "input_columns=, output_columns= and removed_columns= instead")
@@ -137,7 +134,7 @@ def nemo_declared_columns(stage, input_columns: Sequence[str],
             continue
         undeclared = [c for c in columns if c not in output_columns and c not in wanted]
         if undeclared:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"stage {name!r}: outputs() names {_columns(undeclared)} without a dtype; "
                 "declare what the stage adds with output_columns={" +
                 ", ".join(f"{c!r}: <dtype>" for c in undeclared) + "} (or list a column "

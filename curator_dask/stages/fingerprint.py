@@ -37,10 +37,18 @@ import types
 from collections.abc import Mapping, Sequence
 
 # Parameters are compared where fingerprints are kept: the io layer's output state.
+from curator_dask.io.identity import digest
 from curator_dask.io.output_state import param_changes
 
-__all__ = ["jsonable", "function_fingerprint", "object_fingerprint", "digest",
-           "param_changes", "pipeline_changes", "NOT_PARAMETERS"]
+__all__ = [
+    "NOT_PARAMETERS",
+    "digest",
+    "function_fingerprint",
+    "jsonable",
+    "object_fingerprint",
+    "param_changes",
+    "pipeline_changes",
+]
 
 #: Attributes that never count: they change where or how fast a stage runs, not what
 #: it computes (or, for ``storage_options``, hold credentials that must not be recorded).
@@ -66,7 +74,8 @@ def object_fingerprint(obj, ignore: Sequence[str] = ()) -> dict:
     return {"stage": qualified_name(type(obj)), "params": params}
 
 
-def jsonable(value, depth: int = 0):
+# One return per kind of value a stage's parameters may hold.
+def jsonable(value, depth: int = 0):  # noqa: PLR0911, PLR0912
     """``value`` as JSON-able data that is equal for equal parameters on every run.
 
     Examples
@@ -177,17 +186,11 @@ def _code_digest(code: types.CodeType, doc: str | None = None) -> str:
     return h.hexdigest()
 
 
-def digest(value) -> str:
-    """A short stable hash of JSON-able ``value``."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 # -- saying what changed ---------------------------------------------------------------------
 
 def pipeline_changes(old: Sequence[Mapping], new: Sequence[Mapping]) -> list[str]:
     """What differs between two pipelines, each a list of ``{"name", "fingerprint"}``
-    entries in order (as :meth:`~curator_dask.executors.base.Layout.fingerprint` makes).
+    entries in order (as :meth:`~curator_dask.executors.layout.Layout.fingerprint` makes).
 
     Stages are matched by fingerprint first, so a removed or added stage is named as
     such; a stage whose class stayed but whose parameters changed is listed with them.

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from curator_dask.backends import series_like
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.base import ProcessingStage
 
-__all__ = ["AddId", "ROWS_PER_PARTITION_ID_SPACE"]
+__all__ = ["ROWS_PER_PARTITION_ID_SPACE", "AddId"]
 
 #: Ids of partition ``p`` are ``p * ROWS_PER_PARTITION_ID_SPACE + row``: readable in
 #: decimal (partition 3, row 5 -> 3000000005) and room for 9.2 billion partitions.
@@ -52,7 +53,8 @@ class AddId(ProcessingStage):
     def __init__(self, id_field: str = "id", id_prefix: str | None = None,
                  start_index: int | None = None):
         if start_index is not None and (not isinstance(start_index, int) or start_index < 0):
-            raise ValueError(f"start_index must be a non-negative integer, got {start_index!r}")
+            raise InvalidArgumentError(
+                f"start_index must be a non-negative integer, got {start_index!r}")
         self.id_field = id_field
         self.id_prefix = id_prefix
         self.start_index = start_index
@@ -61,7 +63,7 @@ class AddId(ProcessingStage):
 
     def process(self, df, partition_index: int):
         if len(df) >= ROWS_PER_PARTITION_ID_SPACE:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"partition {partition_index} has {len(df)} rows, more than AddId's "
                 f"{ROWS_PER_PARTITION_ID_SPACE} per partition; use a smaller blocksize"
             )

@@ -1,7 +1,9 @@
 """Readers and writers as pipeline stages, built on the io layer.
 
-A reader stage plans partitions on the client (the io planner) and reads one planned
-partition per task (``read_jsonl_partition``/``read_parquet_partition``); a writer
+A reader stage is a source: it plans its partitions once, on the client, and hands the
+executors the plan and the reader of one planned partition
+(:class:`~curator_dask.io.source.PartitionSource`), which they submit one task per
+partition; ``DocumentDataset.read_*`` build their dataframe from the same source. A writer
 stage writes one partition per task through ``write_partition``: atomically, under a
 deterministic name (``part-00042.parquet`` for input partition 42).
 
@@ -29,13 +31,12 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.io import guard
 from curator_dask.io.errors import ResumeMismatchError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
-from curator_dask.io.identity import plan_digest, plan_identity
 from curator_dask.io.jsonl import EncodingErrors, OnBadLines
 from curator_dask.io.output_state import (
     completed_parts,
     discard_parts,
-    finish_output,
     fingerprint_changes,
+    finish_output,
     marker_name,
     read_manifest,
     remove_leftovers,
@@ -43,17 +44,25 @@ from curator_dask.io.output_state import (
 from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.planner import AUTO, check_partitioning, resolve_blocksize
 from curator_dask.io.rollover import TargetFileSize
+from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet, plan_warc
 from curator_dask.io.tables import Backend
 from curator_dask.io.warc import WARC_EXTENSIONS
 from curator_dask.io.writers import WriteMode, WriteSpec, check_mode, prepare_output
-from curator_dask.io.writers import write_part as write_part_to
 from curator_dask.resources import Resources
 from curator_dask.stages.base import Stage
-from curator_dask.stages.fingerprint import digest, pipeline_changes
+from curator_dask.stages.fingerprint import pipeline_changes
 
-__all__ = ["ReaderStage", "JsonlReader", "ParquetReader", "WarcReader", "WriterStage",
-           "JsonlWriter", "ParquetWriter", "PreparedOutput", "write_part", "resume_changes",
-           "plan_token", "content_token", "input_identity"]
+__all__ = [
+    "JsonlReader",
+    "JsonlWriter",
+    "ParquetReader",
+    "ParquetWriter",
+    "PreparedOutput",
+    "ReaderStage",
+    "WarcReader",
+    "WriterStage",
+    "resume_changes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +70,11 @@ logger = logging.getLogger(__name__)
 # -- readers ---------------------------------------------------------------------------
 
 class ReaderStage(Stage):
-    """Base of reader stages: the first stage of a pipeline.
+    """Base of reader stages: the first stage of a pipeline, and its source.
 
     The plan is made once, on the client, when an executor first asks for
-    :meth:`dataset`; each task then reads one planned partition.
+    :meth:`source`; each task then reads one planned partition with the source's reader.
+    Subclasses implement :meth:`plan`.
     """
 
     kind = "read"
@@ -76,7 +86,7 @@ class ReaderStage(Stage):
     def __init__(self, path: str | Sequence[str], **options):
         self.path = path
         self.options = options
-        self._dataset: DocumentDataset | None = None
+        self._source: PartitionSource | None = None
         check_partitioning(options.get("files_per_partition"), options.get("blocksize"))
 
     def check_inputs(self) -> None:
@@ -86,29 +96,35 @@ class ReaderStage(Stage):
 
     def input_paths(self) -> InputPaths:
         """The paths this reader reads, as outputs must keep clear of them (no listing:
-        :meth:`dataset` adds the files it finds)."""
+        :meth:`source` adds the files it finds)."""
         return input_paths(self.path, self.options.get("storage_options"))
 
-    def _read(self, **options) -> DocumentDataset:
-        raise NotImplementedError
+    def plan(self, **options) -> PartitionSource:
+        """Plan the partitions with ``options`` (the reader's, with the blocksize
+        :meth:`source` chose): list the files, choose the blocksize, settle the schema."""
+        raise NotImplementedError(f"{type(self).__name__} must implement plan()")
 
-    def dataset(self, work: str | float | None = None) -> DocumentDataset:
-        """The lazy dataset (with its partition plan and per-partition reader).
+    def source(self, work: str | float | None = None) -> PartitionSource:
+        """The planned input: made by :meth:`plan` on first use, then kept.
 
         The first call plans: without a ``blocksize`` or ``files_per_partition``, the
         automatic blocksize fits ``work`` (what runs on each partition: a kind of work
         of :data:`~curator_dask.io.planner.WORKING_SETS` or a working set per input
         byte; default the heuristic filters') in the workers' memory.
         """
-        if self._dataset is None:
+        if self._source is None:
             options = dict(self.options)
             if (work is not None and self.extensions  # a reader of files
                     and options.get("files_per_partition") is None
                     and options.get("blocksize") in (None, AUTO)):
                 _, files = list_files(self.path, self.extensions, options.get("storage_options"))
                 options["blocksize"] = resolve_blocksize(files, work=work)
-            self._dataset = self._read(**options)
-        return self._dataset
+            self._source = self.plan(**options)
+        return self._source
+
+    def dataset(self, work: str | float | None = None) -> DocumentDataset:
+        """The input as a lazy dataset, read from :meth:`source` (planned for ``work``)."""
+        return DocumentDataset.from_source(self.source(work))
 
     def fingerprint(self) -> dict:
         """How the input is read (the files themselves are in the input plan's token;
@@ -149,8 +165,8 @@ class JsonlReader(ReaderStage):
                          encoding_errors=encoding_errors, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self, **options) -> DocumentDataset:
-        return DocumentDataset.read_jsonl(self.path, **options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_jsonl(self.path, **options)
 
 
 class ParquetReader(ReaderStage):
@@ -171,8 +187,8 @@ class ParquetReader(ReaderStage):
                          input_meta=input_meta, backend=backend, text_cast=text_cast,
                          storage_options=storage_options)
 
-    def _read(self, **options) -> DocumentDataset:
-        return DocumentDataset.read_parquet(self.path, **options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_parquet(self.path, **options)
 
 
 class WarcReader(ReaderStage):
@@ -199,8 +215,8 @@ class WarcReader(ReaderStage):
                          content_types=tuple(content_types), add_filename=add_filename,
                          storage_options=storage_options)
 
-    def _read(self, **options) -> DocumentDataset:
-        return DocumentDataset.read_warc(self.path, **options)
+    def plan(self, **options) -> PartitionSource:
+        return plan_warc(self.path, **options)
 
 
 # -- writers ---------------------------------------------------------------------------
@@ -310,9 +326,10 @@ class WriterStage(Stage):
 
         Runs inside a run's :class:`~curator_dask.io.guard.OutputGuard` (an executor's),
         which checks the path against ``inputs`` and the run's other outputs and holds
-        its lease. ``identity`` is the input's (:func:`input_identity`) and ``pipeline``
+        its lease. ``identity`` is the input's
+        (:meth:`~curator_dask.io.source.PartitionSource.identity`) and ``pipeline``
         the stages (a list of ``{"name", "kind", "fingerprint"}``, see
-        :meth:`~curator_dask.executors.base.Layout.fingerprint`); both are recorded in
+        :meth:`~curator_dask.executors.layout.Layout.fingerprint`); both are recorded in
         the manifest. With ``resume=True`` and a manifest in the directory, an output
         written from other input (an input file changed in size, modification time,
         checksum or content) or by another pipeline is refused
@@ -372,40 +389,6 @@ class JsonlWriter(WriterStage):
 
     name = "write_jsonl"
     fmt = "jsonl"
-
-
-def write_part(df, output: PreparedOutput, input_partitions: Sequence[int]) -> dict:
-    """Task body: write one part and its completion marker
-    (:func:`curator_dask.io.writers.write_part`); returns the part's stats."""
-    return write_part_to(df, output.spec, output.fs, input_partitions, source=output.source)
-
-
-def input_identity(ds: DocumentDataset) -> dict:
-    """What a dataset read from files is read from: its partition plan and the identity
-    of every file in it (see :mod:`curator_dask.io.identity`); empty without a plan."""
-    if ds.plan is None:
-        return {}
-    if not all(hasattr(spec, "slices") for spec in ds.plan):
-        # Not read from files (URLs a downloader fetches, say): what is known of the input
-        # is the plan itself.
-        return {"plan": plan_digest(ds.plan)}
-    fs = getattr(ds.partition_reader, "fs", None) or ds.sources.fs
-    return plan_identity(fs, ds.plan)
-
-
-def plan_token(ds: DocumentDataset, identity: dict | None = None) -> str:
-    """A short hash of :func:`input_identity` (computed unless given)."""
-    identity = input_identity(ds) if identity is None else identity
-    return digest(identity) if identity else ""
-
-
-def content_token(ds: DocumentDataset) -> str:
-    """:func:`plan_token` without the files' modification times: the same for input
-    written again with the same bytes (a barrier's input, recomputed by a rerun)."""
-    identity = input_identity(ds)
-    if "files" in identity:
-        identity = {**identity, "files": [[f[0], f[1], *f[3:]] for f in identity["files"]]}
-    return digest(identity) if identity else ""
 
 
 def resume_changes(saved, wanted: dict) -> list[str]:

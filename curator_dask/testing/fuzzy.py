@@ -18,7 +18,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-__all__ = ["planted_near_duplicates", "similar_pairs", "shingles", "jaccard"]
+from curator_dask.errors import InvalidArgumentError
+
+__all__ = ["jaccard", "planted_near_duplicates", "shingles", "similar_pairs"]
 
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 
@@ -27,7 +29,9 @@ def _vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
     lengths = rng.integers(2, 11, size=size)
     letters = rng.choice(_LETTERS, size=int(lengths.sum()))
     ends = np.cumsum(lengths)
-    return np.array(["".join(letters[e - n:e]) for n, e in zip(lengths, ends)], dtype=object)
+    return np.array(
+        ["".join(letters[e - n : e]) for n, e in zip(lengths, ends, strict=True)], dtype=object
+    )
 
 
 def _mutate(words: list[str], rate: float, rng: np.random.Generator,
@@ -36,7 +40,7 @@ def _mutate(words: list[str], rate: float, rng: np.random.Generator,
     edits = rng.random(len(words)) < rate
     kinds = rng.integers(0, 3, size=len(words))
     fresh = vocabulary[rng.integers(0, len(vocabulary), size=len(words))]
-    for word, edit, kind, new in zip(words, edits, kinds, fresh):
+    for word, edit, kind, new in zip(words, edits, kinds, fresh, strict=True):
         if not edit:
             out.append(word)
         elif kind == 0:  # replace
@@ -141,7 +145,7 @@ def similar_pairs(texts, ids=None, *, char_ngrams: int = 24,
     0     0     1      0.6
     """
     if not 0.0 < min_jaccard <= 1.0:
-        raise ValueError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
+        raise InvalidArgumentError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
     texts = list(texts)
     ids = list(range(len(texts))) if ids is None else [int(i) for i in ids]
     sets = [shingles(t, char_ngrams) for t in texts]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from curator_dask.io.atomic import staged_directory
 from curator_dask.stages.models.model_dir import minilm_path
 
-__all__ = ["small_tokenizer", "save_tiny_classifier", "save_tiny_encoder", "minilm_path"]
+__all__ = ["minilm_path", "save_tiny_classifier", "save_tiny_encoder", "small_tokenizer"]
 
 _SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _WORDS = ("the a of and to in is it that was for on with as be at by this from or an are "

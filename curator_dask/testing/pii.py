@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.pii.patterns import IBAN_LENGTHS, PATTERN_ENTITIES
 
-__all__ = ["make_entity", "planted_pii", "UNICODE_NEIGHBOURS"]
+__all__ = ["UNICODE_NEIGHBOURS", "make_entity", "planted_pii"]
 
 _LOWER = list("abcdefghijklmnopqrstuvwxyz")
 _US_AREA_CODES = [201, 202, 206, 212, 213, 214, 303, 305, 312, 404, 415, 503, 512, 602, 617,
@@ -136,7 +137,7 @@ def make_entity(kind: str, rng: np.random.Generator) -> str:
         if form == 1:
             return f"http://{_word(rng)}.{host}" + (f"/{path}" if path else "")
         return f"www.{host}" + (f"/{path}" if path else "")
-    raise ValueError(f"no generator for {kind!r}")
+    raise InvalidArgumentError(f"no generator for {kind!r}")
 
 
 def _decoy(rng: np.random.Generator) -> str:
@@ -172,7 +173,8 @@ def _decoy_value(rng: np.random.Generator) -> str:
     if kind == 6:
         return f"on {rng.integers(1990, 2030)}-{rng.integers(1, 13):02d}-{rng.integers(1, 29):02d}"
     if kind == 7:
-        return f"costs ${rng.integers(1, 999)}.{rng.integers(0, 100):02d} in {rng.integers(1900, 2100)}"
+        cents, year = rng.integers(0, 100), rng.integers(1900, 2100)
+        return f"costs ${rng.integers(1, 999)}.{cents:02d} in {year}"
     if kind == 8:  # a North American number whose exchange starts with 1
         return f"{rng.integers(2, 10)}{_digits(rng, 2)}-1{_digits(rng, 2)}-{_digits(rng, 4)}"
     return f"user at example dot com, std::vector, a.b.c, {_word(rng)}@"

@@ -27,14 +27,24 @@ from collections.abc import Sequence
 
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.io.atomic import staged_files
 
-__all__ = ["deberta_v3_config", "save_backbone_config", "save_deberta_tokenizer",
-           "save_hub_mixin_classifier", "save_prompt_complexity_classifier",
-           "save_fineweb_classifier", "save_llama_guard", "save_aegis_adapter",
-           "save_instruction_data_guard", "publisher_module", "PROMPT_TARGETS",
-           "DOMAIN_LABELS_SAMPLE"]
+__all__ = [
+    "DOMAIN_LABELS_SAMPLE",
+    "PROMPT_TARGETS",
+    "deberta_v3_config",
+    "publisher_module",
+    "save_aegis_adapter",
+    "save_backbone_config",
+    "save_deberta_tokenizer",
+    "save_fineweb_classifier",
+    "save_hub_mixin_classifier",
+    "save_instruction_data_guard",
+    "save_llama_guard",
+    "save_prompt_complexity_classifier",
+]
 
 #: Some of the domain classifier's labels (the tests' models need not have all 26).
 DOMAIN_LABELS_SAMPLE = ("Finance", "Health", "Sports", "Science", "Travel_and_Transportation")
@@ -201,7 +211,7 @@ def publisher_module(kind: str, base_config_dir: str | None = None):
                 return torch.sigmoid(self.hidden_layer_2(self.dropout(x)))
 
         return Guard
-    raise ValueError(f"unknown kind {kind!r}")
+    raise InvalidArgumentError(f"unknown kind {kind!r}")
 
 
 def _randomize(module, seed: int, scale: float) -> None:

@@ -15,7 +15,7 @@ import fsspec
 
 from curator_dask.io import atomic
 
-__all__ = ["save_bpe_tokenizer", "END_OF_TEXT"]
+__all__ = ["END_OF_TEXT", "save_bpe_tokenizer"]
 
 #: The BOS/EOS token of the tokenizer :func:`save_bpe_tokenizer` saves.
 END_OF_TEXT = "<|endoftext|>"

@@ -44,31 +44,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator_dask.backends import series_like, to_host
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNotFoundError
 from curator_dask.text import kernels
 
 __all__ = [
-    "kernels",
-    "to_pandas_text",
-    "like_input",
+    "Segments",
+    "WordSpans",
     "arrow_text",
     "buffers",
-    "lengths",
     "char_table",
-    "register_chars",
     "count_chars",
     "count_classes",
-    "re2_class",
-    "Segments",
-    "words",
     "count_words",
-    "word_spans",
-    "WordSpans",
-    "string_array",
-    "split_segments",
+    "kernels",
+    "lengths",
+    "like_input",
     "nonblank_lines",
-    "splitlines",
-    "split_runs",
     "ratio",
+    "re2_class",
+    "register_chars",
+    "split_runs",
+    "split_segments",
+    "splitlines",
+    "string_array",
+    "to_pandas_text",
+    "word_spans",
+    "words",
 ]
 
 MAX_CODE_POINT = 0x110000
@@ -100,7 +101,7 @@ def arrow_text(text) -> pa.LargeStringArray:
         try:
             arr = pa.array(text.to_numpy(dtype=object), type=pa.large_string(), from_pandas=True)
         except (pa.ArrowTypeError, pa.ArrowInvalid) as err:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"text column {text.name!r} must hold strings (dtype {text.dtype}); convert it "
                 "with df[column].astype('str') first"
             ) from err
@@ -154,7 +155,7 @@ def char_table(name: str) -> np.ndarray:
                 for ch in item:
                     table[ord(ch)] = True
         return table
-    raise KeyError(f"unknown character class {name!r}; register it in _NAMED_CHARS")
+    raise NameNotFoundError(f"unknown character class {name!r}; register it in _NAMED_CHARS")
 
 
 _NAMED_CHARS: dict[str, tuple] = {}
@@ -180,7 +181,7 @@ def re2_class(name: str, *, exclude: str = "") -> str:
 def class_bits(names: tuple[str, ...]) -> np.ndarray:
     """A uint8 table over code points: bit ``k`` set where class ``names[k]`` holds."""
     if len(names) > 8:
-        raise ValueError("at most 8 character classes at once")
+        raise InvalidArgumentError("at most 8 character classes at once")
     bits = np.zeros(MAX_CODE_POINT, np.uint8)
     for k, name in enumerate(names):
         bits |= char_table(name).astype(np.uint8) << k
@@ -340,10 +341,7 @@ def word_spans(arr: pa.Array) -> WordSpans:
 
 def split_segments(arr: pa.Array, separator: str, *, regex: bool = False) -> Segments:
     """``text.split(separator)`` (or ``re.split``) for every document; empty pieces kept."""
-    if regex:
-        lists = pc.split_pattern_regex(arr, separator)
-    else:
-        lists = pc.split_pattern(arr, separator)
+    lists = pc.split_pattern_regex(arr, separator) if regex else pc.split_pattern(arr, separator)
     return _from_lists(lists)
 
 

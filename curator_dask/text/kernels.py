@@ -23,20 +23,20 @@ import numpy as np
 from curator_dask.numba_cache import njit
 
 __all__ = [
-    "split_whitespace",
-    "count_words",
-    "document_segment_ids",
-    "count_joined_spans",
-    "gather_segments",
-    "segment_sums",
-    "prefix_hashes",
+    "HASH_BASE",
     "count_in_class",
     "count_in_classes",
-    "ngram_counts",
-    "nemo_duplicate_ngram_chars",
-    "skipping_duplicate_ngram_chars",
+    "count_joined_spans",
     "count_joined_tokens",
-    "HASH_BASE",
+    "count_words",
+    "document_segment_ids",
+    "gather_segments",
+    "nemo_duplicate_ngram_chars",
+    "ngram_counts",
+    "prefix_hashes",
+    "segment_sums",
+    "skipping_duplicate_ngram_chars",
+    "split_whitespace",
 ]
 
 _EMPTY = np.int64(-1)
@@ -80,8 +80,9 @@ def count_in_class(data, starts, ends, table):
     return out
 
 
+# One return per UTF-8 sequence length (and each malformed case), inlined by numba.
 @njit(nogil=True, inline="always")
-def _decode(data, i, end):
+def _decode(data, i, end):  # noqa: PLR0911
     """(code point, byte length) of the UTF-8 character at ``data[i]``."""
     b = np.int64(data[i])
     if b < 0x80:
@@ -342,7 +343,7 @@ def _power(n):
 
 @njit(nogil=True, inline="always")
 def _same_ngram(ids, a, b, n):
-    for k in range(n):
+    for k in range(n):  # noqa: SIM110 (numba compiles a loop, not a generator)
         if ids[a + k] != ids[b + k]:
             return False
     return True
@@ -480,8 +481,9 @@ def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     return out
 
 
+# A compiled loop: splitting it would cost a call per document.
 @njit(nogil=True)
-def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):
+def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):  # noqa: PLR0912
     """:func:`count_joined_tokens` with the tokens given as byte spans of the text
     (``starts``/``ends`` from :func:`split_whitespace`) instead of their own strings."""
     n_docs = text_offsets.shape[0] - 1
@@ -525,8 +527,10 @@ def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):
     return out
 
 
+# A compiled loop: splitting it would cost a call per document.
 @njit(nogil=True)
-def count_joined_tokens(text_data, text_offsets, token_data, token_offsets, top_start, n):
+def count_joined_tokens(text_data, text_offsets, token_data, token_offsets, top_start,  # noqa: PLR0912
+                        n):
     """Per document: non-overlapping occurrences, left to right, of the string
     ``" ".join(tokens[top_start[d] : top_start[d] + n])`` in the document's text (as
     ``str.count``), or 0 where ``top_start[d] < 0``. Byte-wise matching equals

@@ -37,33 +37,39 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import (
+    Literal,
+    NotRequired,  # pydantic checks these on 3.11
+)
 
 import dask
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from typing_extensions import NotRequired, TypedDict  # pydantic checks these on 3.11
+from typing_extensions import TypedDict
 
 from curator_dask.bounds import ByteSize, NonNegativeInt, PositiveInt
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset
-from curator_dask.dropped import (
-    add_dropped,
-    get_counts,
-    record_counter,
-    record_dropped,
-    strip_dropped,
-)
+from curator_dask.dropped import counting, join_counts, record_counter, record_dropped
 from curator_dask.errors import CuratorError
 from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_files
 from curator_dask.io.overlap import InputPaths, input_paths
+from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet
 from curator_dask.io.tokens import TokenizerSpec, token_lengths
 from curator_dask.stages.io_stages import ReaderStage
 
-__all__ = ["BlendError", "BlendSource", "BlendPlan", "BlendReader", "blend_datasets", "plan_blend",
-           "blend_keys", "shares_of", "NOT_SELECTED"]
+__all__ = [
+    "NOT_SELECTED",
+    "BlendError",
+    "BlendPlan",
+    "BlendReader",
+    "BlendSource",
+    "blend_datasets",
+    "blend_keys",
+    "plan_blend",
+    "shares_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -123,14 +129,12 @@ class BlendPlan:
 
     def apply(self, df, source: int, position: int):
         """The blend's documents of one partition of ``source`` (the ``position``-th),
-        with their source's name, the others counted as dropped."""
+        with their source's name, the others counted as dropped (on the partition being
+        worked on, :mod:`curator_dask.dropped`)."""
         copies = self.copies(df[self.text_field], source)
-        counts = get_counts(df)
         out = df.iloc[np.repeat(np.arange(len(df)), copies)].reset_index(drop=True)
         out[self.source_field] = pd.Series([self.names[source]] * len(out),
                                            dtype=pd.ArrowDtype(pa.string()))
-        out.attrs = {}
-        add_dropped(out, counts)
         record_dropped(out, NOT_SELECTED, int((copies == 0).sum()))
         name = f"{self.counter_prefix}.{self.names[source]}"
         record_counter(out, f"{name}.documents", len(out))
@@ -144,7 +148,8 @@ class BlendPlan:
         return "\n".join(f"{name}: {given:,} of {share:,} {self.by} asked, {available:,} held"
                          + (f", {full} full pass(es)" if full else "")
                          for name, share, available, given, full
-                         in zip(self.names, self.shares, self.available, self.given, self.full))
+                         in zip(self.names, self.shares, self.available, self.given,
+                                self.full, strict=False))  # given: empty until planned
 
 
 def blend_keys(texts: pd.Series, seed: int, source: int) -> np.ndarray:
@@ -240,7 +245,7 @@ def plan_blend(partitions: Sequence[Sequence], names: Sequence[str], weights: Se
         shares = shares_of(target_size, weights)
         available = [int(h[1].sum()) for h in hists]
         full, remainders = [], []
-        for name, share, held in zip(names, shares, available):
+        for name, share, held in zip(names, shares, available, strict=True):
             if share > held and not replacement:
                 raise BlendError(
                     f"blend: source {name!r} holds {held:,} {by} but its weight asks for "
@@ -251,7 +256,7 @@ def plan_blend(partitions: Sequence[Sequence], names: Sequence[str], weights: Se
             full.append(share // held if replacement and held else 0)
             remainders.append(share - full[-1] * held)
         thresholds = [_threshold(hist, remainder, parts)
-                      for hist, remainder, parts in zip(hists, remainders, keyed)]
+                      for hist, remainder, parts in zip(hists, remainders, keyed, strict=True)]
         given = dask.compute(*[[dask.delayed(_given)(k, full[i], thresholds[i]) for k in parts]
                                for i, parts in enumerate(keyed)])
     finally:
@@ -305,7 +310,7 @@ class BlendPart:
     def slices(self) -> tuple:
         """The file slices the source's partition reads: a blend's input is known by the
         content of its sources' files, as any reader's (see
-        :func:`~curator_dask.stages.io_stages.input_identity`)."""
+        :meth:`~curator_dask.io.source.PartitionSource.identity`)."""
         return self.spec.slices
 
 
@@ -316,14 +321,18 @@ class _ReadBlendPartition:
         self.readers, self.plan, self.columns = readers, plan, columns
 
     def __call__(self, part: BlendPart):
-        df, counts = strip_dropped(self.readers[part.source](part.spec))
-        return self.plan.apply(add_dropped(df[self.columns], counts), part.source,
-                               part.position)
+        # What the source's reader skips and what the blend leaves out are both counted
+        # on the partition being read.
+        df = self.readers[part.source](part.spec)
+        return self.plan.apply(df[self.columns], part.source, part.position)
 
     def table(self, part: BlendPart) -> tuple[pa.Table, dict[str, int]]:
-        """The partition as an Arrow table, and its drop counts (for Arrow-only readers)."""
-        df = self(part)
-        return pa.Table.from_pandas(df, preserve_index=False), get_counts(df)
+        """The partition as an Arrow table, and its drop counts and counters (for
+        Arrow-only readers)."""
+        with counting() as tally:
+            df = self(part)
+        return (pa.Table.from_pandas(df, preserve_index=False),
+                join_counts(tally.dropped, tally.counters))
 
     @property
     def backend(self) -> str:
@@ -383,44 +392,41 @@ class BlendReader(ReaderStage):
                          files_per_partition=files_per_partition,
                          storage_options=storage_options)
         #: The plan of the latest read (None until the blend is planned).
-        self.plan: BlendPlan | None = None
+        self.blend_plan: BlendPlan | None = None
 
     def check_inputs(self) -> None:
         """Raise ``FileNotFoundError`` naming the path of a source that holds no file."""
         for source in self.options["sources"]:
             list_files(source["path"], _extensions(source), self.options["storage_options"])
 
-    def _read(self, **options) -> DocumentDataset:
+    def plan(self, **options) -> PartitionSource:
+        """Plan every source, then the blend (reading each source once to key its
+        documents); one partition of the blend per partition of a source."""
         read = {k: options[k] for k in ("blocksize", "files_per_partition", "text_field",
                                         "storage_options")}
-        datasets = [_read_source(source, read) for source in options["sources"]]
-        columns = _common_columns(datasets, options["names"], options["columns"],
-                                  options["source_field"])
+        planned = [_plan_source(source, read) for source in options["sources"]]
+        columns = _common_columns([s.meta for s in planned], options["names"],
+                                  options["columns"], options["source_field"])
         tokenizer = TokenizerSpec(options["tokenizer"]) if options["by"] == "tokens" else None
-        partitions = [[dask.delayed(ds.partition_reader)(spec) for spec in ds.plan]
-                      for ds in datasets]
-        self.plan = plan_blend(
+        partitions = [[dask.delayed(s.reader)(spec) for spec in s.plan] for s in planned]
+        self.blend_plan = plan_blend(
             partitions, options["names"], [s["weight"] for s in options["sources"]],
             options["target_size"], by=options["by"], seed=options["seed"],
             replacement=options["replacement"], tokenizer=tokenizer,
             text_field=options["text_field"], source_field=options["source_field"],
             counter_prefix=self.name)
-        parts = [BlendPart(0, i, p, spec) for i, ds in enumerate(datasets)
-                 for p, spec in enumerate(ds.plan)]
+        parts = [BlendPart(0, i, p, spec) for i, s in enumerate(planned)
+                 for p, spec in enumerate(s.plan)]
         parts = [BlendPart(k, part.source, part.position, part.spec)
                  for k, part in enumerate(parts)]
-        reader = _ReadBlendPartition([ds.partition_reader for ds in datasets], self.plan,
-                                     columns)
-        meta = datasets[0].df._meta[columns].copy()
+        reader = _ReadBlendPartition([s.reader for s in planned], self.blend_plan, columns)
+        meta = planned[0].meta[columns].copy()
         meta[options["source_field"]] = pd.Series([], dtype=pd.ArrowDtype(pa.string()))
-        with dask.config.set({"dataframe.convert-string": False}):
-            df = dd.from_map(reader, parts, meta=meta, label="read_blend",
-                             enforce_metadata=False, divisions=[None] * (len(parts) + 1))
         sources = input_paths([s["path"] for s in options["sources"]],
                               options["storage_options"])
-        ds = DocumentDataset(df, plan=parts, sources=sources)
-        ds.partition_reader = reader
-        return ds
+        # Known by the content of the sources' files (each part's slices), as any reader.
+        return PartitionSource(reader, parts, meta=meta, sources=sources, fs=planned[0].fs,
+                               label="read_blend")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r} ({self.resources})>"
@@ -466,33 +472,34 @@ def _extensions(source: Mapping) -> tuple[str, ...]:
     return (*JSONL_EXTENSIONS, *PARQUET_EXTENSIONS)
 
 
-def _read_source(source: Mapping, options: dict) -> DocumentDataset:
+def _plan_source(source: Mapping, options: dict) -> PartitionSource:
     fmt = source.get("format")
     if fmt is None:
         _, files = list_files(source["path"], _extensions(source), options["storage_options"])
         fmt = "parquet" if all(f.path.endswith(PARQUET_EXTENSIONS) for f in files) else "jsonl"
-    reader = DocumentDataset.read_parquet if fmt == "parquet" else DocumentDataset.read_jsonl
-    return reader(source["path"], **options)
+    plan = plan_parquet if fmt == "parquet" else plan_jsonl
+    return plan(source["path"], **options)
 
 
-def _common_columns(datasets: Sequence[DocumentDataset], names: Sequence[str],
+def _common_columns(metas: Sequence, names: Sequence[str],
                     columns: Sequence[str] | None, source_field: str) -> list[str]:
-    first = datasets[0].df._meta
+    """The columns to blend, checked in every source's ``metas`` (empty frames)."""
+    first = metas[0]
     wanted = list(columns) if columns is not None else [
-        c for c in first.columns if all(c in ds.df.columns for ds in datasets)]
+        c for c in first.columns if all(c in meta.columns for meta in metas)]
     if source_field in wanted:
         raise BlendError(f"blend: the sources have a column {source_field!r} already, where "
                          "the blend names each document's source; pass source_field= another "
                          "name (or leave the column out with columns=)")
-    for ds, name in zip(datasets, names):
-        missing = [c for c in wanted if c not in ds.df.columns]
+    for meta, name in zip(metas, names, strict=True):
+        missing = [c for c in wanted if c not in meta.columns]
         if missing:
             raise BlendError(f"blend: source {name!r} has no column(s) {missing}; its columns "
-                             f"are {list(ds.df.columns)}")
+                             f"are {list(meta.columns)}")
         for column in wanted:
-            if ds.df._meta[column].dtype != first[column].dtype:
+            if meta[column].dtype != first[column].dtype:
                 raise BlendError(f"blend: column {column!r} is {first[column].dtype} in "
-                                 f"{names[0]!r} but {ds.df._meta[column].dtype} in {name!r}; "
+                                 f"{names[0]!r} but {meta[column].dtype} in {name!r}; "
                                  "read them with the same input_meta")
     return wanted
 
@@ -526,17 +533,19 @@ def blend_datasets(target_size: int, datasets: Sequence[DocumentDataset],
     sources = [{"path": str(i), "weight": w} for i, w in enumerate(weights)]
     _check_sources(sources, target_size, by, tokenizer)
     names = list(names) if names is not None else [f"source{i}" for i in range(len(datasets))]
-    columns = _common_columns(datasets, names, None, source_field)
+    columns = _common_columns([ds.df._meta for ds in datasets], names, None, source_field)
     plan = plan_blend([ds.df.to_delayed() for ds in datasets], names, weights, target_size,
                       by=by, seed=seed, replacement=replacement,
                       tokenizer=TokenizerSpec(tokenizer) if by == "tokens" else None,
                       text_field=text_field, source_field=source_field, counter_prefix="blend")
     meta = datasets[0].df._meta[columns].copy()
     meta[source_field] = pd.Series([], dtype=pd.ArrowDtype(pa.string()))
-    frames = [ds.df[columns].map_partitions(_apply_blend, plan, i, meta=meta,
-                                            enforce_metadata=False, align_dataframes=False)
-              for i, ds in enumerate(datasets)]
-    return DocumentDataset(dd.concat(frames), sources=_joined_sources(datasets))
+    # Each dataset's partitions with their counts, and what the blend leaves out counted
+    # on them.
+    blended = [ds.map_partitions(_apply_blend, plan, i, columns, meta=meta)
+               for i, ds in enumerate(datasets)]
+    return DocumentDataset.from_partitions([p for ds in blended for p in ds.to_partitions()],
+                                           meta, sources=_joined_sources(datasets))
 
 
 def _joined_sources(datasets: Sequence[DocumentDataset]) -> InputPaths | None:
@@ -549,6 +558,6 @@ def _joined_sources(datasets: Sequence[DocumentDataset]) -> InputPaths | None:
                       tuple(f for s in known for f in s.files), known[0].label)
 
 
-def _apply_blend(df, plan: BlendPlan, source: int, partition_info=None):
-    return plan.apply(df, source, (partition_info or {}).get("number", 0))
+def _apply_blend(df, plan: BlendPlan, source: int, columns: list[str], partition_info=None):
+    return plan.apply(df[columns], source, (partition_info or {}).get("number", 0))
 

@@ -31,7 +31,7 @@ def record_token_counters(df, name: str, lengths: np.ndarray, sources=None):
         names, codes = np.unique(np.asarray(sources, dtype=object).astype(str),
                                  return_inverse=True)
         for source, tokens in zip(names.tolist(),
-                                  np.bincount(codes, weights=lengths).tolist()):
+                                  np.bincount(codes, weights=lengths).tolist(), strict=True):
             record_counter(df, f"{name}.{source}", int(tokens))
     return df
 

@@ -100,7 +100,8 @@ def shuffle_dataset(ds: DocumentDataset, seed: int = 0, *, id_field: str | None 
     >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"id": range(6), "text": list("abcdef")}),
     ...                                  npartitions=2)
     >>> once = shuffle_dataset(ds, seed=3).df.compute()["id"].tolist()
-    >>> sorted(once) == list(range(6)), once == shuffle_dataset(ds, seed=3).df.compute()["id"].tolist()
+    >>> again = shuffle_dataset(ds, seed=3).df.compute()["id"].tolist()
+    >>> sorted(once) == list(range(6)), once == again
     (True, True)
     """
     _check(seed, npartitions)

@@ -17,12 +17,13 @@ from collections.abc import Iterable
 
 from fsspec.core import url_to_fs
 
+from curator_dask.bounds import PositiveInt
+from curator_dask.compat import nemo_keywords
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import guard
 from curator_dask.io.megatron import dataset_prefixes, merge_datasets
 from curator_dask.io.output_state import read_manifest, record_in_manifest
 from curator_dask.io.overlap import InputPaths, input_paths
-from curator_dask.bounds import PositiveInt
-from curator_dask.compat import nemo_keywords
 from curator_dask.io.rollover import FileSize, TargetFileSize
 from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
 from curator_dask.io.writers import WriteMode, prepare_output
@@ -104,12 +105,12 @@ class MegatronWriter(WriterStage):
                                        add_special_tokens=add_special_tokens)
         self.text_field, self.source_field = text_field, source_field
         if merge_path is None and (num_shards is not None or merge_file_size is not None):
-            raise ValueError("num_shards and merge_file_size say how to merge the parts: "
-                             "give merge_path, the directory of the shards, too")
+            raise InvalidArgumentError("num_shards and merge_file_size say how to merge the parts: "
+                                       "give merge_path, the directory of the shards, too")
         if merge_path is not None and (num_shards is None) == (merge_file_size is None):
-            raise ValueError("merge_path: give num_shards or merge_file_size (not both)")
+            raise InvalidArgumentError("merge_path: give num_shards or merge_file_size (not both)")
         if num_shards is not None and (isinstance(num_shards, bool) or num_shards < 1):
-            raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+            raise InvalidArgumentError(f"num_shards must be a positive integer, got {num_shards!r}")
         self.merge_path, self.num_shards = merge_path, num_shards
         self.merge_file_size = FileSize.parse(merge_file_size)
         super().__init__(path, mode=mode, target_file_size=target_file_size,

@@ -216,7 +216,9 @@ def process_cluster(tmp_path_factory):
     starts them; pipelines connect by address."""
     directory = tmp_path_factory.mktemp("cluster")
     scheduler_file = directory / "scheduler.json"
-    log = open(directory / "cluster.log", "ab")
+    # Open for the cluster's whole life: the scheduler and workers write to it until
+    # the fixture stops them and closes it.
+    log = open(directory / "cluster.log", "ab")  # noqa: SIM115
     scheduler = subprocess.Popen(
         [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
          "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log)

@@ -88,7 +88,7 @@ def test_a_field_only_in_a_later_line_is_an_error_naming_file_and_line(tmp_path)
     path = tmp_path / "a.jsonl"
     write_lines(path, [*early, later])
     before = digests(tmp_path)
-    with pytest.raises(UnexpectedColumnError, match="'lang'.*input_meta=.*columns=") as err:
+    with pytest.raises(UnexpectedColumnError, match=r"'lang'.*input_meta=.*columns=") as err:
         DocumentDataset.read_jsonl(str(path)).df.compute()
     assert (err.value.path, err.value.line, err.value.column) == (str(path), len(early) + 1, "lang")
     # Either fix keeps every document; input_meta keeps the field too.
@@ -175,7 +175,7 @@ def test_type_changes_skipped_are_counted(tmp_path, mode, caplog):
         kept = read_ids(ds)
     warned = [r.getMessage() for r in caplog.records if "skipping a line" in r.getMessage()]
     assert ds.dropped_counts() == {"reader.type_mismatch": 8}
-    assert sorted(kept + [n, n + 1, n + 2] + list(range(n + 5, n + 10))) == input_ids
+    assert sorted([*kept, n, n + 1, n + 2, *list(range(n + 5, n + 10))]) == input_ids
     if mode == "warn":
         assert f"{path}, line {n + 1}: skipping a line whose 'source' is int64, not string" \
             in warned

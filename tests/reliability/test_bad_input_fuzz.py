@@ -21,9 +21,9 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability.conftest import snapshot_bytes
 
 from curator_dask import CuratorError, DocumentDataset
+from reliability.conftest import snapshot_bytes
 
 BAD_LINES = [
     b'{"id": %d, "text": "\\ud800"}',                    # a lone surrogate escape
@@ -128,7 +128,7 @@ def test_a_compressed_file_cut_short_is_named_or_keeps_the_lines_before_the_brea
     result, _ = outcome(path)
     assert isinstance(result, CuratorError), "a cut-off stream must not read as complete"
     assert_names_the_file(result, path)
-    result, dropped = outcome(path, on_bad_lines="skip")
+    result, _dropped = outcome(path, on_bad_lines="skip")
     if not isinstance(result, CuratorError):
         ids = result["id"].tolist() if "id" in result.columns else []
         assert ids == list(range(len(ids)))  # the lines before the break, in order

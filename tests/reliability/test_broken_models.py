@@ -19,13 +19,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from curator_dask.stages.models import (  # noqa: E402
+from curator_dask.stages.models import (
     ClassifierStage,
     EmbeddingStage,
     ModelDirectoryError,
 )
-from curator_dask.testing.models import save_tiny_classifier  # noqa: E402
-from reliability.conftest import snapshot_bytes  # noqa: E402
+from curator_dask.testing.models import save_tiny_classifier
+from reliability.conftest import snapshot_bytes
 
 LABELS = ["Low", "Medium", "High"]
 

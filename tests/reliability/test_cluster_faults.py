@@ -13,7 +13,6 @@ import signal
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
-from reliability.conftest import write_corpus
 
 from curator_dask import processing_stage
 from curator_dask.executors import BatchExecutor, StreamingExecutor
@@ -21,6 +20,7 @@ from curator_dask.faults import WorkerDiedError, WorkerMemoryError, faults_expla
 from curator_dask.observe.progress import phase
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, ParquetWriter
+from reliability.conftest import write_corpus
 
 LIMIT = 600 * 2**20
 
@@ -97,10 +97,10 @@ def test_a_worker_killed_from_outside_is_named_as_such(tmp_path, small_workers):
 def test_a_phase_whose_workers_die_for_memory_is_named_with_its_setting(small_workers):
     # A dedup workflow's phase computes a graph; the error leaves the phase before it
     # is explained, and still names it, and the workflow's own parameter.
-    with pytest.raises(WorkerMemoryError) as caught:
-        with faults_explained(64 * 2**20, small_workers, setting="input_blocksize"):
-            with phase("fuzzy dedup"), phase("minhash"):
-                small_workers.submit(hold_twice_the_limit, key="minhash-0").result()
+    with (pytest.raises(WorkerMemoryError) as caught,
+          faults_explained(64 * 2**20, small_workers, setting="input_blocksize"),
+          phase("fuzzy dedup"), phase("minhash")):
+        small_workers.submit(hold_twice_the_limit, key="minhash-0").result()
     error = caught.value
     assert error.phase == "fuzzy dedup: minhash" and error.stage == "minhash"
     for words in ("'fuzzy dedup: minhash'", "64.00 MiB (input_blocksize)",

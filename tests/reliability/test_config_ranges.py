@@ -103,11 +103,12 @@ def dry_run(tmp_path, monkeypatch, capsys, body: str) -> tuple[int, str]:
 ])
 def test_sizes_and_counts_out_of_range_exit_2_at_dry_run(tmp_path, monkeypatch, capsys,
                                                          section, key, value):
+    reader = "reader: {type: jsonl, path: data/}\n"
     body = {
         "reader": f"reader:\n  type: jsonl\n  path: data/\n  {key}: {value}\nstages: []\n",
-        "cluster": f"reader: {{type: jsonl, path: data/}}\nstages: []\ncluster:\n  {key}: {value}\n",
-        "executor": f"reader: {{type: jsonl, path: data/}}\nstages: []\nexecutor:\n  {key}: {value}\n",
-        "stage": f"reader: {{type: jsonl, path: data/}}\nstages:\n  - AddId:\n      {key}: {value}\n",
+        "cluster": f"{reader}stages: []\ncluster:\n  {key}: {value}\n",
+        "executor": f"{reader}stages: []\nexecutor:\n  {key}: {value}\n",
+        "stage": f"{reader}stages:\n  - AddId:\n      {key}: {value}\n",
     }[section]
     code, err = dry_run(tmp_path, monkeypatch, capsys, textwrap.dedent(body))
     assert code == 2, err

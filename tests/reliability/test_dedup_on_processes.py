@@ -10,11 +10,11 @@ import os
 import pandas as pd
 import pytest
 from conftest import write_jsonl
-from reliability.conftest import WORKERS
 
 from curator_dask.dedup.fuzzy import FuzzyDeduplicationWorkflow, FuzzyDuplicates
 from curator_dask.io.planner import WORKING_SETS, memory_blocksize, worker_memory
 from curator_dask.testing.fuzzy import planted_near_duplicates
+from reliability.conftest import WORKERS
 
 
 @pytest.mark.slow
@@ -24,7 +24,7 @@ def test_fuzzy_dedup_on_scheduler_and_worker_processes(tmp_path, process_client)
     for f in range(4):
         write_jsonl(tmp_path / "in" / f"part{f}.jsonl",
                     [{"id": int(i), "text": t}
-                     for i, t in zip(corpus.index[f::4], corpus["text"][f::4])])
+                     for i, t in zip(corpus.index[f::4], corpus["text"][f::4], strict=True)])
     # The plan sees the workers' limits (1 GiB each), not this machine's memory.
     memory = worker_memory(process_client)
     assert (memory.workers, memory.threads, memory.limit) == (WORKERS, 1, 2**30)

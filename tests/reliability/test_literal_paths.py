@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability.conftest import assert_exactly_once, snapshot_bytes
 
 from curator_dask import DocumentDataset
 from curator_dask.io.errors import InputNotFoundError
 from curator_dask.stages.io_stages import JsonlReader
+from reliability.conftest import assert_exactly_once, snapshot_bytes
 
 # Names made of letters, digits and the characters a glob gives meaning to.
 NAME = st.text(alphabet=string.ascii_lowercase + "0123456789[]?*-_ ", min_size=1,
@@ -51,7 +51,10 @@ def test_every_existing_file_is_read_literally(tmp_path_factory, names, fmt):
     files = {}
     for k, name in enumerate(names):
         files[root / f"{name}.{fmt}"] = list(range(100 * k, 100 * k + 3))
-        decoy = root / f"{name.replace('[', '').replace(']', '').replace('?', 'x').replace('*', '')}.{fmt}"
+        decoy = (
+            root
+            / f"{name.replace('[', '').replace(']', '').replace('?', 'x').replace('*', '')}.{fmt}"
+        )
         if decoy not in files:
             files.setdefault(decoy, list(range(100 * k + 50, 100 * k + 52)))
     for path, ids in files.items():
@@ -91,7 +94,7 @@ def test_a_pattern_that_matches_nothing_says_how_to_match_a_bracket(tmp_path):
 
 
 def test_a_missing_path_without_wildcards_names_the_path(tmp_path):
-    with pytest.raises(InputNotFoundError, match="does not exist.*nope"):
+    with pytest.raises(InputNotFoundError, match=r"does not exist.*nope"):
         read_ids(tmp_path / "nope")
 
 

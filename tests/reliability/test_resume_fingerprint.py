@@ -26,7 +26,7 @@ from curator_dask.dedup import ExactDeduplicationWorkflow, FuzzyDeduplicationWor
 from curator_dask.dedup.stages import ExactDedup
 from curator_dask.dropped import record_dropped
 from curator_dask.executors import BatchExecutor, LocalExecutor, StreamingExecutor
-from curator_dask.executors.base import Layout
+from curator_dask.executors.layout import Layout
 from curator_dask.io import ResumeMismatchError
 from curator_dask.pipeline import Pipeline
 from curator_dask.resources import Resources

@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability.conftest import assert_exactly_once, snapshot_bytes
 
 from curator_dask import DocumentDataset, processing_stage
 from curator_dask.executors import BatchExecutor, LocalExecutor, StreamingExecutor
 from curator_dask.pipeline import Pipeline
 from curator_dask.stages.io_stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from reliability.conftest import assert_exactly_once, snapshot_bytes
 
 INTEGERS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 UNSIGNED = {pa.uint8(): 8, pa.uint16(): 16, pa.uint32(): 32, pa.uint64(): 64}
@@ -74,7 +74,7 @@ def values_of(arrow_type: pa.DataType, json_only: bool):
         value = st.binary(max_size=8)
     elif pa.types.is_timestamp(arrow_type):
         value = st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1),
-                             timezones=st.just(datetime.timezone.utc)
+                             timezones=st.just(datetime.UTC)
                              if arrow_type.tz else st.none())
     elif pa.types.is_date32(arrow_type):
         value = st.dates()
@@ -120,13 +120,13 @@ def same(a, b) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
 def assert_same_rows(expected: list[dict], got: list[dict]) -> None:
     assert len(expected) == len(got)
-    for want, row in zip(expected, got):
+    for want, row in zip(expected, got, strict=True):
         assert same(want, row), f"{want!r}\n!=\n{row!r}"
 
 

@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 def start_cluster(directory, stack: ExitStack) -> tuple[str, subprocess.Popen]:
     """A ``dask scheduler`` and one ``dask worker``, stopped when ``stack`` closes."""
     directory.mkdir()
-    log = stack.enter_context(open(directory / "cluster.log", "ab"))
+    log = stack.enter_context(open(directory / "cluster.log", "ab"))  # noqa: SIM115 - closed by the stack
     scheduler_file = directory / "scheduler.json"
     scheduler = subprocess.Popen(
         [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",

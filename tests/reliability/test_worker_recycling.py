@@ -21,7 +21,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.scheduler import NoWorkerError
 
 from curator_dask import processing_stage
-from curator_dask.cluster import MIN_WORKER_LIFETIME, _recycler, get_client
+from curator_dask.cluster import MIN_WORKER_LIFETIME, get_client
+from curator_dask.cluster.recycling import recycler_for
 from curator_dask.executors import (
     BatchExecutor,
     NoWorkersError,
@@ -124,7 +125,7 @@ def test_lifetimes_too_short_to_be_useful_are_refused_before_anything_starts():
     # The documented minimum is where refusal ends: just under it is refused, it is not.
     with pytest.raises(ValueError, match="too short"):
         get_client(n_workers=2, worker_lifetime=MIN_WORKER_LIFETIME * 0.99)
-    assert _recycler(MIN_WORKER_LIFETIME, None, True, 1).lifetime == MIN_WORKER_LIFETIME
+    assert recycler_for(MIN_WORKER_LIFETIME, None, True, 1).lifetime == MIN_WORKER_LIFETIME
 
 
 def test_a_task_longer_than_the_lifetime_fails_the_run_naming_the_stage(corpus):

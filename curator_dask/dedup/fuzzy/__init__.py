@@ -24,13 +24,13 @@ from curator_dask.dedup.fuzzy.workflow import FuzzyDeduplicationWorkflow, FuzzyD
 
 __all__ = [
     "FUZZY_DUPLICATE_REASON",
+    "LSH",
+    "SIGNATURE_FIELD",
     "FuzzyDedupResult",
     "FuzzyDeduplicationWorkflow",
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",
-    "LSH",
     "MinHash",
-    "SIGNATURE_FIELD",
     "band_buckets",
     "char_ngram_jaccard",
     "check_false_positives",

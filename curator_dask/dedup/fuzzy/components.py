@@ -35,13 +35,20 @@ import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
-from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.errors import ComputationError, InvalidArgumentError
+from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["connected_components", "union_find_components", "distributed_components",
-           "GROUP_FIELD", "local_edge_capacity", "UNION_FIND_BYTES_PER_EDGE"]
+__all__ = [
+    "GROUP_FIELD",
+    "UNION_FIND_BYTES_PER_EDGE",
+    "connected_components",
+    "distributed_components",
+    "local_edge_capacity",
+    "union_find_components",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -143,11 +150,12 @@ def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     x = np.ascontiguousarray(id_x, dtype=np.int64)
     y = np.ascontiguousarray(id_y, dtype=np.int64)
     if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"id_x and id_y must be 1-d and of one length, got {x.shape} and "
-                         f"{y.shape}")
+        raise InvalidArgumentError(
+            f"id_x and id_y must be 1-d and of one length, got {x.shape} and "
+            f"{y.shape}")
     if len(x) >= 2**30:
-        raise ValueError(f"{len(x)} edges are too many for one worker's union-find; use "
-                         "distributed_components")
+        raise InvalidArgumentError(f"{len(x)} edges are too many for one worker's union-find; use "
+                                   "distributed_components")
     ids, number = _index_ids(x, y)
     return ids, _union_find(number, ids, len(x))
 
@@ -241,7 +249,7 @@ def distributed_components(edges, *, id_field: str = "id", max_rounds: int = 64,
     >>> distributed_components(edges).compute().sort_values("id").values.tolist()
     [[2, 2], [3, 2], [5, 5], [7, 5], [9, 5]]
     """
-    x, y = EDGE_FIELDS
+    x, _y = EDGE_FIELDS
     df = edges.df if isinstance(edges, DocumentDataset) else edges
     nparts = npartitions or df.npartitions
     method = default_shuffle_method()
@@ -265,7 +273,7 @@ def distributed_components(edges, *, id_field: str = "id", max_rounds: int = 64,
         current = small.map_partitions(_small_star, meta=current._meta,
                                        align_dataframes=False, enforce_metadata=False).persist()
     else:
-        raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")
+        raise ComputationError(f"connected components did not converge in {max_rounds} rounds")
     # A star forest now: every edge is (member, lowest id of its component).
     members = current.rename(columns={_U: id_field, _V: GROUP_FIELD})
     centres = current[[_V]].assign(**{GROUP_FIELD: current[_V]}).rename(columns={_V: id_field})

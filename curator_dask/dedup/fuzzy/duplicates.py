@@ -28,7 +28,7 @@ from curator_dask.dedup.removal import (
 )
 from curator_dask.observe import progress
 
-__all__ = ["FuzzyDuplicates", "FUZZY_DUPLICATE_REASON"]
+__all__ = ["FUZZY_DUPLICATE_REASON", "FuzzyDuplicates"]
 
 logger = logging.getLogger(__name__)
 

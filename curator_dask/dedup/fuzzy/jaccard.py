@@ -35,9 +35,10 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash_kernel import shingle_hashes64, string_buffers
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.numba_cache import njit
 
-__all__ = ["char_ngram_jaccard", "check_false_positives", "pair_similarities", "JACCARD_FIELD"]
+__all__ = ["JACCARD_FIELD", "char_ngram_jaccard", "check_false_positives", "pair_similarities"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +114,10 @@ def char_ngram_jaccard(texts_a, texts_b, char_ngrams: int = 24) -> np.ndarray:
     data_a, offsets_a = string_buffers(texts_a)
     data_b, offsets_b = string_buffers(texts_b)
     if len(offsets_a) != len(offsets_b):
-        raise ValueError(f"texts_a has {len(offsets_a) - 1} texts but texts_b has "
-                         f"{len(offsets_b) - 1}; pairs need one of each")
+        raise InvalidArgumentError(f"texts_a has {len(offsets_a) - 1} texts but texts_b has "
+                                   f"{len(offsets_b) - 1}; pairs need one of each")
     if int(char_ngrams) < 2:
-        raise ValueError(f"char_ngrams must be 2 or more, got {char_ngrams}")
+        raise InvalidArgumentError(f"char_ngrams must be 2 or more, got {char_ngrams}")
     out = np.empty(len(offsets_a) - 1, dtype=np.float64)
     _jaccard_kernel(data_a, offsets_a, data_b, offsets_b, np.int64(char_ngrams), out)
     return out

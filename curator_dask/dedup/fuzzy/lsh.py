@@ -41,10 +41,18 @@ from curator_dask.backends import array_module, frame_like
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import require_columns
 
-__all__ = ["LSH", "optimal_bands", "band_buckets", "bucket_edges", "BUCKET_FIELD",
-           "EDGE_FIELDS", "lsh_probability"]
+__all__ = [
+    "BUCKET_FIELD",
+    "EDGE_FIELDS",
+    "LSH",
+    "band_buckets",
+    "bucket_edges",
+    "lsh_probability",
+    "optimal_bands",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +111,9 @@ def optimal_bands(threshold: float, num_hashes: int, false_positive_weight: floa
     (25, 5)
     """
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be strictly between 0 and 1, got {threshold!r}")
+        raise InvalidArgumentError(f"threshold must be strictly between 0 and 1, got {threshold!r}")
     if not isinstance(num_hashes, (int, np.integer)) or num_hashes < 1:
-        raise ValueError(f"num_hashes must be a positive integer, got {num_hashes!r}")
+        raise InvalidArgumentError(f"num_hashes must be a positive integer, got {num_hashes!r}")
     bands = np.concatenate([np.full(num_hashes // b, b) for b in range(1, num_hashes + 1)])
     rows = np.concatenate([np.arange(1, num_hashes // b + 1) for b in range(1, num_hashes + 1)])
     nodes, weights = np.polynomial.legendre.leggauss(min(num_hashes // 2 + 1, 257))
@@ -156,7 +164,7 @@ def band_buckets(matrix, bands: Sequence[int], minhashes_per_band: int):
     n, width = matrix.shape
     bands = list(bands)
     if bands and (max(bands) + 1) * minhashes_per_band > width:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"band {max(bands)} needs signature columns up to "
             f"{(max(bands) + 1) * minhashes_per_band}, but signatures have {width}; compute "
             "MinHash with num_hashes >= num_bands * minhashes_per_band"
@@ -243,7 +251,7 @@ class LSH:
         for name, value in (("num_bands", num_bands), ("minhashes_per_band", minhashes_per_band),
                             ("bands_per_iteration", bands_per_iteration)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
         self.num_bands = num_bands
         self.minhashes_per_band = minhashes_per_band
         self.bands_per_iteration = bands_per_iteration
@@ -264,7 +272,7 @@ class LSH:
         require_columns("LSH", df.columns, [self.id_field, SIGNATURE_FIELD],
                         fix="Compute them with MinHash first.")
         if not pd.api.types.is_integer_dtype(df._meta[self.id_field].dtype):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"LSH needs integer ids, but {self.id_field!r} is "
                 f"{df._meta[self.id_field].dtype}; assign them with AddId() (no id_prefix)"
             )

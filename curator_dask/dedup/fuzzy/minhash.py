@@ -35,11 +35,17 @@ import pyarrow as pa
 from curator_dask.backends import backend_dispatch, is_cudf
 from curator_dask.dedup.exact import NullTextError
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.columns import id_column_fix
 
-__all__ = ["MinHash", "SIGNATURE_FIELD", "signature_matrix", "signature_type",
-           "signature_series"]
+__all__ = [
+    "SIGNATURE_FIELD",
+    "MinHash",
+    "signature_matrix",
+    "signature_series",
+    "signature_type",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,14 +103,14 @@ def _signature_matrix_pandas(signatures: pd.Series, num_hashes: int | None) -> n
         arrow = arrow.combine_chunks() if arrow.num_chunks != 1 else arrow.chunk(0)
     n = len(arrow)
     if arrow.null_count:
-        raise ValueError(f"{arrow.null_count} of {n} signatures are null")
+        raise InvalidArgumentError(f"{arrow.null_count} of {n} signatures are null")
     offsets = np.frombuffer(arrow.buffers()[1], dtype=np.int32 if pa.types.is_list(arrow.type)
                             else np.int64)[arrow.offset:arrow.offset + n + 1]
     if num_hashes is None:
         num_hashes = int(offsets[1] - offsets[0]) if n else 0
     if n and not np.array_equal(np.diff(offsets), np.full(n, num_hashes, dtype=offsets.dtype)):
-        raise ValueError(f"signatures must all have {num_hashes} values; these have "
-                         f"{sorted(set(np.diff(offsets).tolist()))[:5]}")
+        raise InvalidArgumentError(f"signatures must all have {num_hashes} values; these have "
+                                   f"{sorted(set(np.diff(offsets).tolist()))[:5]}")
     flat = arrow.flatten().to_numpy(zero_copy_only=True) if n else np.empty(0, np.uint32)
     return flat.reshape(n, num_hashes)
 
@@ -112,12 +118,12 @@ def _signature_matrix_pandas(signatures: pd.Series, num_hashes: int | None) -> n
 def _signature_matrix_cudf(signatures, num_hashes: int | None):
     n = len(signatures)
     if signatures.null_count:
-        raise ValueError(f"{signatures.null_count} of {n} signatures are null")
+        raise InvalidArgumentError(f"{signatures.null_count} of {n} signatures are null")
     lengths = signatures.list.len()
     if num_hashes is None:
         num_hashes = int(lengths.iloc[0]) if n else 0
     if n and not bool((lengths == num_hashes).all()):
-        raise ValueError(f"signatures must all have {num_hashes} values")
+        raise InvalidArgumentError(f"signatures must all have {num_hashes} values")
     return signatures.list.leaves.values.reshape(n, num_hashes)
 
 
@@ -196,9 +202,10 @@ class MinHash(ProcessingStage):
                  use_64_bit_hash: bool = False, text_field: str = "text",
                  id_field: str = "id"):
         if not isinstance(char_ngrams, int) or char_ngrams < 2:
-            raise ValueError(f"char_ngrams must be an integer of 2 or more, got {char_ngrams!r}")
+            raise InvalidArgumentError(
+                f"char_ngrams must be an integer of 2 or more, got {char_ngrams!r}")
         if not isinstance(num_hashes, int) or not 1 <= num_hashes <= MAX_HASHES:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"num_hashes (num_bands x minhashes_per_band) must be an integer from 1 to "
                 f"{MAX_HASHES}, got {num_hashes!r}: each document's signature holds that "
                 "many hashes (260 is the usual choice)")

@@ -67,15 +67,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.numba_cache import njit
 
 __all__ = [
     "generate_permutations",
     "minhash32",
     "minhash64",
+    "mmh3_x64_128",
     "murmurhash3_32",
     "murmurhash3_x64_128",
-    "mmh3_x64_128",
     "next_char",
     "shingle_hashes32",
     "shingle_hashes64",
@@ -384,7 +385,8 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
 # --------------------------------------------------------------------------
 
 
-def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+# One branch per kind of string column (Arrow string, large string, chunked, pandas, cuDF).
+def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:  # noqa: PLR0912
     """Zero-copy ``(utf8_bytes, int64_offsets)`` views of a string column.
 
     Raises
@@ -404,7 +406,8 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
             arr = pa.array(texts)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise TypeError(f"cannot interpret {type(texts).__name__} as a string column") from exc
+            raise ArgumentTypeError(
+                f"cannot interpret {type(texts).__name__} as a string column") from exc
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
 
@@ -412,7 +415,7 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         if len(arr):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"minhash input has {arr.null_count} null rows (of {len(arr)}); "
                 "drop or fill nulls before computing signatures"
             )
@@ -424,10 +427,10 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
     elif pa.types.is_large_string(arr.type):
         offset_dtype = np.int64
     else:
-        raise TypeError(f"minhash expects a string column, got Arrow type {arr.type}")
+        raise ArgumentTypeError(f"minhash expects a string column, got Arrow type {arr.type}")
 
     if arr.null_count:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"minhash input has {arr.null_count} null rows (of {len(arr)}); "
             "drop or fill nulls before computing signatures"
         )
@@ -438,7 +441,9 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(n + 1, dtype=offset_dtype)
     else:
         offsets = np.frombuffer(off_buf, dtype=offset_dtype)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
     # Offsets are absolute positions into the data buffer, so a sliced array
     # needs no rebasing.  int32 -> int64 costs one small copy and avoids a
     # second compiled specialisation.
@@ -453,17 +458,20 @@ def _param_array(name: str, p: Any, dtype: type) -> np.ndarray:
         # ones, which would silently lose bits; go through Python ints.
         vals = list(p)
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
-            raise TypeError(f"parameter {name} must contain integers")
+            raise ArgumentTypeError(f"parameter {name} must contain integers")
         if any(not 0 <= int(v) <= info.max for v in vals):
-            raise ValueError(f"parameter {name} has values outside the uint{info.bits} range")
+            raise InvalidArgumentError(
+                f"parameter {name} has values outside the uint{info.bits} range")
         return np.array([int(v) for v in vals], dtype=dtype)
     if arr.ndim != 1:
-        raise ValueError(f"parameter {name} must be one-dimensional, got shape {arr.shape}")
+        raise InvalidArgumentError(
+            f"parameter {name} must be one-dimensional, got shape {arr.shape}")
     if arr.dtype != dtype and arr.size:
         if arr.dtype.kind not in "iu":
-            raise TypeError(f"parameter {name} must be integers, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"parameter {name} must be integers, got dtype {arr.dtype}")
         if int(arr.min()) < 0 or int(arr.max()) > int(info.max):
-            raise ValueError(f"parameter {name} has values outside the uint{info.bits} range")
+            raise InvalidArgumentError(
+                f"parameter {name} has values outside the uint{info.bits} range")
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
@@ -471,18 +479,19 @@ def _check_params(a: Any, b: Any, dtype: type, width: int) -> tuple[np.ndarray, 
     out = [_param_array("a", a, dtype), _param_array("b", b, dtype)]
     pa_, pb = out
     if pa_.size == 0:
-        raise ValueError("parameters a and b cannot be empty")
+        raise InvalidArgumentError("parameters a and b cannot be empty")
     if pa_.shape != pb.shape:
-        raise ValueError(f"parameters a and b must have the same length, got {pa_.size} and {pb.size}")
+        raise InvalidArgumentError(
+            f"parameters a and b must have the same length, got {pa_.size} and {pb.size}")
     if int(width) < 2:
-        raise ValueError(f"char_ngrams (width) must be 2 or greater, got {width}")
+        raise InvalidArgumentError(f"char_ngrams (width) must be 2 or greater, got {width}")
     return pa_, pb
 
 
 def _check_seed(seed: Any, bits: int) -> int:
     seed = int(seed)
     if not 0 <= seed < (1 << bits):
-        raise ValueError(f"seed must be in [0, 2**{bits}), got {seed}")
+        raise InvalidArgumentError(f"seed must be in [0, 2**{bits}), got {seed}")
     return seed
 
 
@@ -607,7 +616,7 @@ def generate_permutations(
     ``minhash32(texts, a, b, seed=int(a[0]), char_ngrams=...)``.
     """
     if num_hashes < 0:
-        raise ValueError(f"num_hashes must be non-negative, got {num_hashes}")
+        raise InvalidArgumentError(f"num_hashes must be non-negative, got {num_hashes}")
     if use_64_bit_hash:
         dtype, prime = np.uint64, np.uint64(_NEMO_PRIME_64)
     else:
@@ -646,7 +655,8 @@ def murmurhash3_32(data: bytes | bytearray | memoryview | str, seed: int = 0) ->
     return int(_mmh3_x86_32(buf, 0, buf.shape[0], np.uint32(_check_seed(seed, 32))))
 
 
-def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str, seed: int = 0) -> tuple[int, int]:
+def murmurhash3_x64_128(data: bytes | bytearray | memoryview | str,
+                        seed: int = 0) -> tuple[int, int]:
     """MurmurHash3_x64_128 of ``data`` as two unsigned 64-bit words ``(h1, h2)``.
 
     Parameters

@@ -27,7 +27,6 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import get_args
 
 import numpy as np
 import pyarrow as pa
@@ -35,17 +34,17 @@ import pyarrow as pa
 from curator_dask.compat import nemo_keywords
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
-    OUTPUT_MODES,
     OutputMode,
     PhaseResult,
+    check_workflow_options,
     mark_complete,
     output_mode_for,
     read_parquet_parts,
     read_phase,
     recorded_blocksize,
     removal_output_intact,
-    write_phase,
     workflow_run,
+    write_phase,
     write_removal,
 )
 from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
@@ -57,19 +56,18 @@ from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.workflow import FileType, check_on_bad_lines, input_files, read_input
-from curator_dask.io.identity import files_identity
 from curator_dask.faults import faults_explained
+from curator_dask.io.identity import files_identity
 from curator_dask.io.jsonl import OnBadLines
 from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.ids import AddId
 
-__all__ = ["FuzzyDeduplicationWorkflow", "FuzzyDedupResult", "PHASES"]
+__all__ = ["PHASES", "FuzzyDedupResult", "FuzzyDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = get_args(FileType)
 PHASES = ("minhash", "lsh", "jaccard", "components", "removal")
 
 
@@ -139,8 +137,9 @@ class FuzzyDeduplicationWorkflow:
     input_blocksize : int or str, optional
         Bytes per partition. Default (or ``"auto"``): chosen from the data and the
         cluster, two partitions per worker thread where the data allows, at most 64 MiB
-        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so that a rerun reuses it. Peak
-        worker memory follows it. A rerun with another value computes every phase again.
+        and within the workers' memory (see ``docs/io.md``), and recorded in the cache so
+        that a rerun reuses it. Peak worker memory follows it. A rerun with another value
+        computes every phase again.
     on_bad_lines : {"error", "skip", "warn"}
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     id_field, text_field : str
@@ -177,7 +176,8 @@ class FuzzyDeduplicationWorkflow:
     (3, 1, 2)
     """
 
-    #: What the automatic blocksize fits in the workers' memory: MinHash (the largest task over text).
+    #: What the automatic blocksize fits in the workers' memory: MinHash (the largest task
+    #: over text).
     working_set = "minhash"
 
     @nemo_keywords()
@@ -188,12 +188,8 @@ class FuzzyDeduplicationWorkflow:
                  backend: Backend = "pandas", output_mode: OutputMode = "error",
                  storage_options: dict | None = None, config: FuzzyDedupConfig | None = None,
                  force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
-        if perform_removal and not output_path:
-            raise ValueError("perform_removal=True needs an output_path for the kept documents")
+        check_workflow_options(input_filetype, output_mode, perform_removal=perform_removal,
+                               output_path=output_path)
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path

@@ -12,6 +12,16 @@ from curator_dask.dedup.index.fuzzy import FUZZY_INDEX_REASON, FuzzyDedupIndex
 from curator_dask.dedup.index.stages import ExactIndexDedup, FuzzyIndexDedup, IndexDedupStats
 from curator_dask.dedup.index.store import IndexChangedError, IndexParameterError
 
-__all__ = ["DedupIndex", "EXACT_INDEX_REASON", "ExactDedupIndex", "ExactIndexDedup",
-           "FUZZY_INDEX_REASON", "FuzzyDedupIndex", "FuzzyIndexDedup", "IndexChangedError",
-           "IndexDedupStats", "IndexParameterError", "IndexQuery"]
+__all__ = [
+    "EXACT_INDEX_REASON",
+    "FUZZY_INDEX_REASON",
+    "DedupIndex",
+    "ExactDedupIndex",
+    "ExactIndexDedup",
+    "FuzzyDedupIndex",
+    "FuzzyIndexDedup",
+    "IndexChangedError",
+    "IndexDedupStats",
+    "IndexParameterError",
+    "IndexQuery",
+]

@@ -26,8 +26,8 @@ from curator_dask.dedup.index.store import (
     IndexState,
     IndexStore,
 )
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.overlap import check_output_path
-from curator_dask.stages.io_stages import content_token
 
 __all__ = ["DedupIndex", "IndexQuery"]
 
@@ -112,8 +112,8 @@ class DedupIndex:
         elif isinstance(config, self.config_class):
             config = resolve_config(self.config_class, config, {}, who=who)
         else:
-            raise TypeError(f"{who}: config must be a {self.config_class.__name__} (or a "
-                            f"mapping of its fields), got {type(config).__name__}")
+            raise ArgumentTypeError(f"{who}: config must be a {self.config_class.__name__} (or a "
+                                    f"mapping of its fields), got {type(config).__name__}")
         self.config = config
         self._check_config()
         if state is not None:
@@ -162,8 +162,8 @@ class DedupIndex:
         so no task holds more keys than a partition of the batch has. The index path is
         checked against the batch's inputs before anything is read."""
         if not isinstance(ds, DocumentDataset):
-            raise TypeError(f"{type(self).__name__} takes a DocumentDataset, got "
-                            f"{type(ds).__name__}")
+            raise ArgumentTypeError(f"{type(self).__name__} takes a DocumentDataset, got "
+                                    f"{type(ds).__name__}")
         if ds.sources is not None:
             check_output_path(self.path, [ds.sources], what="dedup index",
                               storage_options=self.storage_options)
@@ -182,8 +182,9 @@ class DedupIndex:
         """What names a batch in the index: where it was read from (``batch_id``, by
         default the files, sizes and partitioning of ``ds``) and a digest of its keys;
         None for a batch read from nowhere and not named."""
-        if batch_id is None and ds.plan is not None:
-            batch_id = content_token(ds)
+        if batch_id is None:
+            source = ds.stream_source()[0]  # the planned input, whatever steps since
+            batch_id = source.content_token() if source is not None else None
         return f"{batch_id}:{digest}" if batch_id else None
 
     def _base(self, state: IndexState, batch: str | None,

@@ -48,10 +48,10 @@ from curator_dask.dedup.index.base import (
 )
 from curator_dask.dedup.index.store import PARTITION_FIELD, batch_digest
 from curator_dask.dedup.removal import REASON_FIELD, remove_ids
-from curator_dask.dropped import record_dropped, strip_dropped
+from curator_dask.dropped import record_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["ExactDedupIndex", "EXACT_INDEX_REASON", "text_digests"]
+__all__ = ["EXACT_INDEX_REASON", "ExactDedupIndex", "text_digests"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,6 @@ def _keys_partition(df, id_field: str, text_field: str, method: str, on_null: st
     ``partitions``); null texts raise or are left out (and dropped afterwards)."""
     number = partition_info["number"] if partition_info is not None else 0
     rows = row_numbers(len(df), number)
-    df, _ = strip_dropped(df)
     nulls = np.asarray(to_host(df[text_field].isna()).to_numpy(), dtype=bool)
     if nulls.any():
         if on_null == "error":
@@ -279,9 +278,7 @@ class ExactDedupIndex(DedupIndex):
                           strategy=removal_strategy(c, sum(removed.values())),
                           broadcast_threshold=c.broadcast_threshold, reason=DUPLICATE_REASON)
         if c.on_null == "skip":
-            kept = kept._derive(kept.df.map_partitions(
-                _drop_null_text, c.text_field, meta=kept.df._meta, align_dataframes=False,
-                enforce_metadata=False))
+            kept = kept.map_partitions(_drop_null_text, c.text_field, meta=kept.df._meta)
         logger.info("exact index query: %d documents, %d new, removed %s (compared with "
                     "generation %d)", documents, new, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=new,

@@ -73,10 +73,11 @@ from curator_dask.dedup.index.base import (
 )
 from curator_dask.dedup.index.store import PARTITION_FIELD, IndexParameterError, batch_digest
 from curator_dask.dedup.removal import remove_ids
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.observe import progress
 from curator_dask.stages.columns import id_column_fix, require_columns
 
-__all__ = ["FuzzyDedupIndex", "FUZZY_INDEX_REASON"]
+__all__ = ["FUZZY_INDEX_REASON", "FuzzyDedupIndex"]
 
 logger = logging.getLogger(__name__)
 
@@ -270,8 +271,8 @@ class FuzzyDedupIndex(DedupIndex):
         ``name_batch`` makes the batch's key from the digest of its buckets."""
         id_field = self.config.id_field
         if not pd.api.types.is_integer_dtype(signatures._meta[id_field].dtype):
-            raise TypeError(f"FuzzyDedupIndex needs integer ids, but {id_field!r} is "
-                            f"{signatures._meta[id_field].dtype}; assign them with AddId()")
+            raise ArgumentTypeError(f"FuzzyDedupIndex needs integer ids, but {id_field!r} is "
+                                    f"{signatures._meta[id_field].dtype}; assign them with AddId()")
         buckets = dedup.lsh.buckets(signatures, range(dedup.lsh.num_bands))
         keyed = buckets.map_partitions(_with_partition, routes,
                                        meta=_with_partition(buckets._meta, routes),
@@ -338,7 +339,7 @@ class FuzzyDedupIndex(DedupIndex):
             index._partitions = max(1, -(-sum(entry[1] for entry in fingerprint["files"])
                                          // _BYTES_PER_PARTITION))
         state, routes = index._plan(DocumentDataset(signatures))
-        marked, documents, batch, base, appended = index._mark(
+        marked, documents, batch, _base, appended = index._mark(
             signatures, state, routes, None, FuzzyDuplicates(config=config),
             lambda digest: f"cache {cache_path}:{digest}")
         if appended is None:  # else the run's documents are in the index already

@@ -56,8 +56,18 @@ from curator_dask.io import atomic
 from curator_dask.io.lease import LEASE
 from curator_dask.stages.fingerprint import param_changes
 
-__all__ = ["IndexState", "Segment", "IndexParameterError", "IndexChangedError", "IndexStore",
-           "POINTER", "PARTITION_FIELD", "GENERATION_FIELD", "batch_digest", "index_kind"]
+__all__ = [
+    "GENERATION_FIELD",
+    "PARTITION_FIELD",
+    "POINTER",
+    "IndexChangedError",
+    "IndexParameterError",
+    "IndexState",
+    "IndexStore",
+    "Segment",
+    "batch_digest",
+    "index_kind",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from curator_dask.dedup.semantic.kmeans import KMeansFit, fit_kmeans
 from curator_dask.dedup.semantic.workflow import SemanticDeduplicationWorkflow, SemanticDedupResult
 
 __all__ = [
+    "SEMANTIC_DUPLICATE_REASON",
     "EmbeddingColumnError",
     "KMeansFit",
-    "SEMANTIC_DUPLICATE_REASON",
     "SemanticDedupResult",
     "SemanticDeduplicationWorkflow",
     "SemanticDuplicates",

@@ -55,13 +55,24 @@ from curator_dask.dedup.semantic.kernels import (
     nearest_centroids,
 )
 from curator_dask.dedup.semantic.kmeans import DEFAULT_BLOCK_BYTES, KMeansFit, fit_kmeans
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
 from curator_dask.io.planner import task_input_bytes
+from curator_dask.stages.columns import ColumnNotFoundError
 
-__all__ = ["SemanticDuplicates", "EmbeddingColumnError", "embedding_matrix",
-           "SEMANTIC_DUPLICATE_REASON", "CLUSTER_FIELD", "DUPLICATE_OF_FIELD",
-           "SIMILARITY_FIELD", "GROUP_FIELD", "WHICH_TO_KEEP", "SIM_METRICS"]
+__all__ = [
+    "CLUSTER_FIELD",
+    "DUPLICATE_OF_FIELD",
+    "GROUP_FIELD",
+    "SEMANTIC_DUPLICATE_REASON",
+    "SIMILARITY_FIELD",
+    "SIM_METRICS",
+    "WHICH_TO_KEEP",
+    "EmbeddingColumnError",
+    "SemanticDuplicates",
+    "embedding_matrix",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -187,9 +198,6 @@ def _where(partition_info) -> str:
 # -- per-partition steps ----------------------------------------------------------------------
 
 def _embedding_rows(df, id_field: str, column: str, partition_info=None):
-    from curator_dask.dropped import strip_dropped
-
-    df, _ = strip_dropped(df)
     df = to_host(df)
     matrix = normalized(embedding_matrix(df[column], where=_where(partition_info)))
     return pd.DataFrame({id_field: df[id_field].to_numpy(),
@@ -249,7 +257,7 @@ def _cluster_pairs(df, *, id_field: str, column: str, which_to_keep: str,
     stops = np.concatenate([bounds, [len(df)]]).astype(np.int64)
     found_rows, found_before, found_similarity = [], [], []
     # One step per cluster (a partition holds a few); the work inside is vectorised.
-    for start, stop in zip(starts, stops):
+    for start, stop in zip(starts, stops, strict=True):
         if stop - start < 2:
             continue
         positions = np.arange(start, stop)
@@ -422,8 +430,9 @@ class SemanticDuplicates(Configured):
         """``(id, embeddings)`` of every document, normalised to unit length."""
         df = ds.df
         if self.id_field not in df.columns:
-            raise KeyError(f"semantic dedup needs an id column {self.id_field!r} (columns: "
-                           f"{list(df.columns)}); add ids with AddId first")
+            raise ColumnNotFoundError(
+                f"semantic dedup needs an id column {self.id_field!r} (columns: "
+                f"{list(df.columns)}); add ids with AddId first")
         if self.embedding_column not in df.columns:
             if self.embedding_model_name_or_path is None:
                 raise EmbeddingColumnError(
@@ -565,7 +574,7 @@ def id_arrow_type(dtype) -> pa.DataType:
     """The Arrow type the phases store ids as: int64, or strings."""
     if pd.api.types.is_integer_dtype(dtype):
         return pa.int64()
-    if pd.api.types.is_string_dtype(dtype) or dtype == object:
+    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
         return pa.large_string()
-    raise TypeError(f"semantic dedup needs integer or string ids, not {dtype}")
+    raise ArgumentTypeError(f"semantic dedup needs integer or string ids, not {dtype}")
 

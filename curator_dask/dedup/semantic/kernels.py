@@ -31,8 +31,20 @@ import sys
 import numba
 import numpy as np
 
-__all__ = ["ArrayOps", "NumpyOps", "TorchOps", "array_ops", "nearest_centroids",
-           "lloyd_partial", "max_similarity_before", "resolve_ops", "check_device", "MAX_BLOCK_ELEMENTS"]
+from curator_dask.errors import InvalidArgumentError
+
+__all__ = [
+    "MAX_BLOCK_ELEMENTS",
+    "ArrayOps",
+    "NumpyOps",
+    "TorchOps",
+    "array_ops",
+    "check_device",
+    "lloyd_partial",
+    "max_similarity_before",
+    "nearest_centroids",
+    "resolve_ops",
+]
 
 #: The most elements one distance matrix of :func:`nearest_centroids` holds (64 MiB of
 #: float32) on a GPU: rows are taken in chunks of ``MAX_BLOCK_ELEMENTS // n_centroids``.
@@ -210,7 +222,8 @@ def check_device(device: str | ArrayOps) -> str | ArrayOps:
     if isinstance(device, ArrayOps):
         return device
     if not isinstance(device, str) or not (device in DEVICES or device.startswith("cuda:")):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        raise InvalidArgumentError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return device
 
 
@@ -344,7 +357,7 @@ def max_similarity_before(ops: ArrayOps | str, x: np.ndarray, block_size: int = 
     """
     ops = resolve_ops(ops)
     if block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        raise InvalidArgumentError(f"block_size must be a positive integer, got {block_size!r}")
     n = len(x)
     best = np.full(n, -np.inf, dtype=np.float32)
     before = np.full(n, -1, dtype=np.int64)

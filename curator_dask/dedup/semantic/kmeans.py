@@ -60,9 +60,16 @@ from curator_dask.dedup.semantic.kernels import (
     check_device,
     lloyd_partial,
 )
+from curator_dask.errors import InvalidArgumentError
 
-__all__ = ["KMeansFit", "KMeansBlock", "fit_kmeans", "kmeans_plusplus",
-           "DEFAULT_BLOCK_BYTES", "INIT_SAMPLE_PER_CLUSTER"]
+__all__ = [
+    "DEFAULT_BLOCK_BYTES",
+    "INIT_SAMPLE_PER_CLUSTER",
+    "KMeansBlock",
+    "KMeansFit",
+    "fit_kmeans",
+    "kmeans_plusplus",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,10 +143,10 @@ def _column_moments(x):
 def _stats(x) -> tuple[int, int, np.ndarray, np.ndarray]:
     x = np.asarray(x)
     if x.ndim != 2:
-        raise ValueError(f"k-means needs 2-d arrays of embeddings, got shape {x.shape}")
+        raise InvalidArgumentError(f"k-means needs 2-d arrays of embeddings, got shape {x.shape}")
     if len(x) == 0:
         return 0, 0, np.zeros(0), np.zeros(0)
-    return (len(x), x.shape[1]) + _column_moments(np.ascontiguousarray(x, dtype=np.float32))
+    return (len(x), x.shape[1], *_column_moments(np.ascontiguousarray(x, dtype=np.float32)))
 
 
 def _rows(block: KMeansBlock, positions: np.ndarray) -> np.ndarray:
@@ -152,7 +159,7 @@ def _block_partial(ops, block: KMeansBlock, centroids: np.ndarray):
 
 def _add(*parts):
     if isinstance(parts[0], tuple):
-        return tuple(_add(*values) for values in zip(*parts))
+        return tuple(_add(*values) for values in zip(*parts, strict=True))
     total = parts[0]
     for part in parts[1:]:
         total = total + part
@@ -181,7 +188,7 @@ def _group(sizes: np.ndarray, dim: int, block_bytes: int) -> list[list[int]]:
             current, used = [], 0
         current.append(index)
         used += size
-    return groups + [current] if current else groups
+    return [*groups, current] if current else groups
 
 
 # -- the algorithm, wherever it runs ------------------------------------------------------
@@ -241,8 +248,15 @@ def _fit_in_one_task(arrays: list, positions: np.ndarray, order: np.ndarray,
     del arrays
     sample = _in_draw_order(block.x[positions], order)
     centroids, sample_iterations = _initial_centroids(sample, settings, rng)
-    return _lloyd(lambda c: _block_partial(settings.ops, block, c), centroids,
-                  settings.max_iter, settings.tol_abs) + (sample_iterations,)
+    return (
+        *_lloyd(
+            lambda c: _block_partial(settings.ops, block, c),
+            centroids,
+            settings.max_iter,
+            settings.tol_abs,
+        ),
+        sample_iterations,
+    )
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -287,19 +301,19 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
                         ("init_size", 1 if init_size is None else init_size),
                         ("block_bytes", block_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
     stats = dask.compute(*[dask.delayed(_stats)(a) for a in arrays])
     sizes = np.array([s[0] for s in stats], dtype=np.int64)
     documents = int(sizes.sum())
     if documents < n_clusters:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"n_clusters={n_clusters} is more than the {documents} documents to cluster; "
             "pass a smaller n_clusters (a cluster should hold tens to thousands of documents)")
     dims = {s[1]: i for i, s in enumerate(stats) if s[0]}
     if len(dims) > 1:
         (a, i), (b, j) = list(dims.items())[:2]
-        raise ValueError(f"k-means: partition {i} has {a}-dimensional embeddings and "
-                         f"partition {j} {b}-dimensional ones; embed them with one model")
+        raise InvalidArgumentError(f"k-means: partition {i} has {a}-dimensional embeddings and "
+                                   f"partition {j} {b}-dimensional ones; embed them with one model")
     dim = next(iter(dims))
     mean = sum(s[2] for s in stats if s[0]) / documents
     variance = sum(s[3] for s in stats if s[0]) / documents - mean * mean
@@ -328,7 +342,7 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
                                 for g in groups])
         del arrays  # the scheduler frees a partition once its block is made
         sample = _in_draw_order(np.concatenate(dask.compute(
-            *[dask.delayed(_rows)(b, p) for b, p in zip(blocks, positions)])), order)
+            *[dask.delayed(_rows)(b, p) for b, p in zip(blocks, positions, strict=True)])), order)
         centroids, sample_iterations = _initial_centroids(sample, settings, rng)
         del sample
 

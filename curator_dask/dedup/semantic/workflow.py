@@ -36,9 +36,9 @@ import pyarrow as pa
 
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
-    OUTPUT_MODES,
     OutputMode,
     PhaseResult,
+    check_workflow_options,
     output_mode_for,
     read_parquet_parts,
     read_phase,
@@ -59,16 +59,17 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.workflow import input_files
-from curator_dask.io.identity import files_identity
 from curator_dask.faults import faults_explained
+from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
 
-__all__ = ["SemanticDeduplicationWorkflow", "SemanticDedupResult", "PHASES"]
+__all__ = ["PHASES", "SemanticDedupResult", "SemanticDeduplicationWorkflow"]
 
 logger = logging.getLogger(__name__)
 
-FILETYPES = ("jsonl", "parquet")
 PHASES = ("embeddings", "kmeans", "clusters", "pairs", "removal")
+#: How the phases store ids by default (documents numbered by ``AddId``).
+INT64_IDS = pa.int64()
 
 
 @dataclass
@@ -150,12 +151,8 @@ class SemanticDeduplicationWorkflow:
                  input_blocksize: int | str | None = None, output_mode: OutputMode = "error",
                  storage_options: dict | None = None,
                  config: SemanticDedupConfig | None = None, force: bool = False):
-        if input_filetype not in FILETYPES:
-            raise ValueError(f"input_filetype must be one of {FILETYPES}, got {input_filetype!r}")
-        if output_mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {OUTPUT_MODES}, got {output_mode!r}")
-        if perform_removal and not output_path:
-            raise ValueError("perform_removal=True needs an output_path for the kept documents")
+        check_workflow_options(input_filetype, output_mode, perform_removal=perform_removal,
+                               output_path=output_path)
         self.input_path = input_path
         self.cache_path = cache_path
         self.output_path = output_path
@@ -278,7 +275,7 @@ class SemanticDeduplicationWorkflow:
         return result
 
     # -- phases ---------------------------------------------------------------------------------
-    def embeddings(self, id_type: pa.DataType = pa.int64()):
+    def embeddings(self, id_type: pa.DataType = INT64_IDS):
         """The cached ``(id, embeddings)``, one partition per file."""
         return self.dedup.read_embeddings(self._path("embeddings"), id_type,
                                           self.storage_options)
@@ -292,7 +289,7 @@ class SemanticDeduplicationWorkflow:
         frame = frame.sort_values(CLUSTER_FIELD)
         return np.stack([np.asarray(v, np.float32) for v in frame["centroid"]])
 
-    def pairs(self, id_type: pa.DataType = pa.int64()):
+    def pairs(self, id_type: pa.DataType = INT64_IDS):
         """The cached pairs table (see :meth:`SemanticDuplicates.pairs`)."""
         return self.dedup.read_pairs(self._path("pairs"), id_type, self.storage_options)
 
@@ -317,7 +314,7 @@ class SemanticDeduplicationWorkflow:
             read = self.dedup.read_clusters(self._path("clusters"), id_type,
                                             self.storage_options)
             counts = read[CLUSTER_FIELD].value_counts().compute()
-            return {"clusters": int(len(counts)),
+            return {"clusters": len(counts),
                     "largest_cluster": int(counts.max()) if len(counts) else 0}
 
         return write_phase(clusters, self._path("clusters"), fingerprint=fingerprint,
@@ -335,7 +332,7 @@ class SemanticDeduplicationWorkflow:
             groups = self.dedup.duplicates(pairs)[GROUP_FIELD].nunique()
             values = dask.compute([count for _, count in by_eps], groups)
             return {"duplicates_by_eps": [[eps, int(n)] for (eps, _), n
-                                          in zip(by_eps, values[0])],
+                                          in zip(by_eps, values[0], strict=True)],
                     "groups": int(values[1])}
 
         return write_phase(self.dedup.pairs(clusters), self._path("pairs"),

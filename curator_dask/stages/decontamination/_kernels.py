@@ -145,7 +145,7 @@ def task_ngrams(prefix, text_offsets, min_n, max_n, mask):
 
 @njit(nogil=True, inline="always")
 def _same(a_ids, a, b_ids, b, n):
-    for i in range(n):
+    for i in range(n):  # noqa: SIM110 (numba compiles a loop, not a generator)
         if a_ids[a + i] != b_ids[b + i]:
             return False
     return True
@@ -299,7 +299,7 @@ def _forward(data, pos, chars, ceiling):
 
 @njit(nogil=True, inline="always")
 def _is_stop(b):
-    return b == 46 or b == 33 or b == 63  # . ! ?
+    return b == 46 or b == 33 or b == 63  # noqa: PLR1714 (. ! ?, compared without a set)
 
 
 @njit(nogil=True)

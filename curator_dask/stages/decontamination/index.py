@@ -36,12 +36,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.decontamination import _kernels
 from curator_dask.stages.decontamination.tasks import EvalTask, load_task_texts
 from curator_dask.text import buffers, char_table, string_array
 from curator_dask.text import kernels as text_kernels
 
-__all__ = ["Words", "words_of", "TaskNgramIndex", "build_index"]
+__all__ = ["TaskNgramIndex", "Words", "build_index", "words_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -205,8 +206,8 @@ def build_index(tasks: Sequence[EvalTask], max_ngram_size: int = 13, min_ngram_s
     (8, ('qa',), ['and why is it paris', 'capital city of france and'])
     """
     if not 1 <= min_ngram_size <= max_ngram_size <= 255:
-        raise ValueError(f"need 1 <= min_ngram_size <= max_ngram_size <= 255, got "
-                         f"{min_ngram_size} and {max_ngram_size}")
+        raise InvalidArgumentError(f"need 1 <= min_ngram_size <= max_ngram_size <= 255, got "
+                                   f"{min_ngram_size} and {max_ngram_size}")
     texts, text_task = [], []
     for t, task in enumerate(tasks):
         found = load_task_texts(task)

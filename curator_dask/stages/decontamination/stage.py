@@ -13,6 +13,7 @@ import numpy as np
 from curator_dask.backends import is_cudf
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dropped import record_counter, record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.decontamination import _kernels
@@ -21,8 +22,12 @@ from curator_dask.stages.decontamination.tasks import EvalTask, as_tasks, task_f
 from curator_dask.text import arrow_text, string_array
 from curator_dask.text import kernels as text_kernels
 
-__all__ = ["TaskDecontamination", "DecontaminationStats", "decontaminate_partition",
-           "count_partition"]
+__all__ = [
+    "DecontaminationStats",
+    "TaskDecontamination",
+    "count_partition",
+    "decontaminate_partition",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,10 +141,11 @@ class TaskDecontamination(WholeDatasetStage):
                               ("remove_char_each_side", remove_char_each_side),
                               ("max_splits", max_splits), ("min_ngram_size", min_ngram_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{number} must be a non-negative integer, got {value!r}")
+                raise InvalidArgumentError(
+                    f"{number} must be a non-negative integer, got {value!r}")
         if max_matches is not None and (not isinstance(max_matches, int) or max_matches < 1):
-            raise ValueError(f"max_matches must be a positive integer or None, got "
-                             f"{max_matches!r}")
+            raise InvalidArgumentError(f"max_matches must be a positive integer or None, got "
+                                       f"{max_matches!r}")
         self.text_field = text_field
         self.max_ngram_size = max_ngram_size
         self.max_matches = max_matches
@@ -184,16 +190,14 @@ class TaskDecontamination(WholeDatasetStage):
         options = {"text_field": self.text_field, "margin": self.remove_char_each_side,
                    "min_length": self.min_document_length, "max_splits": self.max_splits,
                    "stage_name": self.name}
-        df = ds.df.map_partitions(decontaminate_partition, dask.delayed(index, pure=True),
-                                  meta=ds.df._meta, align_dataframes=False,
-                                  enforce_metadata=False, **options)
-        return DocumentDataset(df)
+        return ds.map_partitions(decontaminate_partition, dask.delayed(index, pure=True),
+                                 meta=ds.df._meta, **options)
 
 
 def _pandas_text(df, text_field: str, stage: str):
     if is_cudf(df):
-        raise TypeError(f"stage {stage!r} works on pandas partitions; move the dataset to "
-                        "pandas first with ds.to_backend('pandas')")
+        raise ArgumentTypeError(f"stage {stage!r} works on pandas partitions; move the dataset to "
+                                "pandas first with ds.to_backend('pandas')")
     return arrow_text(df[text_field])
 
 

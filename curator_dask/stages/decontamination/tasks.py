@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError, NameNotFoundError
 from curator_dask.io.errors import InputError
 
 __all__ = ["EvalTask", "TaskFileError", "as_tasks", "load_task_texts", "task_files"]
@@ -61,8 +62,9 @@ class EvalTask:
             base = os.path.basename(os.path.normpath(self.path))
             object.__setattr__(self, "name", base.split(".")[0] or base)
         if not self.name or any(c in self.name for c in " \t\n"):
-            raise ValueError(f"task name {self.name!r} must be one word (it becomes part of "
-                             "drop reasons); pass name=")
+            raise InvalidArgumentError(
+                f"task name {self.name!r} must be one word (it becomes part of "
+                "drop reasons); pass name=")
 
 
 def as_tasks(tasks) -> tuple[EvalTask, ...]:
@@ -79,19 +81,20 @@ def as_tasks(tasks) -> tuple[EvalTask, ...]:
         elif isinstance(task, Mapping):
             unknown = set(task) - {"path", "fields", "name"}
             if unknown or "path" not in task:
-                raise ValueError(f"a task is a path or a mapping with path, fields and name; "
-                                 f"got {dict(task)!r}")
+                raise InvalidArgumentError(
+                    f"a task is a path or a mapping with path, fields and name; "
+                    f"got {dict(task)!r}")
             out.append(EvalTask(os.fspath(task["path"]), tuple(task.get("fields") or ()),
                                 task.get("name")))
         else:
-            raise TypeError(f"a task is an EvalTask, a path or a mapping, got "
+            raise ArgumentTypeError(f"a task is an EvalTask, a path or a mapping, got "
                             f"{type(task).__name__}")
     if not out:
-        raise ValueError("no evaluation tasks given")
+        raise InvalidArgumentError("no evaluation tasks given")
     names = [t.name for t in out]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"task names must differ, {repeated} repeat; give each a name=")
+        raise InvalidArgumentError(f"task names must differ, {repeated} repeat; give each a name=")
     return tuple(out)
 
 
@@ -140,10 +143,10 @@ def _lookup(record, dotted: str):
             value = [v.get(part) if isinstance(v, Mapping) else None for v in value]
         elif isinstance(value, Mapping):
             if part not in value:
-                raise KeyError(part)
+                raise NameNotFoundError(part)
             value = value[part]
         else:
-            raise KeyError(part)
+            raise NameNotFoundError(part)
     return value
 
 

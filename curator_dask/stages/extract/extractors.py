@@ -21,6 +21,7 @@ separately, up to ``startup_timeout`` seconds, and never counts against a page.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -32,8 +33,14 @@ import time
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["ALGORITHMS", "extract_html", "ExtractionSandbox", "ExtractionTimeout",
-           "ExtractionFailed", "ExtractorStartError"]
+__all__ = [
+    "ALGORITHMS",
+    "ExtractionFailed",
+    "ExtractionSandbox",
+    "ExtractionTimeout",
+    "ExtractorStartError",
+    "extract_html",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -201,16 +208,12 @@ class ExtractionSandbox:
             process.kill()
         process.wait()
         for pipe in (process.stdin, process.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 pipe.close()
-            except OSError:
-                pass
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 def serve() -> None:

@@ -34,8 +34,10 @@ import pyarrow as pa
 
 from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
+from curator_dask.errors import InvalidArgumentError, MissingDependencyError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
+from curator_dask.stages.columns import ColumnNotFoundError
 from curator_dask.stages.extract.charset import decode_html
 from curator_dask.stages.extract.extractors import (
     ALGORITHMS,
@@ -45,7 +47,7 @@ from curator_dask.stages.extract.extractors import (
     extract_html,
 )
 
-__all__ = ["HtmlExtractor", "ALGORITHMS", "extract_html"]
+__all__ = ["ALGORITHMS", "HtmlExtractor", "extract_html"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +104,10 @@ class HtmlExtractor(ProcessingStage):
                  text_field: str = "text", charset_field: str = "charset",
                  keep_html: bool = False):
         if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+            raise InvalidArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds or None, "
-                             f"got {timeout!r}")
+            raise InvalidArgumentError(f"timeout must be a positive number of seconds or None, "
+                                       f"got {timeout!r}")
         self.algorithm = algorithm
         self.timeout = timeout
         self.options = dict(options or {})
@@ -135,7 +137,7 @@ class HtmlExtractor(ProcessingStage):
         try:
             __import__(self.algorithm)
         except ImportError as err:
-            raise ImportError(
+            raise MissingDependencyError(
                 f"HtmlExtractor(algorithm={self.algorithm!r}) needs the {self.algorithm} "
                 "package on every worker: pip install 'curator-dask[html]'") from err
         if self.timeout is None:
@@ -145,7 +147,7 @@ class HtmlExtractor(ProcessingStage):
                 extract_html(self.algorithm, "<html><body><p>test</p></body></html>",
                              self.options)
             except Exception as err:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"HtmlExtractor(algorithm={self.algorithm!r}): the extractor failed on "
                     f"a test page with options {self.options}: {type(err).__name__}: {err}"
                 ) from err
@@ -158,7 +160,7 @@ class HtmlExtractor(ProcessingStage):
 
     def meta(self, input_meta):
         if self.html_field not in input_meta.columns:
-            raise KeyError(
+            raise ColumnNotFoundError(
                 f"stage {self.name!r} reads HTML from the column {self.html_field!r}, "
                 f"which the dataset does not have; its columns are "
                 f"{list(input_meta.columns)}. Read WARC files with read_warc, or pass "
@@ -237,6 +239,6 @@ class HtmlExtractor(ProcessingStage):
             out = out.drop(columns=[self.html_field])
         out = out[keep]
         for reason, count in zip(*np.unique([r for r in reasons if r is not None],
-                                            return_counts=True)):
+                                            return_counts=True), strict=True):
             record_dropped(out, f"{self.name}.{reason}", int(count))
         return out

@@ -7,8 +7,9 @@ Usage::
     ds.dropped_counts()   # {"word_count": ...}
 
 Layout: :mod:`.base` (the filter model and the ``ScoreFilter``/``Score``/``Filter``
-stages), :mod:`.heuristic` (character, word and line ratios), :mod:`.repetition`
-(repeated lines, paragraphs, n-grams), :mod:`.gopher`, :mod:`.c4` and :mod:`.fineweb`
+stages), :mod:`.heuristic` (character, word and line ratios), :mod:`.vocabulary`
+(which words a document holds), :mod:`.repetition` (repeated lines, paragraphs,
+n-grams), :mod:`.gopher`, :mod:`.c4` and :mod:`.fineweb`
 (the published rule sets as single filters that name the rule dropping each document),
 :mod:`.code` (NeMo Curator's source-code filters), :mod:`.url`
 (blocked domains and banned words in the ``url`` column).
@@ -22,22 +23,17 @@ from curator_dask.stages.filters.gopher import GopherQualityFilter, GopherRepeti
 from curator_dask.stages.filters.heuristic import (
     BoilerPlateStringFilter,
     BulletsFilter,
-    CommonEnglishWordsFilter,
     EllipsisFilter,
     LongWordFilter,
     MeanWordLengthFilter,
     NonAlphaNumericFilter,
     NumbersFilter,
     ParenthesesFilter,
-    PornographicUrlsFilter,
     PunctuationFilter,
-    SubstringFilter,
     SymbolsToWordsFilter,
-    TokenCountFilter,
     UrlsFilter,
     WhiteSpaceFilter,
     WordCountFilter,
-    WordsWithoutAlphabetsFilter,
 )
 from curator_dask.stages.filters.repetition import (
     RepeatedLinesByCharFilter,
@@ -48,6 +44,13 @@ from curator_dask.stages.filters.repetition import (
     RepeatingTopNGramsFilter,
 )
 from curator_dask.stages.filters.url import DomainBlocklistFilter, UrlKeywordFilter
+from curator_dask.stages.filters.vocabulary import (
+    CommonEnglishWordsFilter,
+    PornographicUrlsFilter,
+    SubstringFilter,
+    TokenCountFilter,
+    WordsWithoutAlphabetsFilter,
+)
 
 __all__ = [
     "AlphaFilter",

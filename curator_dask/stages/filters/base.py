@@ -31,11 +31,19 @@ import pandas as pd
 
 from curator_dask.backends import is_cudf
 from curator_dask.dropped import record_dropped
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.text import like_input, to_pandas_text
 
-__all__ = ["DocumentFilter", "ScoreFilter", "Score", "Filter", "compute_scores", "dtype_name",
-           "snake_case"]
+__all__ = [
+    "DocumentFilter",
+    "Filter",
+    "Score",
+    "ScoreFilter",
+    "compute_scores",
+    "dtype_name",
+    "snake_case",
+]
 
 
 def dtype_name(dtype) -> str:
@@ -296,7 +304,7 @@ class Score(ProcessingStage):
     def __init__(self, score_fn: DocumentFilter | Callable, score_field: str,
                  text_field: str = "text", score_type: str | None = None):
         if not isinstance(score_fn, DocumentFilter) and not callable(score_fn):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Score takes a DocumentFilter or a function, got {type(score_fn).__name__}")
         self.score_fn = score_fn
         self.score_field = score_field
@@ -349,7 +357,7 @@ class Filter(ProcessingStage):
     def __init__(self, filter_fn: DocumentFilter | Callable, filter_field: str,
                  invert: bool = False):
         if not isinstance(filter_fn, DocumentFilter) and not callable(filter_fn):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Filter takes a DocumentFilter or a function, got {type(filter_fn).__name__}")
         self.filter_fn = filter_fn
         self.filter_field = filter_field
@@ -386,7 +394,7 @@ def _reasons(filter_obj: DocumentFilter, scores):
 
 def _check_filter(filter_obj, stage: str) -> None:
     if not isinstance(filter_obj, DocumentFilter):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{stage} takes a DocumentFilter, got {type(filter_obj).__name__}; wrap a scoring "
             "function with Score(fn, score_field) and filter on it with Filter(fn, score_field)"
         )

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.stages.filters.heuristic import alternation
 from curator_dask.text import (
@@ -49,7 +50,7 @@ from curator_dask.text import (
     words,
 )
 
-__all__ = ["C4QualityFilter", "C4_POLICY_SUBSTRINGS", "c4_lines"]
+__all__ = ["C4_POLICY_SUBSTRINGS", "C4QualityFilter", "c4_lines"]
 
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies",
                         "use of cookies", "use cookies")
@@ -154,7 +155,7 @@ class C4QualityFilter(DocumentFilter):
                  filter_lorem_ipsum: bool = True, filter_javascript: bool = True,
                  filter_curly_bracket: bool = True, filter_policy: bool = True):
         if not split_paragraph:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "C4QualityFilter(split_paragraph=False) needs a sentence tokenizer (NLTK punkt), "
                 "which is not available; use the default line split"
             )

@@ -48,7 +48,7 @@ from curator_dask.text import (
     words,
 )
 
-__all__ = ["GopherQualityFilter", "GopherRepetitionFilter", "STOP_WORDS"]
+__all__ = ["STOP_WORDS", "GopherQualityFilter", "GopherRepetitionFilter"]
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.stages.filters.heuristic import check_lang
 from curator_dask.text import (
@@ -31,12 +32,12 @@ from curator_dask.text import (
 )
 
 __all__ = [
-    "RepeatedLinesFilter",
-    "RepeatedParagraphsFilter",
     "RepeatedLinesByCharFilter",
+    "RepeatedLinesFilter",
     "RepeatedParagraphsByCharFilter",
-    "RepeatingTopNGramsFilter",
+    "RepeatedParagraphsFilter",
     "RepeatingDuplicateNGramsFilter",
+    "RepeatingTopNGramsFilter",
 ]
 
 
@@ -180,7 +181,7 @@ class RepeatingTopNGramsFilter(DocumentFilter):
     def __init__(self, n: int = 2, max_repeating_ngram_ratio: float = 0.2, lang: str = "en"):
         check_lang(lang)
         if n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
+            raise InvalidArgumentError(f"n must be at least 1, got {n}")
         self._n = n
         self._cutoff = max_repeating_ngram_ratio
         self.name = f"repeating_top_{n}grams"
@@ -229,7 +230,7 @@ class RepeatingDuplicateNGramsFilter(DocumentFilter):
                  lang: str = "en"):
         check_lang(lang)
         if n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
+            raise InvalidArgumentError(f"n must be at least 1, got {n}")
         self._n = n
         self._cutoff = max_repeating_duplicate_ngram_ratio
         self.name = f"repeating_dup_{n}gram"

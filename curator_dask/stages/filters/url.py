@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.text import arrow_text, like_input
 
@@ -63,7 +64,7 @@ class _ListFilter(DocumentFilter):
         self.storage_options = dict(storage_options or {})
         self._lists: dict[str, list[str]] | None = None
         if not any(self.files.values()) and not any(self.inline.values()):
-            raise ValueError(f"{type(self).__name__} needs a list: give a file "
+            raise InvalidArgumentError(f"{type(self).__name__} needs a list: give a file "
                              f"({', '.join(f'{k}_file' for k in inline)}) or entries")
         self._lists = self._load()
 
@@ -194,7 +195,7 @@ class UrlKeywordFilter(_ListFilter):
                  banned_subwords: Sequence[str] | None = None,
                  storage_options: dict | None = None):
         if not isinstance(soft_word_threshold, int) or soft_word_threshold < 1:
-            raise ValueError(f"soft_word_threshold must be a positive integer, got "
+            raise InvalidArgumentError(f"soft_word_threshold must be a positive integer, got "
                              f"{soft_word_threshold!r}")
         self.soft_word_threshold = soft_word_threshold
         super().__init__(

@@ -43,6 +43,9 @@ from curator_dask.stages.models.safety import AegisClassifier, InstructionDataGu
 from curator_dask.stages.models.token_cache import TOKEN_CACHE_ENV, tokenization_counts
 
 __all__ = [
+    "LOAD_LOG_ENV",
+    "PUBLISHED",
+    "TOKEN_CACHE_ENV",
     "AegisClassifier",
     "ClassifierOptionError",
     "ClassifierStage",
@@ -53,14 +56,11 @@ __all__ = [
     "FineWebMixtralEduClassifier",
     "FineWebNemotronEduClassifier",
     "InstructionDataGuardClassifier",
-    "LOAD_LOG_ENV",
     "ModelDirectoryError",
     "ModelStage",
     "MultilingualDomainClassifier",
-    "PUBLISHED",
     "PromptTaskComplexityClassifier",
     "QualityClassifier",
-    "TOKEN_CACHE_ENV",
     "TokenizerStage",
     "inspect_model_dir",
     "loaded",

@@ -28,6 +28,7 @@ import os
 import torch
 from torch import nn
 
+from curator_dask.errors import MissingDependencyError
 from curator_dask.stages.models.loading import dtype_argument
 from curator_dask.stages.models.model_dir import (
     PICKLE_FILE,
@@ -36,8 +37,16 @@ from curator_dask.stages.models.model_dir import (
     ModelDirectoryError,
 )
 
-__all__ = ["FirstTokenHead", "MultiHead", "GuardNet", "SafetyModel", "build_first_token_head",
-           "build_multi_head", "build_safety_model", "left_padded_positions"]
+__all__ = [
+    "FirstTokenHead",
+    "GuardNet",
+    "MultiHead",
+    "SafetyModel",
+    "build_first_token_head",
+    "build_multi_head",
+    "build_safety_model",
+    "left_padded_positions",
+]
 
 #: The guard net's hidden widths, fixed by its publisher (only its input width is in
 #: its config.json).
@@ -208,7 +217,7 @@ def build_safety_model(path: str, weights_dtype, *, adapter: str,
     try:
         from peft import PeftModel
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             f"the safety classifiers load a PEFT adapter and need peft ({err}); install it "
             "with pip install 'curator-dask[safety]'"
         ) from err

@@ -27,9 +27,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator_dask.backends import is_cudf
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["host_text", "host_text_array", "token_array", "column_like", "cudf_meta",
-           "TOKEN_IDS_DTYPE", "VECTOR_DTYPE"]
+__all__ = [
+    "TOKEN_IDS_DTYPE",
+    "VECTOR_DTYPE",
+    "column_like",
+    "cudf_meta",
+    "host_text",
+    "host_text_array",
+    "token_array",
+]
 
 TOKEN_IDS_DTYPE = pd.ArrowDtype(pa.list_(pa.int32()))
 VECTOR_DTYPE = "object"
@@ -62,7 +70,7 @@ def host_text_array(series, max_chars: int | None = None) -> pa.Array:
         try:
             arr = arr.cast(pa.large_string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"text column {series.name!r} must hold strings (it is {series.dtype}); "
                 "convert it with df[column].astype('str') first"
             ) from err
@@ -77,14 +85,15 @@ def token_array(series) -> pa.Array:
     """A token-id column (lists of ints, any backend) as one Arrow list array on the host."""
     arr = _arrow(series)
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"column {series.name!r} must hold lists of token ids (it is {series.dtype}); "
             "make it with TokenizerStage"
         )
     return arr
 
 
-def column_like(values, like, kind: str):
+# One return per kind of column and backend.
+def column_like(values, like, kind: str):  # noqa: PLR0911
     """``values`` as a column on ``like``'s backend and index.
 
     Parameters
@@ -130,7 +139,7 @@ def column_like(values, like, kind: str):
         if is_cudf(like):
             return _cudf_from_arrow(pa.array(np.asarray(values)), like)
         return pd.Series(np.asarray(values), index=like.index)
-    raise ValueError(f"unknown column kind {kind!r}")
+    raise InvalidArgumentError(f"unknown column kind {kind!r}")
 
 
 def cudf_meta(input_meta, removed_columns, added: dict[str, str]):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from curator_dask.backends import is_cudf
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.models import loading, token_cache
@@ -34,14 +35,13 @@ from curator_dask.stages.models.backend import (
     VECTOR_DTYPE,
     column_like,
     cudf_meta,
-    host_text,
     host_text_array,
     token_array,
 )
 from curator_dask.stages.models.batching import Tokens, run_batches, tokenize
 from curator_dask.stages.models.model_dir import ModelDir, inspect_model_dir
 
-__all__ = ["ModelStage", "TokenizerStage", "DEFAULT_MAX_LENGTH", "CPU_TOKENS_PER_BATCH"]
+__all__ = ["CPU_TOKENS_PER_BATCH", "DEFAULT_MAX_LENGTH", "ModelStage", "TokenizerStage"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +60,23 @@ def _positive_int(name: str, value, optional: bool = False):
     if value is None and optional:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if optional else ''}, "
-                         f"got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be a positive integer{' or None' if optional else ''}, "
+            f"got {value!r}")
     return value
 
 
 def _check_device(device: str) -> str:
     if not isinstance(device, str) or not (device in ("auto", "cpu")
                                            or device.startswith("cuda")):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        raise InvalidArgumentError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return device
 
 
 def _check_dtype(dtype: str) -> str:
     if dtype not in loading.DTYPES:
-        raise ValueError(f"dtype must be one of {loading.DTYPES}, got {dtype!r}")
+        raise InvalidArgumentError(f"dtype must be one of {loading.DTYPES}, got {dtype!r}")
     return dtype
 
 
@@ -237,7 +239,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         self.name = name or _default_name(self.model_dir, self.output_suffix)
         if resources is not None:
             if not isinstance(resources, Resources):
-                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+                raise ArgumentTypeError(
+                    f"resources must be a Resources, got {type(resources).__name__}")
             self.resources = resources
         self.removed_columns = (input_ids_column,) if pretokenized else ()
         self._model = None
@@ -423,7 +426,8 @@ class TokenizerStage(_TokenizingMixin, ProcessingStage):
         self.name = name or _default_name(self.model_dir, "tokenizer")
         if resources is not None:
             if not isinstance(resources, Resources):
-                raise TypeError(f"resources must be a Resources, got {type(resources).__name__}")
+                raise ArgumentTypeError(
+                    f"resources must be a Resources, got {type(resources).__name__}")
             self.resources = resources
         self.output_columns = {input_ids_column: TOKEN_IDS_DTYPE}
 

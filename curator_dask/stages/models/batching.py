@@ -31,7 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Tokens", "tokenize", "batch_bounds", "pad_batch", "run_batches", "is_out_of_memory"]
+from curator_dask.errors import InvalidArgumentError
+
+__all__ = ["Tokens", "batch_bounds", "is_out_of_memory", "pad_batch", "run_batches", "tokenize"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +123,8 @@ def pad_batch(tokens: Tokens, rows: np.ndarray, pad_id: int,
     [[0, 8, 9], [5, 6, 7]]
     """
     if padding_side not in PADDING_SIDES:
-        raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
+        raise InvalidArgumentError(
+            f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
     lengths = tokens.lengths[rows]
     width = max(int(lengths.max(initial=0)), 1)
     if padding_side == "left":

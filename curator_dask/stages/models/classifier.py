@@ -21,8 +21,13 @@ from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
 from curator_dask.stages.models.base import ModelStage
 
-__all__ = ["ClassifierStage", "ClassifierOptionError", "check_filter_by", "keep_labels",
-           "labelled"]
+__all__ = [
+    "ClassifierOptionError",
+    "ClassifierStage",
+    "check_filter_by",
+    "keep_labels",
+    "labelled",
+]
 
 
 class ClassifierOptionError(CuratorError, ValueError):
@@ -66,7 +71,7 @@ def keep_labels(df, stage_name: str, labels: np.ndarray, filter_by: Sequence | N
     keep = np.isin(labels, np.asarray(filter_by, dtype=labels.dtype))
     out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
     dropped, counts = np.unique(labels[~keep].astype(str), return_counts=True)
-    for label, count in zip(dropped.tolist(), counts.tolist()):
+    for label, count in zip(dropped.tolist(), counts.tolist(), strict=True):
         record_dropped(out, f"{stage_name}.{label}", count)
     return out
 

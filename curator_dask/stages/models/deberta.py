@@ -29,8 +29,13 @@ from curator_dask.stages.models.named import (
     whole_document,
 )
 
-__all__ = ["HubMixinClassifier", "QualityClassifier", "DomainClassifier",
-           "MultilingualDomainClassifier", "ContentTypeClassifier"]
+__all__ = [
+    "ContentTypeClassifier",
+    "DomainClassifier",
+    "HubMixinClassifier",
+    "MultilingualDomainClassifier",
+    "QualityClassifier",
+]
 
 
 class HubMixinClassifier(ClassifierStage):

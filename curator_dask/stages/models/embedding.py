@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.resources import Resources
 from curator_dask.stages.models.backend import VECTOR_DTYPE, column_like
 from curator_dask.stages.models.base import ModelStage
@@ -65,7 +66,7 @@ class EmbeddingStage(ModelStage):
                  trust_remote_code: bool = False, name: str | None = None,
                  resources: Resources | None = None):
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+            raise InvalidArgumentError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         super().__init__(model_path, text_field=text_field,
                          model_inference_batch_size=model_inference_batch_size,
                          max_tokens_per_batch=max_tokens_per_batch, max_chars=max_chars,

@@ -34,8 +34,14 @@ from curator_dask.stages.models.published import (
     resolve_model_dir,
 )
 
-__all__ = ["FineWebEduScorer", "FineWebEduClassifier", "FineWebMixtralEduClassifier",
-           "FineWebNemotronEduClassifier", "EDU_LABELS", "HIGH_QUALITY_FROM"]
+__all__ = [
+    "EDU_LABELS",
+    "HIGH_QUALITY_FROM",
+    "FineWebEduClassifier",
+    "FineWebEduScorer",
+    "FineWebMixtralEduClassifier",
+    "FineWebNemotronEduClassifier",
+]
 
 #: The labels of ``quality_label_column``, and the score from which a document is high.
 EDU_LABELS = ("high_quality", "low_quality")

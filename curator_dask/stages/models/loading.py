@@ -29,12 +29,28 @@ from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
+from curator_dask.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    ResourceUnavailableError,
+)
 from curator_dask.io import atomic
 from curator_dask.stages.models.model_dir import ModelDirectoryError
 
-__all__ = ["LOAD_LOG_ENV", "LoadedModel", "ModelBuilder", "acquire_model", "acquire_tokenizer",
-           "release", "loaded", "resolve_device", "resolve_dtype", "require_torch",
-           "tokenizer_lock", "dtype_argument"]
+__all__ = [
+    "LOAD_LOG_ENV",
+    "LoadedModel",
+    "ModelBuilder",
+    "acquire_model",
+    "acquire_tokenizer",
+    "dtype_argument",
+    "loaded",
+    "release",
+    "require_torch",
+    "resolve_device",
+    "resolve_dtype",
+    "tokenizer_lock",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +72,7 @@ def require_torch():
         import torch
         import transformers
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             f"model stages need torch and transformers ({err}); install them with "
             "pip install 'curator-dask[models]'"
         ) from err
@@ -78,7 +94,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(
+        raise ResourceUnavailableError(
             f"device={device!r} but this worker process sees no CUDA GPU; use device='auto' "
             "to run on CPU where there is none"
         )
@@ -108,7 +124,7 @@ def _model_class(kind: str):
         return transformers.AutoModelForSequenceClassification
     if kind == "encoder":
         return transformers.AutoModel
-    raise ValueError(f"unknown model kind {kind!r}; expected one of {MODEL_KINDS}")
+    raise InvalidArgumentError(f"unknown model kind {kind!r}; expected one of {MODEL_KINDS}")
 
 
 def dtype_argument(weights_dtype) -> dict[str, Any]:

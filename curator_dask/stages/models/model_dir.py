@@ -34,8 +34,14 @@ from typing import Any
 
 from curator_dask.errors import CuratorError
 
-__all__ = ["ModelDirectoryError", "ModelDir", "inspect_model_dir", "check_safetensors", "minilm_path",
-           "MINILM_ENV"]
+__all__ = [
+    "MINILM_ENV",
+    "ModelDir",
+    "ModelDirectoryError",
+    "check_safetensors",
+    "inspect_model_dir",
+    "minilm_path",
+]
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"

@@ -27,8 +27,12 @@ from curator_dask.stages.models.published import (
     resolve_model_dir,
 )
 
-__all__ = ["whole_document", "inspect_hub_mixin_dir", "require_targets",
-           "constructor_arguments"]
+__all__ = [
+    "constructor_arguments",
+    "inspect_hub_mixin_dir",
+    "require_targets",
+    "whole_document",
+]
 
 
 def whole_document(max_chars: int | None) -> int | None:

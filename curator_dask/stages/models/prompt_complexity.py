@@ -36,7 +36,7 @@ from curator_dask.stages.models.named import (
     whole_document,
 )
 
-__all__ = ["PromptTaskComplexityClassifier", "COMPLEXITY_WEIGHTS", "OUTPUT_COLUMNS"]
+__all__ = ["COMPLEXITY_WEIGHTS", "OUTPUT_COLUMNS", "PromptTaskComplexityClassifier"]
 
 #: The overall score's weight of each complexity target, as the model card defines it.
 COMPLEXITY_WEIGHTS = (("creativity_scope", 0.35), ("reasoning", 0.25), ("constraint_ct", 0.15),
@@ -144,7 +144,7 @@ class PromptTaskComplexityClassifier(ModelStage):
         per target."""
         sizes = [int(size) for size in self.model_dir.config["target_sizes"].values()]
         parts = np.split(probs, np.cumsum(sizes)[:-1], axis=1)
-        return dict(zip(self.targets, parts))
+        return dict(zip(self.targets, parts, strict=True))
 
     def attach(self, df, probs):
         config = self.model_dir.config

@@ -28,9 +28,20 @@ from dataclasses import dataclass
 
 from curator_dask.stages.models.model_dir import ModelDir, ModelDirectoryError, inspect_model_dir
 
-__all__ = ["PublishedModel", "PUBLISHED", "LLAMA_GUARD_ID", "AEGIS_DEFENSIVE_ID",
-           "find_cached_snapshot", "resolve_model_dir", "resolve_base_model", "check_layout",
-           "download_hint", "inspect_published_dir", "missing_keys", "missing_tensors"]
+__all__ = [
+    "AEGIS_DEFENSIVE_ID",
+    "LLAMA_GUARD_ID",
+    "PUBLISHED",
+    "PublishedModel",
+    "check_layout",
+    "download_hint",
+    "find_cached_snapshot",
+    "inspect_published_dir",
+    "missing_keys",
+    "missing_tensors",
+    "resolve_base_model",
+    "resolve_model_dir",
+]
 
 
 @dataclass(frozen=True)

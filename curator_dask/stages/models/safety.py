@@ -40,7 +40,6 @@ from curator_dask.stages.models.model_dir import (
     check_safetensors,
 )
 from curator_dask.stages.models.named import (
-    constructor_arguments,
     whole_document,
 )
 from curator_dask.stages.models.published import (
@@ -55,8 +54,12 @@ from curator_dask.stages.models.published import (
     resolve_model_dir,
 )
 
-__all__ = ["AegisClassifier", "InstructionDataGuardClassifier", "AEGIS_LABELS",
-           "aegis_prompt"]
+__all__ = [
+    "AEGIS_LABELS",
+    "AegisClassifier",
+    "InstructionDataGuardClassifier",
+    "aegis_prompt",
+]
 
 #: What Aegis may answer: "unknown" (no parsable verdict), "safe", or a risk category.
 AEGIS_LABELS = ("unknown", "safe", *(f"O{i}" for i in range(1, 14)))

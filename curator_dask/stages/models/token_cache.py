@@ -37,14 +37,27 @@ import pyarrow as pa
 
 from curator_dask.stages.models.batching import Tokens
 
-__all__ = ["TOKEN_CACHE_ENV", "tokens_for", "text_digest", "tokenizer_identity",
-           "tokenization_counts", "clear"]
+__all__ = [
+    "TOKEN_CACHE_ENV",
+    "clear",
+    "text_digest",
+    "tokenization_counts",
+    "tokenizer_identity",
+    "tokens_for",
+]
 
 TOKEN_CACHE_ENV = "CURATOR_DASK_TOKEN_CACHE_MB"
 DEFAULT_CACHE_MB = 256
 
-_entries: OrderedDict[Hashable, Tokens] = OrderedDict()
-_bytes = 0
+
+
+class _Entries(OrderedDict):
+    """The cached tokens, least recently used first, and the bytes they hold."""
+
+    nbytes = 0
+
+
+_entries: _Entries = _Entries()
 _lock = threading.Lock()
 _tokenized: Counter = Counter()
 _reused: Counter = Counter()
@@ -126,15 +139,14 @@ def tokens_for(key: Hashable, tokenize: Callable[[], Tokens], *, documents: int,
 
 
 def _store(key: Hashable, tokens: Tokens) -> None:
-    global _bytes
     budget, size = _budget(), _size(tokens)
     if size > budget or key in _entries:
         return
     _entries[key] = tokens
-    _bytes += size
-    while _bytes > budget:
+    _entries.nbytes += size
+    while _entries.nbytes > budget:
         _, evicted = _entries.popitem(last=False)
-        _bytes -= _size(evicted)
+        _entries.nbytes -= _size(evicted)
 
 
 def tokenization_counts() -> dict[str, dict[str, int]]:
@@ -150,7 +162,6 @@ def tokenization_counts() -> dict[str, dict[str, int]]:
 
 def clear() -> None:
     """Drop every cached entry (the counts stay)."""
-    global _bytes
     with _lock:
         _entries.clear()
-        _bytes = 0
+        _entries.nbytes = 0

@@ -11,6 +11,7 @@ import pandas as pd
 
 from curator_dask.backends import is_cudf
 from curator_dask.compat import nemo_keywords
+from curator_dask.errors import ArgumentTypeError
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.filters.base import snake_case
 from curator_dask.text import like_input, to_pandas_text
@@ -107,7 +108,8 @@ class Modify(ProcessingStage):
     @nemo_keywords()
     def __init__(self, modifier: DocumentModifier, text_field: str = "text"):
         if not isinstance(modifier, DocumentModifier):
-            raise TypeError(f"Modify takes a DocumentModifier, got {type(modifier).__name__}")
+            raise ArgumentTypeError(
+                f"Modify takes a DocumentModifier, got {type(modifier).__name__}")
         self.modifier = modifier
         self.text_field = text_field
         self.name = modifier.name

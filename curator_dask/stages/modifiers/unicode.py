@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pyarrow.compute as pc
 
+from curator_dask.errors import MissingDependencyError
 from curator_dask.stages.modifiers.base import DocumentModifier
 from curator_dask.text import arrow_text, like_input
 
@@ -56,7 +57,7 @@ class UnicodeReformatter(DocumentModifier):
         try:
             from ftfy import TextFixerConfig
         except ImportError as err:
-            raise ImportError(
+            raise MissingDependencyError(
                 "UnicodeReformatter needs ftfy: pip install 'curator-dask[text]'"
             ) from err
         if config is None:

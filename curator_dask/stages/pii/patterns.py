@@ -30,10 +30,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator_dask.errors import InvalidArgumentError
 from curator_dask.text import buffers, lengths
 
-__all__ = ["PATTERN_ENTITIES", "Spans", "find_pattern_spans", "luhn_valid", "iban_valid",
-           "ssn_valid"]
+__all__ = [
+    "PATTERN_ENTITIES",
+    "Spans",
+    "find_pattern_spans",
+    "iban_valid",
+    "luhn_valid",
+    "ssn_valid",
+]
 
 #: The entity types found by patterns, in the order overlapping matches are preferred
 #: when they cover the same characters.
@@ -216,8 +223,9 @@ def find_pattern_spans(arr: pa.Array, entities: Sequence[str] = PATTERN_ENTITIES
     """
     unknown = [e for e in entities if e not in PATTERN_ENTITIES]
     if unknown:
-        raise ValueError(f"no pattern for entity type(s) {unknown}; the patterned types are "
-                         f"{list(PATTERN_ENTITIES)}")
+        raise InvalidArgumentError(
+            f"no pattern for entity type(s) {unknown}; the patterned types are "
+            f"{list(PATTERN_ENTITIES)}")
     parts = []
     for pattern in _PATTERNS:
         if pattern.entity not in entities:
@@ -229,7 +237,7 @@ def find_pattern_spans(arr: pa.Array, entities: Sequence[str] = PATTERN_ENTITIES
             ends = starts + _iban_lengths(texts)
         valid = _VALIDATORS.get(pattern.entity)
         if valid is not None:
-            ok = valid([t[:n] for t, n in zip(texts, ends - starts)] if
+            ok = valid([t[:n] for t, n in zip(texts, ends - starts, strict=True)] if
                        pattern.entity == "IBAN_CODE" else texts)
             docs, starts, ends = docs[ok], starts[ok], ends[ok]
         kinds = np.zeros(len(docs), np.int64)

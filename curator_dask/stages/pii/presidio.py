@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator_dask.errors import MissingDependencyError
 from curator_dask.stages.models.model_dir import ModelDirectoryError
 from curator_dask.stages.pii.patterns import Spans
 
@@ -49,7 +50,7 @@ def _require_presidio() -> None:
 
     missing = [name for name in ("presidio_analyzer", "spacy") if find_spec(name) is None]
     if missing:
-        raise ImportError(
+        raise MissingDependencyError(
             f"entities found by a model (PERSON, LOCATION, ...) need {' and '.join(missing)}: "
             "pip install 'curator-dask[pii]'")
 

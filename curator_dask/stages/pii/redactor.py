@@ -13,13 +13,14 @@ import pyarrow as pa
 from curator_dask.backends import is_cudf
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_counter, record_dropped
+from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.resources import Resources
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.pii.patterns import PATTERN_ENTITIES, Spans, find_pattern_spans
 from curator_dask.stages.pii.presidio import PRESIDIO_ENTITIES, PresidioFinder
 from curator_dask.text import arrow_text
 
-__all__ = ["PiiRedactor", "ACTIONS", "SPANS_DTYPE"]
+__all__ = ["ACTIONS", "SPANS_DTYPE", "PiiRedactor"]
 
 #: What a found entity becomes.
 ACTIONS = ("replace", "mask", "hash", "drop")
@@ -107,24 +108,26 @@ class PiiRedactor(ProcessingStage):
                  nlp_model_dir: str | None = None, language: str = "en",
                  score_threshold: float = 0.0, presidio_batch_size: int = 32):
         if action not in ACTIONS:
-            raise ValueError(f"action must be one of {list(ACTIONS)}, got {action!r}")
+            raise InvalidArgumentError(f"action must be one of {list(ACTIONS)}, got {action!r}")
         if action == "hash" and not detect_only and not salt:
-            raise ValueError("action='hash' needs salt= (a secret string): the digests are "
-                             "HMAC-SHA256 keyed with it, stable across runs for one salt")
+            raise InvalidArgumentError(
+                "action='hash' needs salt= (a secret string): the digests are "
+                "HMAC-SHA256 keyed with it, stable across runs for one salt")
         if not isinstance(mask_char, str) or len(mask_char) != 1:
-            raise ValueError(f"mask_char must be one character, got {mask_char!r}")
+            raise InvalidArgumentError(f"mask_char must be one character, got {mask_char!r}")
         if not 1 <= int(hash_length) <= 64:
-            raise ValueError(f"hash_length must be 1 to 64 hex digits, got {hash_length!r}")
+            raise InvalidArgumentError(
+                f"hash_length must be 1 to 64 hex digits, got {hash_length!r}")
         if entities is None:
             entities = PATTERN_ENTITIES + (PRESIDIO_ENTITIES if nlp_model_dir else ())
         elif isinstance(entities, str):
             entities = [entities]
         entities = tuple(dict.fromkeys(entities))
         if not entities:
-            raise ValueError("entities is empty: name at least one entity type")
+            raise InvalidArgumentError("entities is empty: name at least one entity type")
         model_found = tuple(e for e in entities if e not in PATTERN_ENTITIES)
         if model_found and nlp_model_dir is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"entity type(s) {list(model_found)} are found by a model, not a pattern: "
                 "pass nlp_model_dir= (a spaCy pipeline directory) or keep to the patterned "
                 f"types {list(PATTERN_ENTITIES)}")
@@ -172,8 +175,8 @@ class PiiRedactor(ProcessingStage):
 
     def process(self, df):
         if is_cudf(df):
-            raise TypeError(f"stage {self.name!r} works on pandas partitions; move the "
-                            "dataset to pandas first with ds.to_backend('pandas')")
+            raise ArgumentTypeError(f"stage {self.name!r} works on pandas partitions; move the "
+                                    "dataset to pandas first with ds.to_backend('pandas')")
         text = df[self.text_field]
         spans = self.find(text)
         counts = np.bincount(spans.kinds, minlength=len(spans.types))
@@ -183,7 +186,7 @@ class PiiRedactor(ProcessingStage):
             out = self._drop(df, spans)
         else:
             out = df.assign(**{self.text_field: self._redact(text, spans)})
-        for entity, count in zip(spans.types, counts):
+        for entity, count in zip(spans.types, counts, strict=True):
             record_counter(out, f"{self.name}.{entity}", int(count))
         return out
 
@@ -194,7 +197,7 @@ class PiiRedactor(ProcessingStage):
         keep[spans.docs] = False
         out = df[keep]
         per_type = np.bincount(spans.kinds[first], minlength=len(spans.types))
-        for entity, count in zip(spans.types, per_type):
+        for entity, count in zip(spans.types, per_type, strict=True):
             record_dropped(out, f"{self.name}.{entity}", int(count))
         return out
 
