@@ -212,8 +212,12 @@ class ExtractionSandbox:
                 pipe.close()
 
     def __del__(self):
-        with contextlib.suppress(Exception):  # interpreter shutdown
+        # At interpreter shutdown the module's globals (contextlib included) may already
+        # be gone, so no name from them is used here.
+        try:  # noqa: SIM105 - contextlib itself may be gone by then
             self.close()
+        except Exception:
+            pass
 
 
 def serve() -> None:
