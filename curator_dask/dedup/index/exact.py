@@ -168,6 +168,10 @@ def _kept_partition(source: ArrowInput, spec, hashed: dict | None,
     again."""
     read = hashed["read"] if hashed is not None else None
     table, dropped = read if read is not None else source.read(spec)
+    if read is not None:
+        # A table object of its own: the conversion to a frame consumes the object it
+        # converts, and the held one serves every computation of the kept documents.
+        table = table.select(table.column_names)
     table, counts = drop_listed(table, removals, spec.index, source.settings, dropped)
     return Partition(to_frame(table, source.reader.backend), counts)
 
