@@ -186,13 +186,14 @@ class HashedInput:
     lo: np.ndarray
 
 
-def hash_input(source: ArrowInput, spec) -> HashedInput:
-    """Read partition ``spec`` once and hash its texts from the Arrow buffers (rows
-    numbered before null texts are left out: removals count positions in the whole
-    partition). A null text raises unless ``on_null`` is ``"skip"``."""
+def hash_input(source: ArrowInput, spec, read: tuple | None = None) -> HashedInput:
+    """Read partition ``spec`` once (or take ``read``, what :meth:`ArrowInput.read`
+    returned for it) and hash its texts from the Arrow buffers (rows numbered before
+    null texts are left out: removals count positions in the whole partition). A null
+    text raises unless ``on_null`` is ``"skip"``."""
     settings = source.settings
     i = spec.index
-    table, dropped = source.read(spec)
+    table, dropped = read if read is not None else source.read(spec)
     n = table.num_rows
     rows = row_numbers(n, i)
     text = _text(table, settings)

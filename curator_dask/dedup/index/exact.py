@@ -142,16 +142,18 @@ def _keys_partition(df, id_field: str, text_field: str, method: str, on_null: st
                          PARTITION_FIELD: (keys[:, 0] % np.uint64(partitions)).astype(np.int64)})
 
 
-def _hash_routes(source: ArrowInput, spec, routes: int, hold: bool) -> dict:
-    """Read and hash one input partition (once, as Arrow); its keys split by route,
-    their :func:`~curator_dask.dedup.index.store.key_sums`, and with ``hold`` the table
-    itself, for the kept documents."""
-    hashed = hash_input(source, spec)
+def _read(source: ArrowInput, spec) -> tuple[pa.Table, dict[str, int]]:
+    return source.read(spec)
+
+
+def _hash_routes(source: ArrowInput, spec, routes: int, read: tuple) -> dict:
+    """Hash the table an input partition was read into; its keys split by route, and
+    their :func:`~curator_dask.dedup.index.store.key_sums`."""
+    hashed = hash_input(source, spec, read)
     route = (hashed.hi % np.uint64(routes)).astype(np.int64)
     pieces = split_by(route, routes, {source.settings.id_field: hashed.ids,
                                       ROW_FIELD: hashed.rows, HIGH: hashed.hi, LOW: hashed.lo})
-    return {"pieces": pieces, "sums": key_sums([hashed.hi, hashed.lo]),
-            "read": (hashed.table, hashed.dropped) if hold else None}
+    return {"pieces": pieces, "sums": key_sums([hashed.hi, hashed.lo])}
 
 
 def _removals(marked: pd.DataFrame, id_field: str) -> pa.Table:
@@ -161,17 +163,17 @@ def _removals(marked: pd.DataFrame, id_field: str) -> pa.Table:
         [ROW_FIELD, id_field, REASON_FIELD])
 
 
-def _kept_partition(source: ArrowInput, spec, hashed: dict | None,
+def _kept_partition(source: ArrowInput, spec, read: tuple | None,
                     removals: list[pa.Table]) -> Partition:
     """Partition ``spec`` less its removed rows (and null texts under ``on_null="skip"``),
-    each counted: from the table its hash task read and held (``hashed``), or read
+    each counted: from the table read for its hash task (``read``, held), or read
     again."""
-    read = hashed["read"] if hashed is not None else None
-    table, dropped = read if read is not None else source.read(spec)
     if read is not None:
         # A table object of its own: the conversion to a frame consumes the object it
         # converts, and the held one serves every computation of the kept documents.
-        table = table.select(table.column_names)
+        table, dropped = read[0].select(read[0].column_names), read[1]
+    else:
+        table, dropped = source.read(spec)
     table, counts = drop_listed(table, removals, spec.index, source.settings, dropped)
     return Partition(to_frame(table, source.reader.backend), counts)
 
@@ -222,12 +224,31 @@ class _MarkPartition:
         for segment in self.reader(self.files[number % len(self.files)]):
             found |= pairs_in(high, low, segment.column(HIGH).to_numpy(),
                               segment.column(LOW).to_numpy())
-        # Of the copies of a text the batch holds, the lowest id (then row) comes first.
-        order = df.sort_values([HIGH, LOW, self.id_field, ROW_FIELD]).index
         later = np.zeros(len(df), dtype=bool)
-        later[order] = df.loc[order].duplicated([HIGH, LOW], keep="first").to_numpy()
+        # Of the copies of a text the batch holds, the lowest id (then row) comes first:
+        # only the keys that repeat are sorted with their ids.
+        copies = df.iloc[_repeated(high, low)]
+        order = copies.sort_values([HIGH, LOW, self.id_field, ROW_FIELD]).index
+        later[order] = copies.loc[order].duplicated([HIGH, LOW], keep="first").to_numpy()
         action = np.where(found, _OF_INDEX, np.where(later, _DUPLICATE, _NEW)).astype(np.int8)
         return df.assign(**{_ACTION: action})
+
+
+def _repeated(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """Positions of the ``(high, low)`` pairs that occur more than once.
+
+    Examples
+    --------
+    >>> u = lambda *v: np.array(v, dtype=np.uint64)
+    >>> _repeated(u(1, 2, 1, 1), u(5, 5, 5, 6)).tolist()
+    [0, 2]
+    """
+    order = np.lexsort((low, high))
+    same = (high[order][1:] == high[order][:-1]) & (low[order][1:] == low[order][:-1])
+    repeated = np.zeros(len(order), dtype=bool)
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    return np.sort(order[repeated])
 
 
 def pairs_in(high: np.ndarray, low: np.ndarray, index_high: np.ndarray,
@@ -368,13 +389,19 @@ class ExactDedupIndex(DedupIndex):
         token = uuid.uuid4().hex[:12]
         plan = ds.plan
         hold = fits_in_memory(sum(p.nbytes for p in plan))
+        # The read is a task of its own: the small tasks after the hash (a route's
+        # piece of it) may run anywhere without taking the table along.
+        reads = [dask.delayed(_read, pure=False)(source, spec,
+                                                 dask_key_name=f"index-read-{token}-{i}")
+                 for i, spec in enumerate(plan)]
         hashed = [dask.delayed(_hash_routes, pure=False)(
-            source, spec, routes, hold, dask_key_name=f"index-hash-{token}-{i}")
+            source, spec, routes, reads[i], dask_key_name=f"index-hash-{token}-{i}")
             for i, spec in enumerate(plan)]
         name = self._batch_name(ds, batch_id)
         digest = None
         if self._may_be_appended(state, name, as_of):
-            (hashed,) = progress.persist(hashed)
+            hashed, held = progress.persist(hashed, reads if hold else [])
+            reads = held if hold else reads
             digest = digest_of_sums(dask.compute(*[dask.delayed(_key_sums)(h) for h in hashed]))
         base, appended = self._base(state, f"{name}:{digest}" if digest else None, as_of)
         mark = self._marker(state, base)
@@ -384,7 +411,7 @@ class ExactDedupIndex(DedupIndex):
             dask_key_name=f"index-mark-{token}-{r}") for r in range(routes)]
         summaries = [dask.delayed(_summary, pure=True)(m, dask_key_name=(
             f"index-summary-{token}-{r}")) for r, m in enumerate(marks)]
-        marks, hashed, summaries = progress.persist(marks, hashed if hold else [], summaries)
+        marks, reads, summaries = progress.persist(marks, reads if hold else [], summaries)
         summaries = dask.compute(*summaries)
         width = len(_REASONS) + 1
         counts = [s[:width] for s in summaries]
@@ -396,7 +423,7 @@ class ExactDedupIndex(DedupIndex):
                                                      .values()))
         routed = route_removals(removals, len(plan), strategy, token)
         kept = ds.with_partitions([dask.delayed(_kept_partition, pure=True)(
-            source, spec, hashed[i] if hold else None, routed[i],
+            source, spec, reads[i] if hold else None, routed[i],
             dask_key_name=f"index-kept-{token}-{i}") for i, spec in enumerate(plan)])
         return marked, counts, batch, base, appended, kept
 
