@@ -432,7 +432,10 @@ class ExactDedupIndex(DedupIndex):
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
 
         Computes the batch's hashes and marks (persisted, ~40 bytes a document); the
-        kept dataset is lazy (it reads the batch again). ``as_of`` compares with an earlier
+        kept dataset is lazy. A batch read from files (and nothing applied since) is
+        read once, and its tables held on the workers for the kept documents while it
+        fits in a quarter of their memory; otherwise the kept dataset reads the batch
+        again (see the module docstring). ``as_of`` compares with an earlier
         generation instead of the current one. ``batch_id`` names the batch for
         :attr:`IndexQuery.appended_as`; by default a batch read from files is named by
         them, and one from memory has no name (it is never taken for a rerun).
