@@ -149,6 +149,12 @@ class DocumentDataset:
         derived._df, derived._df_name = df, df._name
         return derived
 
+    def with_partitions(self, parts: Sequence) -> DocumentDataset:
+        """A dataset of ``parts`` (``Delayed`` :class:`~curator_dask.partition.Partition`
+        values, one for each of this one's partitions, in order, with frames like its
+        own): it keeps this one's sources, schema and plan."""
+        return self._derived(Envelopes.of(list(parts)), self._meta)
+
     def with_counts(self, dropped: Mapping[str, int],
                     counters: Mapping[str, int] | None = None) -> DocumentDataset:
         """This dataset with ``dropped`` (documents by reason) and ``counters`` added to

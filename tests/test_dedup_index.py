@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from curator_dask.dedup import (
     FuzzyDedupConfig,
     FuzzyDeduplicationWorkflow,
     FuzzyDuplicates,
+    exact_files,
 )
 from curator_dask.dedup.index import (
     ExactDedupIndex,
@@ -109,6 +111,82 @@ def test_string_ids_that_repeat_keep_one_copy_of_each_text(tmp_path):
     batch = pd.DataFrame({"id": ["x", "x", "y"], "text": ["a", "a", "b"]})
     query = ExactDedupIndex(str(tmp_path / "index")).query(dataset(batch, 1))
     assert query.kept.df.compute()["text"].tolist() == ["a", "b"]
+
+
+# -- a batch read from files: hashed as it is read, its kept rows from the same read ---------
+
+def _unchanged(df):
+    return df
+
+
+def _write_batch(root, frame: pd.DataFrame, fmt: str, files: int) -> DocumentDataset:
+    """``frame`` as ``files`` JSONL or Parquet files (one partition each), read back."""
+    root.mkdir(parents=True)
+    for i, part in enumerate(np.array_split(np.arange(len(frame)), files)):
+        rows = frame.iloc[part]
+        if fmt == "jsonl":
+            write_jsonl(root / f"part-{i}.jsonl", rows.to_dict("records"))
+            if i == 0:  # a malformed line, skipped and counted by the reader
+                with open(root / f"part-{i}.jsonl", "a", encoding="utf-8") as out:
+                    out.write('{"id": 1, "text": \n')
+        else:
+            rows.to_parquet(root / f"part-{i}.parquet", index=False)
+    read = DocumentDataset.read_jsonl if fmt == "jsonl" else DocumentDataset.read_parquet
+    options = {"on_bad_lines": "skip"} if fmt == "jsonl" else {}
+    return read(str(root), files_per_partition=1, **options)
+
+
+def _outcome(query) -> tuple:
+    kept = query.kept.df.compute().sort_values("id", ignore_index=True)
+    return (kept, query.kept.dropped_counts(), query.removed, query.documents, query.new_keys)
+
+
+def _assert_same(read, frames) -> None:
+    pd.testing.assert_frame_equal(read[0], frames[0])
+    assert read[1:] == frames[1:]
+
+
+nullable_texts = st.lists(st.sampled_from(["a", "b", "c", "", "é", "a\n", None]),
+                          min_size=1, max_size=30)
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nullable_texts, nullable_texts, st.sampled_from(["jsonl", "parquet"]), st.data())
+def test_a_batch_read_from_files_keeps_and_indexes_what_its_frames_do(first, second, fmt,
+                                                                      data):
+    """The same files, queried as read (one Arrow read, kept rows from it or from a
+    second read) and through a step (their frames), against indexes built the same way:
+    the same kept documents, counts and keys, batch after batch."""
+    fraction = data.draw(st.sampled_from([0.25, 0.0]))  # kept rows held, or read again
+    config = ExactDedupConfig(on_null="skip")
+    with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(exact_files, "IN_MEMORY_FRACTION", fraction)
+        partitions = data.draw(st.integers(1, 3))
+        indexes = [ExactDedupIndex(f"{root}/{name}", config=config, partitions=partitions)
+                   for name in ("read", "frames")]
+        start = 0
+        for number, batch_texts in enumerate((first, second)):
+            ids = np.arange(start, start + len(batch_texts), dtype=np.int64)
+            start += len(batch_texts)
+            frame = pd.DataFrame({"id": ids, "text": pd.array(batch_texts, dtype="string")})
+            files = data.draw(st.integers(1, min(3, len(frame))))
+            ds = _write_batch(Path(root) / f"batch-{number}", frame, fmt, files)
+            read, frames = indexes[0].query(ds), indexes[1].query(ds.map_partitions(_unchanged))
+            _assert_same(_outcome(read), _outcome(frames))
+            assert read.append() == frames.append() == number + 1
+            assert indexes[0].keys == indexes[1].keys
+
+
+def test_a_batch_read_again_after_its_append_is_recognised_by_its_files(tmp_path):
+    index = ExactDedupIndex(str(tmp_path / "index"))
+    batch = pd.DataFrame({"id": [0, 1, 2], "text": ["x", "y", "x"]})
+    first = index.query(_write_batch(tmp_path / "batch", batch, "parquet", 2))
+    assert first.append() == 1
+    again = index.query(DocumentDataset.read_parquet(str(tmp_path / "batch"),
+                                                     files_per_partition=1))
+    assert (again.appended_as, again.base_generation) == (1, 0)
+    assert sorted(again.kept.df.compute()["text"]) == ["x", "y"]
 
 
 # -- the index on disk ---------------------------------------------------------------------

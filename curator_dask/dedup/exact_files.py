@@ -58,7 +58,7 @@ from curator_dask.dedup.exact import (
     hex_digests,
 )
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
-from curator_dask.dedup.removal import listed_rows_mask
+from curator_dask.dedup.removal import REASON_FIELD, listed_rows_mask
 from curator_dask.dropped import split_counts, sum_dropped
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.io import atomic
@@ -69,10 +69,24 @@ from curator_dask.io.output_state import (
     read_manifest,
     remove_own_files,
 )
+from curator_dask.io.source import PartitionReader
 from curator_dask.io.writers import WriteSpec, prepare_output, write_part, write_partition
 from curator_dask.observe import progress
 
-__all__ = ["IN_MEMORY_FRACTION", "STAGING_DIR", "ExactFilesRun", "rows_to_remove"]
+__all__ = [
+    "IN_MEMORY_FRACTION",
+    "STAGING_DIR",
+    "ArrowInput",
+    "ExactFilesRun",
+    "HashSettings",
+    "HashedInput",
+    "drop_listed",
+    "fits_in_memory",
+    "hash_input",
+    "route_removals",
+    "rows_to_remove",
+    "split_by",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +99,7 @@ IN_MEMORY_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
-class _Settings:
+class HashSettings:
     """What every task needs to know (pickled once per task)."""
 
     id_field: str
@@ -97,7 +111,7 @@ class _Settings:
 
 # -- reading a partition --------------------------------------------------------------------
 
-def _with_ids(table: pa.Table, number: int, settings: _Settings) -> pa.Table:
+def _with_ids(table: pa.Table, number: int, settings: HashSettings) -> pa.Table:
     """``table`` with its id column: the input's, or AddId's numbers appended."""
     if settings.id_field in table.column_names:
         return table
@@ -105,12 +119,12 @@ def _with_ids(table: pa.Table, number: int, settings: _Settings) -> pa.Table:
     return table.append_column(settings.id_field, pa.array(row_numbers(table.num_rows, number)))
 
 
-def _text(table: pa.Table, settings: _Settings) -> pa.Array:
+def _text(table: pa.Table, settings: HashSettings) -> pa.Array:
     column = table.column(settings.text_field)
     return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
 
 
-def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: _Settings,
+def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: HashSettings,
                 files: list[str]) -> NullTextError:
     first = table.column(settings.id_field).take(pa.array(np.flatnonzero(nulls)[:1]))[0]
     return NullTextError(
@@ -121,18 +135,30 @@ def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: _Sett
     )
 
 
-class _Input:
+class ArrowInput:
     """Reads an input partition as the run sees it: from the input files (with ids) or
     from the staged copy. Shared by every task; each task gets only its own
     :class:`~curator_dask.io.planner.PartitionSpec`, never the whole plan."""
 
-    def __init__(self, reader, settings: _Settings, staging: str | None, fs):
+    def __init__(self, reader, settings: HashSettings, staging: str | None, fs):
         self.reader, self.settings = reader, settings
         self.staging, self.fs = staging, fs
 
     def read(self, spec) -> tuple[pa.Table, dict[str, int]]:
         table, dropped = self.reader.table(spec)
         return _with_ids(table.replace_schema_metadata(None), spec.index, self.settings), dropped
+
+    @classmethod
+    def of(cls, ds, settings: HashSettings) -> ArrowInput | None:
+        """The input of ``ds`` read as Arrow tables, or None where ``ds`` is not a
+        planned read of JSONL or Parquet files as read (a step or an operation since, or
+        data from memory): then only its frames say what it holds."""
+        source = ds.source
+        reader = source.reader if source is not None else None
+        if (not isinstance(reader, PartitionReader) or reader.fmt not in ("jsonl", "parquet")
+                or not source.plan):
+            return None
+        return cls(reader, settings, None, source.fs)
 
     def staged(self, i: int) -> pa.Table:
         path = posixpath.join(self.staging, f"part-{i:05d}.arrow")
@@ -145,11 +171,29 @@ class _Input:
 
 # -- step 1: hash (and stage) -----------------------------------------------------------------
 
-def _hash_partition(source: _Input, spec, buckets: int, stage: WriteSpec | None,
-                    keep_table: bool = False) -> dict:
+@dataclass
+class HashedInput:
+    """One input partition read as Arrow and its texts hashed: the table, the rows it
+    skipped by reason, which texts are null, and ``(id, row, hi, lo)`` of the others
+    (``hi``/``lo``: the two uint64 halves of each text's 128-bit digest)."""
+
+    table: pa.Table
+    dropped: dict[str, int]
+    nulls: np.ndarray
+    ids: pa.Array
+    rows: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+
+
+def hash_input(source: ArrowInput, spec, read: tuple | None = None) -> HashedInput:
+    """Read partition ``spec`` once (or take ``read``, what :meth:`ArrowInput.read`
+    returned for it) and hash its texts from the Arrow buffers (rows numbered before
+    null texts are left out: removals count positions in the whole partition). A null
+    text raises unless ``on_null`` is ``"skip"``."""
     settings = source.settings
     i = spec.index
-    table, dropped = source.read(spec)
+    table, dropped = read if read is not None else source.read(spec)
     n = table.num_rows
     rows = row_numbers(n, i)
     text = _text(table, settings)
@@ -160,24 +204,50 @@ def _hash_partition(source: _Input, spec, buckets: int, stage: WriteSpec | None,
             raise _null_error(table, nulls, i, settings,
                               [s.file.path for s in spec.slices])
         text = text.filter(pa.array(~nulls))
-    if stage is not None:
-        write_part(table, stage, source.fs, (i,))
     words = np.frombuffer(digests(text, settings.hash_method), dtype=">u8").reshape(-1, 2)
     hi, lo = words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
     ids = table.column(settings.id_field)
     if nulls.any():
         keep = ~nulls
         ids, rows = ids.filter(pa.array(keep)), rows[keep]
-    bucket_of = (lo % np.uint64(buckets)).astype(np.int64)
+    return HashedInput(table, dropped, nulls, ids, rows, hi, lo)
+
+
+def split_by(bucket_of: np.ndarray, buckets: int, columns: dict) -> list[pa.Table]:
+    """``columns`` (equal-length arrays) as one table per bucket, bucket ``b`` holding
+    the rows whose ``bucket_of`` is ``b``, in their order.
+
+    Examples
+    --------
+    >>> [t.column("x").to_pylist() for t in split_by(np.array([1, 0, 1]), 2,
+    ...                                               {"x": np.array([5, 6, 7])})]
+    [[6], [5, 7]]
+    """
     order = np.argsort(bucket_of, kind="stable")
     bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1))
     pieces = []
     for b in range(buckets):
         take = order[bounds[b]:bounds[b + 1]]
-        pieces.append(pa.table({settings.id_field: ids.take(pa.array(take)),
-                                _HI: hi[take], _LO: lo[take], ROW_FIELD: rows[take]}))
-    return {"pieces": pieces, "rows": n, "nulls": int(nulls.sum()), "dropped": dropped,
-            "table": table if keep_table else None}
+        pieces.append(pa.table({name: _take(values, take) for name, values in columns.items()}))
+    return pieces
+
+
+def _take(values, positions: np.ndarray):
+    if isinstance(values, np.ndarray):
+        return values[positions]
+    return values.take(pa.array(positions))
+
+
+def _hash_partition(source: ArrowInput, spec, buckets: int, stage: WriteSpec | None,
+                    keep_table: bool = False) -> dict:
+    hashed = hash_input(source, spec)
+    if stage is not None:
+        write_part(hashed.table, stage, source.fs, (spec.index,))
+    pieces = split_by((hashed.lo % np.uint64(buckets)).astype(np.int64), buckets,
+                      {source.settings.id_field: hashed.ids, _HI: hashed.hi, _LO: hashed.lo,
+                       ROW_FIELD: hashed.rows})
+    return {"pieces": pieces, "rows": hashed.table.num_rows, "nulls": int(hashed.nulls.sum()),
+            "dropped": hashed.dropped, "table": hashed.table if keep_table else None}
 
 
 def _piece(hashed: dict, bucket: int) -> pa.Table:
@@ -186,7 +256,7 @@ def _piece(hashed: dict, bucket: int) -> pa.Table:
 
 # -- step 2: group ----------------------------------------------------------------------------
 
-def _group_bucket(pieces: list[pa.Table], bucket: int, settings: _Settings,
+def _group_bucket(pieces: list[pa.Table], bucket: int, settings: HashSettings,
                   listing: WriteSpec, fs) -> dict:
     """Write the groups of bucket ``bucket`` (the duplicate list's part); return its size."""
     table = pa.concat_tables(pieces)
@@ -244,7 +314,7 @@ def _combine(removals: list[pa.Table], npartitions: int) -> pa.Table:
     return combined
 
 
-def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
+def _remove_and_write(source: ArrowInput, spec, removals: list[pa.Table], staged,
                       output: WriteSpec, dropped: dict[str, int], write=write_partition,
                       after=None) -> dict:
     """Drop the listed rows of partition ``spec`` and write it. ``staged``: True to read
@@ -258,6 +328,16 @@ def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
         table = source.staged(i)
     else:
         table, dropped = source.read(spec)
+    table, counts = drop_listed(table, removals, i, settings, dropped)
+    return write_part(table, output, source.fs, (i,), dropped=counts, write=write)
+
+
+def drop_listed(table: pa.Table, removals: list[pa.Table], i: int, settings: HashSettings,
+                dropped: dict[str, int]) -> tuple[pa.Table, dict[str, int]]:
+    """Partition ``i`` without the rows ``removals`` list (tables of ``(_row, id)``
+    sorted by row, each row checked to carry its id), and without null texts under
+    ``on_null="skip"``; with ``dropped`` and what it dropped, by reason: a list's own
+    ``_reason`` column where it has one, else ``exact_duplicate``."""
     listed = pa.concat_tables([_for_partition(r, i) for r in removals])
     if len(removals) > 1:
         listed = listed.sort_by([(ROW_FIELD, "ascending")])
@@ -266,7 +346,11 @@ def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
                            listed.column(ROW_FIELD).to_numpy(), listed.column(settings.id_field),
                            i, settings.id_field)
     if hit.any():
-        counts[DUPLICATE_REASON] = int(hit.sum())
+        reasons = (listed.column(REASON_FIELD).value_counts().to_pylist()
+                   if REASON_FIELD in listed.column_names
+                   else [{"values": DUPLICATE_REASON, "counts": int(hit.sum())}])
+        for reason in reasons:
+            counts[reason["values"]] = counts.get(reason["values"], 0) + reason["counts"]
     keep = ~hit
     if settings.on_null == "skip":
         nulls = pc.is_null(table.column(settings.text_field)).to_numpy(zero_copy_only=False)
@@ -275,7 +359,40 @@ def _remove_and_write(source: _Input, spec, removals: list[pa.Table], staged,
             keep &= ~nulls
     if not keep.all():
         table = table.filter(pa.array(keep))
-    return write_part(table, output, source.fs, (i,), dropped=counts, write=write)
+    return table, counts
+
+
+def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
+    """Whether ``nbytes`` of input, held as Arrow (counted twice: a table and its
+    filtered copy), stays under ``fraction`` (default :data:`IN_MEMORY_FRACTION`) of
+    the workers' memory (of this machine's available memory without a ``distributed``
+    client)."""
+    fraction = IN_MEMORY_FRACTION if fraction is None else fraction
+    try:
+        from distributed import default_client
+
+        workers = scheduler_workers(default_client()).values()
+        memory = sum(int(w.get("memory_limit") or 0) for w in workers)
+    except (ImportError, ValueError, TypeError):
+        memory = 0
+    if not memory:
+        import psutil
+
+        memory = psutil.virtual_memory().available
+    return 2 * nbytes <= fraction * memory
+
+
+def route_removals(removals: list, npartitions: int, strategy: str, token: str) -> list[list]:
+    """Each input partition's share of ``removals`` (Delayed tables of ``(_row, id)``
+    sorted by row, one per bucket): the whole list combined once (``broadcast``), or
+    each partition its own rows of each bucket (``shuffle``)."""
+    if strategy == "broadcast":
+        whole = dask.delayed(_combine, pure=True)(
+            removals, npartitions, dask_key_name=f"exact-combine-{token}")
+        return [[whole]] * npartitions
+    return [[dask.delayed(_for_partition, pure=True)(
+        r, i, dask_key_name=f"exact-route-{token}-{i}-{b}")
+        for b, r in enumerate(removals)] for i in range(npartitions)]
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -302,7 +419,7 @@ class ExactFilesRun:
         if ds.source is None:
             raise InvalidArgumentError("ExactFilesRun needs a dataset read from files")
         self.ds = ds
-        self.settings = _Settings(id_field, text_field, hash_method, on_null, assign_id)
+        self.settings = HashSettings(id_field, text_field, hash_method, on_null, assign_id)
         self.storage_options = storage_options or {}
         self.fs, root = url_to_fs(cache_path, **self.storage_options)
         self.staging = posixpath.join(root.rstrip("/"), STAGING_DIR)
@@ -311,8 +428,8 @@ class ExactFilesRun:
             sum(p.nbytes for p in ds.plan))
         self.token = uuid.uuid4().hex[:12]  # new keys each run (see the executors' notes)
 
-    def _input(self, staging: str | None) -> _Input:
-        return _Input(self.ds.source.reader, self.settings, staging, self.fs)
+    def _input(self, staging: str | None) -> ArrowInput:
+        return ArrowInput(self.ds.source.reader, self.settings, staging, self.fs)
 
     def _claim_staging(self) -> GuardedPath:
         return claim(self.staging, "cache directory", fs=self.fs)
@@ -352,23 +469,9 @@ class ExactFilesRun:
         return Identified(sum(g["rows"] for g in grouped), parts, stats)
 
     def fits_in_memory(self, fraction: float | None = None) -> bool:
-        """Whether the input, held as Arrow between the steps, stays under ``fraction``
-        (default :data:`IN_MEMORY_FRACTION`) of the workers' memory (of this machine's
-        available memory without a ``distributed`` client)."""
-        fraction = IN_MEMORY_FRACTION if fraction is None else fraction
-        need = 2 * sum(p.nbytes for p in self.ds.plan)  # the table and its filtered copy
-        try:
-            from distributed import default_client
-
-            workers = scheduler_workers(default_client()).values()
-            memory = sum(int(w.get("memory_limit") or 0) for w in workers)
-        except (ImportError, ValueError, TypeError):
-            memory = 0
-        if not memory:
-            import psutil
-
-            memory = psutil.virtual_memory().available
-        return need <= fraction * memory
+        """Whether the input, held as Arrow between the steps, fits (see
+        :func:`fits_in_memory`)."""
+        return fits_in_memory(sum(p.nbytes for p in self.ds.plan), fraction)
 
     def in_one_pass(self, list_path: str, list_fingerprint, output_path: str, mode: str,
                     output_fingerprint, strategy: str, inputs) -> tuple[Identified, WriteResult]:
@@ -418,13 +521,7 @@ class ExactFilesRun:
             output_path, list(written))
 
     def _route(self, removals, strategy: str):
-        if strategy == "broadcast":
-            whole = dask.delayed(_combine, pure=True)(
-                removals, self.npartitions, dask_key_name=f"exact-combine-{self.token}")
-            return [[whole]] * self.npartitions
-        return [[dask.delayed(_for_partition, pure=True)(
-            r, i, dask_key_name=f"exact-route-{self.token}-{i}-{b}")
-            for b, r in enumerate(removals)] for i in range(self.npartitions)]
+        return route_removals(removals, self.npartitions, strategy, self.token)
 
     def staged_whole(self, stats: dict) -> bool:
         """Whether the staged copy an earlier run recorded is all there."""

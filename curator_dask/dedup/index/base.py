@@ -29,7 +29,7 @@ from curator_dask.dedup.index.store import (
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.overlap import check_output_path
 
-__all__ = ["DedupIndex", "IndexQuery"]
+__all__ = ["DedupIndex", "IndexQuery", "count_actions", "counted_reasons"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,14 +178,29 @@ class DedupIndex:
         raise NotImplementedError
 
     @staticmethod
-    def _batch_key(ds: DocumentDataset, batch_id: str | None, digest: str) -> str | None:
-        """What names a batch in the index: where it was read from (``batch_id``, by
-        default the files, sizes and partitioning of ``ds``) and a digest of its keys;
-        None for a batch read from nowhere and not named."""
+    def _batch_name(ds: DocumentDataset, batch_id: str | None) -> str | None:
+        """Where a batch was read from: ``batch_id``, by default the files, sizes and
+        partitioning of ``ds``; None for a batch read from nowhere and not named."""
         if batch_id is None:
             source = ds.stream_source()[0]  # the planned input, whatever steps since
             batch_id = source.content_token() if source is not None else None
-        return f"{batch_id}:{digest}" if batch_id else None
+        return batch_id or None
+
+    @classmethod
+    def _batch_key(cls, ds: DocumentDataset, batch_id: str | None, digest: str) -> str | None:
+        """What names a batch in the index: where it was read from
+        (:meth:`_batch_name`) and a digest of its keys; None for a batch read from
+        nowhere and not named."""
+        name = cls._batch_name(ds, batch_id)
+        return f"{name}:{digest}" if name else None
+
+    @staticmethod
+    def _may_be_appended(state: IndexState, name: str | None, as_of: int | None) -> bool:
+        """Whether a batch read from ``name`` may be in the index already (a batch from
+        the same place was appended), so that its keys' digest decides which generation
+        it is compared with; False when ``as_of`` decides."""
+        return as_of is None and name is not None and any(
+            key.startswith(f"{name}:") for key in state.batches)
 
     def _base(self, state: IndexState, batch: str | None,
               as_of: int | None) -> tuple[int, int | None]:
@@ -231,14 +246,20 @@ def reason_counts(actions: dd.Series, reasons: dict[int, str]) -> tuple[int, dic
     """``(documents, removed by reason, new)`` from a persisted column of actions (0 = new,
     other codes as ``reasons`` names them): one small task a partition, summed."""
     width = max(reasons) + 1
-    parts = [dask.delayed(_count_actions)(part, width) for part in actions.to_delayed()]
-    counts = dask.delayed(sum)(parts, np.zeros(width, dtype=np.int64)).compute()
+    parts = [dask.delayed(count_actions)(part, width) for part in actions.to_delayed()]
+    return counted_reasons(dask.compute(*parts), reasons)
+
+
+def count_actions(actions, width: int) -> np.ndarray:
+    """How many of ``actions`` (a Series of action codes) have each code below ``width``."""
+    return np.bincount(np.asarray(actions.to_numpy(), dtype=np.int64), minlength=width)
+
+
+def counted_reasons(parts, reasons: dict[int, str]) -> tuple[int, dict[str, int], int]:
+    """``(documents, removed by reason, new)`` from :func:`count_actions` of each part."""
+    counts = np.sum(np.stack(list(parts)), axis=0)
     removed = {reasons[code]: int(counts[code]) for code in sorted(reasons)}
     return int(counts.sum()), removed, int(counts[0])
-
-
-def _count_actions(actions, width: int) -> np.ndarray:
-    return np.bincount(np.asarray(actions.to_numpy(), dtype=np.int64), minlength=width)
 
 
 def member_of(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:

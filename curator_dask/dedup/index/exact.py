@@ -5,14 +5,24 @@ computes it) as two uint64 halves, 16 bytes a distinct text plus 4 for the gener
 that added it. A key lives in index partition ``high half % partitions``.
 
 A query hashes the batch where it lies, sends ``(id, row, hash)`` to the index
-partitions (one shuffle of the batch's keys), and in each partition reads that
-partition's keys from every segment, then marks each document:
+partitions, and in each partition reads that partition's keys from every segment, then
+marks each document:
 
 * a duplicate of the index (``exact_duplicate_of_index``) when its hash is there;
 * a duplicate within the batch (``exact_duplicate``) when another document of the batch
   with the same text comes first: the lowest id, then the first row, as
   :class:`~curator_dask.dedup.ExactDuplicates` keeps;
 * new otherwise: it is kept, and its hash is what an append adds.
+
+A batch read from JSONL or Parquet files (``DocumentDataset.read_jsonl`` /
+``read_parquet``, nothing applied since) is hashed as exact dedup's workflow hashes its
+input (:mod:`curator_dask.dedup.exact_files`): each partition read once as Arrow, its
+texts hashed from the Arrow buffers, its keys split by index partition in the same task,
+and each index partition marked by a plain task, all in one graph with the counts and
+the batch's digest. Any other batch (from memory, or with steps since its read) is
+hashed from its frames and its keys sent with a shuffle. Both mark the same documents.
+The kept documents are read again (the text is never held between the two reads), less
+the removed rows.
 
 Equivalence: for a corpus ``A`` and a batch ``B``, deduplicating ``A`` (or building the
 index from it) and then querying ``B`` removes exactly the documents that exact dedup of
@@ -24,7 +34,10 @@ in both runs.
 from __future__ import annotations
 
 import logging
+import uuid
 
+import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -38,17 +51,36 @@ from curator_dask.dedup.exact import (
     NullTextError,
     digests,
 )
-from curator_dask.dedup.exact_files import default_hash_partitions
+from curator_dask.dedup.exact_files import (
+    ArrowInput,
+    HashSettings,
+    default_hash_partitions,
+    drop_listed,
+    fits_in_memory,
+    hash_input,
+    route_removals,
+    split_by,
+)
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
     IndexQuery,
-    reason_counts,
+    count_actions,
+    counted_reasons,
     removal_strategy,
 )
-from curator_dask.dedup.index.store import PARTITION_FIELD, batch_digest
+from curator_dask.dedup.index.store import (
+    PARTITION_FIELD,
+    IndexState,
+    batch_digest,
+    digest_of_sums,
+    key_sums,
+)
 from curator_dask.dedup.removal import REASON_FIELD, remove_ids
 from curator_dask.dropped import record_dropped
+from curator_dask.io.arrow_types import to_frame
+from curator_dask.observe import progress
+from curator_dask.partition import Partition
 from curator_dask.stages.columns import id_column_fix, require_columns
 
 __all__ = ["EXACT_INDEX_REASON", "ExactDedupIndex", "text_digests"]
@@ -110,6 +142,72 @@ def _keys_partition(df, id_field: str, text_field: str, method: str, on_null: st
                          PARTITION_FIELD: (keys[:, 0] % np.uint64(partitions)).astype(np.int64)})
 
 
+def _read(source: ArrowInput, spec) -> tuple[pa.Table, dict[str, int]]:
+    return source.read(spec)
+
+
+def _hash_routes(source: ArrowInput, spec, routes: int, read: tuple) -> dict:
+    """Hash the table an input partition was read into; its keys split by route, and
+    their :func:`~curator_dask.dedup.index.store.key_sums`."""
+    hashed = hash_input(source, spec, read)
+    route = (hashed.hi % np.uint64(routes)).astype(np.int64)
+    pieces = split_by(route, routes, {source.settings.id_field: hashed.ids,
+                                      ROW_FIELD: hashed.rows, HIGH: hashed.hi, LOW: hashed.lo})
+    return {"pieces": pieces, "sums": key_sums([hashed.hi, hashed.lo])}
+
+
+def _removals(marked: pd.DataFrame, id_field: str) -> pa.Table:
+    """A route's documents to remove, ``(_row, id, _reason)`` sorted by row."""
+    listed = _removal_list(marked, id_field).sort_values(ROW_FIELD)
+    return pa.Table.from_pandas(listed, preserve_index=False).select(
+        [ROW_FIELD, id_field, REASON_FIELD])
+
+
+def _kept_partition(source: ArrowInput, spec, read: tuple | None,
+                    removals: list[pa.Table]) -> Partition:
+    """Partition ``spec`` less its removed rows (and null texts under ``on_null="skip"``),
+    each counted: from the table read for its hash task (``read``, held), or read
+    again."""
+    if read is not None:
+        # A table object of its own: the conversion to a frame consumes the object it
+        # converts, and the held one serves every computation of the kept documents.
+        table, dropped = read[0].select(read[0].column_names), read[1]
+    else:
+        table, dropped = source.read(spec)
+    table, counts = drop_listed(table, removals, spec.index, source.settings, dropped)
+    return Partition(to_frame(table, source.reader.backend), counts)
+
+
+def _route_piece(hashed: dict, route: int) -> pa.Table:
+    return hashed["pieces"][route]
+
+
+def _key_sums(hashed: dict) -> np.ndarray:
+    return hashed["sums"]
+
+
+def _mark_route(pieces: list[pa.Table], route: int, mark: _MarkPartition) -> pd.DataFrame:
+    """Mark route ``route``'s keys, gathered from every input partition (the frame a
+    shuffle of the keys would have delivered)."""
+    keys = pa.concat_tables(pieces)
+    id_field = mark.id_field
+    frame = pd.DataFrame({id_field: to_frame(keys.select([id_field]))[id_field],
+                          ROW_FIELD: keys.column(ROW_FIELD).to_numpy(),
+                          HIGH: keys.column(HIGH).to_numpy(),
+                          LOW: keys.column(LOW).to_numpy()})
+    return mark(frame, partition_info={"number": route})
+
+
+def _summary(marked: pd.DataFrame) -> np.ndarray:
+    """A marked route's action counts, then its :func:`key_sums` (for the digest)."""
+    return np.concatenate([_action_counts(marked).astype(np.uint64),
+                           key_sums([marked[HIGH].to_numpy(), marked[LOW].to_numpy()])])
+
+
+def _action_counts(marked: pd.DataFrame) -> np.ndarray:
+    return count_actions(marked[_ACTION], len(_REASONS) + 1)
+
+
 class _MarkPartition:
     """Marks one routed partition of batch keys against the index's keys there."""
 
@@ -126,12 +224,31 @@ class _MarkPartition:
         for segment in self.reader(self.files[number % len(self.files)]):
             found |= pairs_in(high, low, segment.column(HIGH).to_numpy(),
                               segment.column(LOW).to_numpy())
-        # Of the copies of a text the batch holds, the lowest id (then row) comes first.
-        order = df.sort_values([HIGH, LOW, self.id_field, ROW_FIELD]).index
         later = np.zeros(len(df), dtype=bool)
-        later[order] = df.loc[order].duplicated([HIGH, LOW], keep="first").to_numpy()
+        # Of the copies of a text the batch holds, the lowest id (then row) comes first:
+        # only the keys that repeat are sorted with their ids.
+        copies = df.iloc[_repeated(high, low)]
+        order = copies.sort_values([HIGH, LOW, self.id_field, ROW_FIELD]).index
+        later[order] = copies.loc[order].duplicated([HIGH, LOW], keep="first").to_numpy()
         action = np.where(found, _OF_INDEX, np.where(later, _DUPLICATE, _NEW)).astype(np.int8)
         return df.assign(**{_ACTION: action})
+
+
+def _repeated(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """Positions of the ``(high, low)`` pairs that occur more than once.
+
+    Examples
+    --------
+    >>> u = lambda *v: np.array(v, dtype=np.uint64)
+    >>> _repeated(u(1, 2, 1, 1), u(5, 5, 5, 6)).tolist()
+    [0, 2]
+    """
+    order = np.lexsort((low, high))
+    same = (high[order][1:] == high[order][:-1]) & (low[order][1:] == low[order][:-1])
+    repeated = np.zeros(len(order), dtype=bool)
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    return np.sort(order[repeated])
 
 
 def pairs_in(high: np.ndarray, low: np.ndarray, index_high: np.ndarray,
@@ -239,12 +356,86 @@ class ExactDedupIndex(DedupIndex):
     def parameters(self) -> dict:
         return {"hash_method": self.config.hash_method}
 
+    def _marker(self, state: IndexState, base: int) -> _MarkPartition:
+        """Marks a route's keys against the index as of generation ``base``."""
+        files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
+        return _MarkPartition(self.store.reader(KEY_SCHEMA), files, self.config.id_field)
+
+    def _mark_frames(self, ds: DocumentDataset, state: IndexState, routes: int, meta,
+                     marked_meta, as_of: int | None, batch_id: str | None) -> tuple:
+        """Mark a batch from its frames: hash each, shuffle the keys to their routes."""
+        c = self.config
+        keys = ds.df.map_partitions(_keys_partition, c.id_field, c.text_field, c.hash_method,
+                                    c.on_null, routes, meta=meta, align_dataframes=False,
+                                    enforce_metadata=False)
+        routed = self.store.route(keys, routes).persist()
+        batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
+        base, appended = self._base(state, batch, as_of)
+        marked = routed.map_partitions(self._marker(state, base), meta=marked_meta,
+                                       align_dataframes=False, enforce_metadata=False).persist()
+        counts = dask.compute(*[dask.delayed(_action_counts)(part)
+                                for part in marked.to_delayed()])
+        return marked, counts, batch, base, appended
+
+    def _mark_read(self, source: ArrowInput, ds: DocumentDataset, state: IndexState,
+                   routes: int, marked_meta, as_of: int | None, batch_id: str | None) -> tuple:
+        """Mark a batch read from files (see the module docstring): one graph of plain
+        tasks, persisted with its counts and digest; a batch that may have been
+        appended already is hashed first, its digest deciding the generation it is
+        compared with. The kept documents come from the tables the hash tasks read,
+        held in the workers' memory where the batch fits
+        (:func:`~curator_dask.dedup.exact_files.fits_in_memory`), else from a second
+        read."""
+        token = uuid.uuid4().hex[:12]
+        plan = ds.plan
+        hold = fits_in_memory(sum(p.nbytes for p in plan))
+        # The read is a task of its own: the small tasks after the hash (a route's
+        # piece of it) may run anywhere without taking the table along.
+        reads = [dask.delayed(_read, pure=False)(source, spec,
+                                                 dask_key_name=f"index-read-{token}-{i}")
+                 for i, spec in enumerate(plan)]
+        hashed = [dask.delayed(_hash_routes, pure=False)(
+            source, spec, routes, reads[i], dask_key_name=f"index-hash-{token}-{i}")
+            for i, spec in enumerate(plan)]
+        name = self._batch_name(ds, batch_id)
+        digest = None
+        if self._may_be_appended(state, name, as_of):
+            hashed, held = progress.persist(hashed, reads if hold else [])
+            reads = held if hold else reads
+            digest = digest_of_sums(dask.compute(*[dask.delayed(_key_sums)(h) for h in hashed]))
+        base, appended = self._base(state, f"{name}:{digest}" if digest else None, as_of)
+        mark = self._marker(state, base)
+        marks = [dask.delayed(_mark_route, pure=False)(
+            [dask.delayed(_route_piece, pure=True)(h, r, dask_key_name=(
+                f"index-piece-{token}-{i}-{r}")) for i, h in enumerate(hashed)], r, mark,
+            dask_key_name=f"index-mark-{token}-{r}") for r in range(routes)]
+        summaries = [dask.delayed(_summary, pure=True)(m, dask_key_name=(
+            f"index-summary-{token}-{r}")) for r, m in enumerate(marks)]
+        marks, reads, summaries = progress.persist(marks, reads if hold else [], summaries)
+        summaries = dask.compute(*summaries)
+        width = len(_REASONS) + 1
+        counts = [s[:width] for s in summaries]
+        batch = f"{name}:{digest_of_sums(s[width:] for s in summaries)}" if name else None
+        marked = dd.from_delayed(marks, meta=marked_meta, verify_meta=False)
+        removals = [dask.delayed(_removals, pure=True)(m, self.config.id_field, dask_key_name=(
+            f"index-removals-{token}-{r}")) for r, m in enumerate(marks)]
+        strategy = removal_strategy(self.config, sum(counted_reasons(counts, _REASONS)[1]
+                                                     .values()))
+        routed = route_removals(removals, len(plan), strategy, token)
+        kept = ds.with_partitions([dask.delayed(_kept_partition, pure=True)(
+            source, spec, reads[i] if hold else None, routed[i],
+            dask_key_name=f"index-kept-{token}-{i}") for i, spec in enumerate(plan)])
+        return marked, counts, batch, base, appended, kept
+
     def query(self, ds: DocumentDataset, *, as_of: int | None = None,
               batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
 
         Computes the batch's hashes and marks (persisted, ~40 bytes a document); the
-        kept dataset is lazy (it reads the batch again). ``as_of`` compares with an earlier
+        kept dataset is lazy. A batch read from files (and nothing applied since) is
+        read once, and its tables held on the workers for the kept documents while it
+        fits in a quarter of their memory; otherwise the kept dataset reads the batch
+        again (see the module docstring). ``as_of`` compares with an earlier
         generation instead of the current one. ``batch_id`` names the batch for
         :attr:`IndexQuery.appended_as`; by default a batch read from files is named by
         them, and one from memory has no name (it is never taken for a rerun).
@@ -258,27 +449,27 @@ class ExactDedupIndex(DedupIndex):
         meta = _keys_partition(pd.DataFrame({c.id_field: ds.df._meta[c.id_field],
                                              c.text_field: pd.Series([], dtype=str)}),
                                c.id_field, c.text_field, c.hash_method, "skip", routes)
-        keys = ds.df.map_partitions(_keys_partition, c.id_field, c.text_field, c.hash_method,
-                                    c.on_null, routes, meta=meta, align_dataframes=False,
-                                    enforce_metadata=False)
-        routed = self.store.route(keys, routes).persist()
-        batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
-        base, appended = self._base(state, batch, as_of)
-        files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
-        mark = _MarkPartition(self.store.reader(KEY_SCHEMA), files, c.id_field)
-        marked = routed.map_partitions(
-            mark, meta=meta.drop(columns=PARTITION_FIELD).assign(
-                **{_ACTION: np.array([], dtype=np.int8)}),
-            align_dataframes=False, enforce_metadata=False).persist()
-        del routed
-        documents, removed, new = reason_counts(marked[_ACTION], _REASONS)
-        listed = marked.map_partitions(_removal_list, c.id_field,
-                                       meta=_removal_list(marked._meta, c.id_field))
-        kept = remove_ids(ds, listed, id_field=c.id_field,
-                          strategy=removal_strategy(c, sum(removed.values())),
-                          broadcast_threshold=c.broadcast_threshold, reason=DUPLICATE_REASON)
-        if c.on_null == "skip":
-            kept = kept.map_partitions(_drop_null_text, c.text_field, meta=kept.df._meta)
+        marked_meta = meta.drop(columns=PARTITION_FIELD).assign(
+            **{_ACTION: np.array([], dtype=np.int8)})
+        source = ArrowInput.of(ds, HashSettings(c.id_field, c.text_field, c.hash_method,
+                                                c.on_null, assign_id=False))
+        if source is None:
+            marked, counts, batch, base, appended = self._mark_frames(
+                ds, state, routes, meta, marked_meta, as_of, batch_id)
+            kept = None
+        else:
+            marked, counts, batch, base, appended, kept = self._mark_read(
+                source, ds, state, routes, marked_meta, as_of, batch_id)
+        documents, removed, new = counted_reasons(counts, _REASONS)
+        if kept is None:
+            listed = marked.map_partitions(_removal_list, c.id_field,
+                                           meta=_removal_list(marked._meta, c.id_field))
+            kept = remove_ids(ds, listed, id_field=c.id_field,
+                              strategy=removal_strategy(c, sum(removed.values())),
+                              broadcast_threshold=c.broadcast_threshold,
+                              reason=DUPLICATE_REASON)
+            if c.on_null == "skip":
+                kept = kept.map_partitions(_drop_null_text, c.text_field, meta=kept.df._meta)
         logger.info("exact index query: %d documents, %d new, removed %s (compared with "
                     "generation %d)", documents, new, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=new,

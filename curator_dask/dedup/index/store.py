@@ -66,7 +66,9 @@ __all__ = [
     "IndexStore",
     "Segment",
     "batch_digest",
+    "digest_of_sums",
     "index_kind",
+    "key_sums",
 ]
 
 logger = logging.getLogger(__name__)
@@ -134,13 +136,30 @@ def batch_digest(frame: dd.DataFrame, columns: list[str]) -> str:
     """A digest of a batch's keys that does not depend on their order or partitioning:
     the row count and the wrapping sum of each uint64 column, as hex."""
     parts = [dask.delayed(_column_sums)(part, columns) for part in frame.to_delayed()]
-    total = dask.delayed(_add_sums)(parts, len(columns) + 1).compute()
-    return "-".join(f"{int(value):x}" for value in total)
+    return digest_of_sums(dask.compute(*parts))
+
+
+def key_sums(columns: list[np.ndarray]) -> np.ndarray:
+    """The row count and the wrapping sum of each uint64 column of one piece of a batch:
+    the pieces' sums, added up (:func:`digest_of_sums`), are :func:`batch_digest`'s.
+
+    Examples
+    --------
+    >>> key_sums([np.array([2**64 - 1, 2], dtype=np.uint64)]).tolist()
+    [2, 1]
+    """
+    sums = [np.asarray(c, dtype=np.uint64).sum(dtype=np.uint64) for c in columns]
+    return np.array([len(columns[0]), *sums], dtype=np.uint64)
+
+
+def digest_of_sums(parts) -> str:
+    """The digest of a batch from :func:`key_sums` of its pieces."""
+    parts = list(parts)
+    return "-".join(f"{int(value):x}" for value in _add_sums(parts, len(parts[0])))
 
 
 def _column_sums(df, columns: list[str]) -> np.ndarray:
-    sums = [df[c].to_numpy(dtype=np.uint64).sum(dtype=np.uint64) for c in columns]
-    return np.array([len(df), *sums], dtype=np.uint64)
+    return key_sums([df[c].to_numpy(dtype=np.uint64) for c in columns])
 
 
 def _add_sums(parts, width: int) -> np.ndarray:
