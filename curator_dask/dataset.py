@@ -150,9 +150,8 @@ class DocumentDataset:
         return derived
 
     def with_partitions(self, parts: Sequence) -> DocumentDataset:
-        """A dataset of ``parts`` (``Delayed`` :class:`~curator_dask.partition.Partition`
-        values, one for each of this one's partitions, in order, with frames like its
-        own): it keeps this one's sources, schema and plan."""
+        """A dataset of ``parts`` (``Delayed`` :class:`~curator_dask.partition.Partition`,
+        one per partition of this one, in order): it keeps its sources, schema and plan."""
         return self._derived(Envelopes.of(list(parts)), self._meta)
 
     def with_counts(self, dropped: Mapping[str, int],

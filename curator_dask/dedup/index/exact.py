@@ -49,18 +49,11 @@ from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
     NULL_TEXT_REASON,
     NullTextError,
+    default_hash_partitions,
     digests,
 )
-from curator_dask.dedup.exact_files import (
-    ArrowInput,
-    HashSettings,
-    default_hash_partitions,
-    drop_listed,
-    fits_in_memory,
-    hash_input,
-    route_removals,
-    split_by,
-)
+from curator_dask.dedup.exact_arrow import ArrowInput, HashSettings, hash_input, split_by
+from curator_dask.dedup.exact_files import drop_listed, fits_in_memory, route_removals
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
