@@ -31,7 +31,6 @@ the envelopes) are kept as ``carried`` counts and summed with the rest.
 from __future__ import annotations
 
 import inspect
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ import dask.dataframe as dd
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.source import PartitionSource
 from curator_dask.partition import Partition, PlannedRead, Step, run_steps
+from curator_dask.task_names import current_scope, key_word, task_name
 
 __all__ = ["Envelopes", "FunctionStep", "counts_of", "frame_of"]
 
@@ -94,9 +94,10 @@ def _layer(step: FunctionStep, part: Partition, index: int, *given) -> Partition
     return step(part, index, *given)
 
 
-def _key_word(name: str) -> str:
-    """``name`` as a word for task keys (``dask.utils.key_split`` gives it back)."""
-    return re.sub(r"\W", "_", name) or "step"
+def _task_label(name: str) -> str:
+    """What the tasks of a step called ``name`` are called: ``<scope>/<name>`` inside a
+    task scope (a dedup stage or workflow building its graph), else the step's name."""
+    return task_name(name) if current_scope() is not None else key_word(name)
 
 
 def frame_of(part: Partition):
@@ -127,10 +128,15 @@ class Envelopes:
     steps: tuple = ()
     carried: tuple = ()
     token: str = ""
+    #: What the partitions' tasks are called (fixed when the envelopes are made, under
+    #: the task scope in force then): the last step, else the reader.
+    label: str = "partition"
 
     @classmethod
     def of(cls, origin, carried: tuple = ()) -> Envelopes:
-        return cls(origin, (), tuple(carried), uuid.uuid4().hex)
+        label = (_task_label(origin.label) if isinstance(origin, PartitionSource)
+                 else "partition")
+        return cls(origin, (), tuple(carried), uuid.uuid4().hex, label)
 
     @property
     def npartitions(self) -> int:
@@ -143,7 +149,8 @@ class Envelopes:
 
     def with_step(self, step: Step) -> Envelopes:
         """These partitions with ``step`` run after the others, in the same task."""
-        return Envelopes(self.origin, (*self.steps, step), self.carried, uuid.uuid4().hex)
+        return Envelopes(self.origin, (*self.steps, step), self.carried, uuid.uuid4().hex,
+                         _task_label(step.name))
 
     def with_layer(self, func: Callable, args: Sequence, kwargs: dict) -> Envelopes:
         """These partitions through ``func(frame, *args, **kwargs)`` as a task of its own,
@@ -169,21 +176,12 @@ class Envelopes:
             tuple(_SLOT if v is not None else a for a, v in zip(args, values, strict=True)),
             tuple(kwargs.items()),
         )
-        name = f"{_key_word(step.name)}-{uuid.uuid4().hex}"
+        name = f"{_task_label(step.name)}-{uuid.uuid4().hex}"
         layer = [dask.delayed(_layer, pure=False)(step, part, i,
                                                   *(v[i] for v in values if v is not None),
                                                   dask_key_name=(name, i))
                  for i, part in enumerate(self.delayed())]
         return Envelopes.of(layer, self.carried)
-
-    @property
-    def label(self) -> str:
-        """What the partitions' tasks are called: the last step, else the reader."""
-        if self.steps:
-            return _key_word(self.steps[-1].name)
-        if isinstance(self.origin, PartitionSource):
-            return _key_word(self.origin.label)
-        return "partition"
 
     def delayed(self) -> list:
         """One ``Delayed`` :class:`~curator_dask.partition.Partition` per partition."""
@@ -208,7 +206,7 @@ class Envelopes:
         """The partitions' frames as a Dask dataframe with ``meta``."""
         if isinstance(self.origin, dd.DataFrame) and not self.steps:
             return self.origin
-        name = f"frame-{self.token}"
+        name = f"{self.label}-{self.token}-frame"
         frames = [dask.delayed(frame_of, pure=False)(part, dask_key_name=(name, i))
                   for i, part in enumerate(self.delayed())]
         # The partitions are typed already: convert-string would turn object columns
@@ -219,7 +217,7 @@ class Envelopes:
 
     def counts(self) -> list:
         """Every partition's counts (Delayed), and the carried ones."""
-        name = f"counts-{self.token}"
+        name = f"{self.label}-{self.token}-counts"
         return [*(dask.delayed(counts_of, pure=False)(part, dask_key_name=(name, i))
                   for i, part in enumerate(self.delayed())), *self.carried]
 
