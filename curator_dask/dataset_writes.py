@@ -24,6 +24,7 @@ from curator_dask.io.overlap import InputPaths
 from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
 from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+from curator_dask.task_names import task_label
 
 __all__ = ["WriteResult", "check_whole_files", "file_spec", "megatron_spec", "write_partitions"]
 
@@ -96,8 +97,9 @@ def write_partitions(parts: Envelopes, path: str, spec: WriteSpec, mode: WriteMo
         first = prepare_output(out, mode, fingerprint=fingerprint)
         spec = replace(spec, path=out.path, first_index=first, schema=schema)
         token = dask.base.tokenize(parts.token, spec)
+        name = task_label("write")
         tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
-                                          dask_key_name=f"write-{token}-{i}")
+                                          dask_key_name=f"{name}-{token}-{i}")
                  for i, part in enumerate(parts.delayed())]
         # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
         stats, carried = compute(tasks, list(parts.carried))

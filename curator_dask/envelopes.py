@@ -42,7 +42,7 @@ import dask.dataframe as dd
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.source import PartitionSource
 from curator_dask.partition import Partition, PlannedRead, Step, run_steps
-from curator_dask.task_names import current_scope, key_word, task_name
+from curator_dask.task_names import task_label
 
 __all__ = ["Envelopes", "FunctionStep", "counts_of", "frame_of"]
 
@@ -94,12 +94,6 @@ def _layer(step: FunctionStep, part: Partition, index: int, *given) -> Partition
     return step(part, index, *given)
 
 
-def _task_label(name: str) -> str:
-    """What the tasks of a step called ``name`` are called: ``<scope>/<name>`` inside a
-    task scope (a dedup stage or workflow building its graph), else the step's name."""
-    return task_name(name) if current_scope() is not None else key_word(name)
-
-
 def frame_of(part: Partition):
     """The frame of a partition."""
     return part.frame
@@ -133,9 +127,10 @@ class Envelopes:
     label: str = "partition"
 
     @classmethod
-    def of(cls, origin, carried: tuple = ()) -> Envelopes:
-        label = (_task_label(origin.label) if isinstance(origin, PartitionSource)
-                 else "partition")
+    def of(cls, origin, carried: tuple = (), label: str | None = None) -> Envelopes:
+        if label is None:
+            label = (task_label(origin.label) if isinstance(origin, PartitionSource)
+                     else task_label("partition"))
         return cls(origin, (), tuple(carried), uuid.uuid4().hex, label)
 
     @property
@@ -147,16 +142,19 @@ class Envelopes:
             return origin.npartitions
         return len(origin)
 
-    def with_step(self, step: Step) -> Envelopes:
-        """These partitions with ``step`` run after the others, in the same task."""
+    def with_step(self, step: Step, label: str | None = None) -> Envelopes:
+        """These partitions with ``step`` run after the others, in the same task, called
+        ``label`` (by default after the step)."""
         return Envelopes(self.origin, (*self.steps, step), self.carried, uuid.uuid4().hex,
-                         _task_label(step.name))
+                         label or task_label(step.name))
 
-    def with_layer(self, func: Callable, args: Sequence, kwargs: dict) -> Envelopes:
+    def with_layer(self, func: Callable, args: Sequence, kwargs: dict,
+                   label: str | None = None) -> Envelopes:
         """These partitions through ``func(frame, *args, **kwargs)`` as a task of its own,
-        where ``args`` hold Dask collections: a dataframe of one partition (or a
-        ``Delayed``) goes whole to every partition, a dataframe of as many partitions
-        as these goes partition by partition."""
+        called ``label`` (by default after ``func``), where ``args`` hold Dask
+        collections: a dataframe of one partition (or a ``Delayed``) goes whole to every
+        partition, a dataframe of as many partitions as these goes partition by
+        partition."""
         n = self.npartitions
         values: list[list | None] = []
         for arg in args:
@@ -176,12 +174,13 @@ class Envelopes:
             tuple(_SLOT if v is not None else a for a, v in zip(args, values, strict=True)),
             tuple(kwargs.items()),
         )
-        name = f"{_task_label(step.name)}-{uuid.uuid4().hex}"
+        label = label or task_label(step.name)
+        name = f"{label}-{uuid.uuid4().hex}"
         layer = [dask.delayed(_layer, pure=False)(step, part, i,
                                                   *(v[i] for v in values if v is not None),
                                                   dask_key_name=(name, i))
                  for i, part in enumerate(self.delayed())]
-        return Envelopes.of(layer, self.carried)
+        return Envelopes.of(layer, self.carried, label)
 
     def delayed(self) -> list:
         """One ``Delayed`` :class:`~curator_dask.partition.Partition` per partition."""

@@ -30,9 +30,13 @@ import contextlib
 import contextvars
 import functools
 import re
+import uuid
 from collections.abc import Callable, Iterator
 
-__all__ = ["current_scope", "key_word", "scoped", "stage_task_name", "task_name", "task_scope"]
+import dask
+
+__all__ = ["current_scope", "delayed_task", "key_word", "scoped", "stage_task_name", "task_label",
+           "task_name", "task_scope"]
 
 #: The scope when none is entered.
 DEFAULT_SCOPE = "curator"
@@ -93,6 +97,17 @@ def task_name(phase: str, scope: str | None = None) -> str:
     return stage_task_name(_SCOPE.get() or scope or DEFAULT_SCOPE, phase)
 
 
+def task_label(name: str) -> str:
+    """What the tasks of a step called ``name`` are called where the code that builds
+    them serves any caller (a dataset's step, a write): ``<scope>/<name>`` inside a
+    task scope, else ``name`` alone.
+
+    >>> task_label("write"), task_scope("exact_dedup").__enter__() and task_label("write")
+    ('write', 'exact_dedup/write')
+    """
+    return task_name(name) if _SCOPE.get() is not None else key_word(name)
+
+
 def stage_task_name(stage: str, phase: str) -> str:
     """The prefix of the tasks of ``stage``'s ``phase``, whatever scope is in force (an
     executor names each stage of the pipeline it runs).
@@ -101,3 +116,22 @@ def stage_task_name(stage: str, phase: str) -> str:
     'word_count/process'
     """
     return f"{key_word(stage)}/{key_word(phase)}"
+
+
+def delayed_task(func: Callable, phase: str, *, scope: str | None = None,
+                 pure: bool = False) -> Callable:
+    """``dask.delayed(func)`` whose calls are tasks named ``task_name(phase)``, each
+    with a key of its own.
+
+    >>> import dask.utils
+    >>> with task_scope("exact_dedup"):
+    ...     total = delayed_task(sum, "count")([1, 2])
+    >>> dask.utils.key_split(total.key), total.compute()
+    ('exact_dedup/count', 3)
+    """
+    name = task_name(phase, scope)
+
+    def call(*args, **kwargs):
+        return dask.delayed(func, pure=pure)(*args, dask_key_name=f"{name}-{uuid.uuid4().hex}",
+                                             **kwargs)
+    return call

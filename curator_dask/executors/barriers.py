@@ -68,9 +68,9 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
         out = plan_parquet(out_dir, files_per_partition=1)
         removed = saved["stats"].get("dropped", {})
     else:
-        ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
         with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"), \
                 task_scope(name):
+            ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
             with counting() as tally:  # what the stage records on the client
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
             with phase("write"):

@@ -34,12 +34,12 @@ from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.io import atomic
 from curator_dask.partition import Partition
 from curator_dask.resources import Resources
-from curator_dask.task_names import key_word, task_scope
 from curator_dask.stages.columns import (
     check_output_columns,
     nemo_declared_columns,
     require_columns,
 )
+from curator_dask.task_names import key_word, task_scope
 
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
