@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 
@@ -28,6 +27,7 @@ from curator_dask.dedup.index.store import (
 )
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.overlap import check_output_path
+from curator_dask.task_names import delayed_task, task_name
 
 __all__ = ["DedupIndex", "IndexQuery"]
 
@@ -219,6 +219,7 @@ class DedupIndex:
         rows = self.store.regroup(rows, state.partitions, self.key_columns)
         generation = state.generation + 1
         rows = rows.map_partitions(_with_generation, generation,
+                                   token=task_name("append", scope="dedup_index"),
                                    meta=_with_generation(rows._meta, generation))
         return self.store.append(rows, base=state, batch=batch).generation
 
@@ -231,8 +232,8 @@ def reason_counts(actions: dd.Series, reasons: dict[int, str]) -> tuple[int, dic
     """``(documents, removed by reason, new)`` from a persisted column of actions (0 = new,
     other codes as ``reasons`` names them): one small task a partition, summed."""
     width = max(reasons) + 1
-    parts = [dask.delayed(_count_actions)(part, width) for part in actions.to_delayed()]
-    counts = dask.delayed(sum)(parts, np.zeros(width, dtype=np.int64)).compute()
+    parts = [delayed_task(_count_actions, "query")(part, width) for part in actions.to_delayed()]
+    counts = delayed_task(sum, "query")(parts, np.zeros(width, dtype=np.int64)).compute()
     removed = {reasons[code]: int(counts[code]) for code in sorted(reasons)}
     return int(counts.sum()), removed, int(counts[0])
 

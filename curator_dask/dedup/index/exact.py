@@ -50,6 +50,7 @@ from curator_dask.dedup.index.store import PARTITION_FIELD, batch_digest
 from curator_dask.dedup.removal import REASON_FIELD, remove_ids
 from curator_dask.dropped import record_dropped
 from curator_dask.stages.columns import id_column_fix, require_columns
+from curator_dask.task_names import scoped, task_name
 
 __all__ = ["EXACT_INDEX_REASON", "ExactDedupIndex", "text_digests"]
 
@@ -63,6 +64,11 @@ _ACTION = "_action"
 _NEW, _DUPLICATE, _OF_INDEX = 0, 1, 2
 _REASONS = {_DUPLICATE: DUPLICATE_REASON, _OF_INDEX: EXACT_INDEX_REASON}
 KEY_SCHEMA = pa.schema([(HIGH, pa.uint64()), (LOW, pa.uint64())])
+
+
+def _task() -> str:
+    """What the tasks of a query are called (``exact_dedup_index/query``)."""
+    return task_name("query", scope="exact_dedup_index")
 
 
 def text_digests(texts, method: str = "md5") -> np.ndarray:
@@ -239,6 +245,7 @@ class ExactDedupIndex(DedupIndex):
     def parameters(self) -> dict:
         return {"hash_method": self.config.hash_method}
 
+    @scoped("exact_dedup_index")
     def query(self, ds: DocumentDataset, *, as_of: int | None = None,
               batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
@@ -259,29 +266,31 @@ class ExactDedupIndex(DedupIndex):
                                              c.text_field: pd.Series([], dtype=str)}),
                                c.id_field, c.text_field, c.hash_method, "skip", routes)
         keys = ds.df.map_partitions(_keys_partition, c.id_field, c.text_field, c.hash_method,
-                                    c.on_null, routes, meta=meta, align_dataframes=False,
-                                    enforce_metadata=False)
+                                    c.on_null, routes, token=_task(), meta=meta,
+                                    align_dataframes=False, enforce_metadata=False)
         routed = self.store.route(keys, routes).persist()
         batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
         base, appended = self._base(state, batch, as_of)
         files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
         mark = _MarkPartition(self.store.reader(KEY_SCHEMA), files, c.id_field)
         marked = routed.map_partitions(
-            mark, meta=meta.drop(columns=PARTITION_FIELD).assign(
+            mark, token=_task(), meta=meta.drop(columns=PARTITION_FIELD).assign(
                 **{_ACTION: np.array([], dtype=np.int8)}),
             align_dataframes=False, enforce_metadata=False).persist()
         del routed
         documents, removed, new = reason_counts(marked[_ACTION], _REASONS)
         listed = marked.map_partitions(_removal_list, c.id_field,
-                                       meta=_removal_list(marked._meta, c.id_field))
+                                       token=_task(), meta=_removal_list(marked._meta, c.id_field))
         kept = remove_ids(ds, listed, id_field=c.id_field,
                           strategy=removal_strategy(c, sum(removed.values())),
                           broadcast_threshold=c.broadcast_threshold, reason=DUPLICATE_REASON)
         if c.on_null == "skip":
-            kept = kept.map_partitions(_drop_null_text, c.text_field, meta=kept.df._meta)
+            kept = kept.map_partitions(_drop_null_text, c.text_field, token=_task(),
+                                       meta=kept.df._meta)
         logger.info("exact index query: %d documents, %d new, removed %s (compared with "
                     "generation %d)", documents, new, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=new,
                           base_generation=base, appended_as=appended, _index=self,
                           _state=state, _batch=batch,
-                          _rows=marked.map_partitions(_new_keys, meta=_new_keys(marked._meta)))
+                          _rows=marked.map_partitions(_new_keys, token=_task(),
+                                                      meta=_new_keys(marked._meta)))

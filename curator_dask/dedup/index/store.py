@@ -42,7 +42,6 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
@@ -55,6 +54,7 @@ from curator_dask.errors import CuratorError
 from curator_dask.io import atomic
 from curator_dask.io.lease import LEASE
 from curator_dask.stages.fingerprint import param_changes
+from curator_dask.task_names import delayed_task
 
 __all__ = [
     "GENERATION_FIELD",
@@ -133,8 +133,8 @@ class IndexState:
 def batch_digest(frame: dd.DataFrame, columns: list[str]) -> str:
     """A digest of a batch's keys that does not depend on their order or partitioning:
     the row count and the wrapping sum of each uint64 column, as hex."""
-    parts = [dask.delayed(_column_sums)(part, columns) for part in frame.to_delayed()]
-    total = dask.delayed(_add_sums)(parts, len(columns) + 1).compute()
+    parts = [delayed_task(_column_sums, "index")(part, columns) for part in frame.to_delayed()]
+    total = delayed_task(_add_sums, "index")(parts, len(columns) + 1).compute()
     return "-".join(f"{int(value):x}" for value in total)
 
 
@@ -306,7 +306,7 @@ class IndexStore:
         if rows.npartitions == partitions:
             return rows
         parts = rows.to_delayed()
-        gathered = [dask.delayed(_sorted_concat)(parts[p::partitions], list(keys))
+        gathered = [delayed_task(_sorted_concat, "index")(parts[p::partitions], list(keys))
                     for p in range(partitions)]
         return dd.from_delayed(gathered, meta=rows._meta, verify_meta=False)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import posixpath
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
