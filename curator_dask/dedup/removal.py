@@ -36,7 +36,6 @@ counts the ids first and picks ``broadcast`` up to ``broadcast_threshold`` ids.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Literal, get_args
 
 import dask
@@ -45,7 +44,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from dask.dataframe.dispatch import concat
 
 from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset
@@ -65,7 +63,6 @@ __all__ = [
     "REASON_FIELD",
     "STRATEGIES",
     "default_shuffle_method",
-    "in_one_task",
     "listed_rows_mask",
     "raise_mismatch",
     "remove_ids",
@@ -95,25 +92,6 @@ SMALL_SHUFFLE_PIECES = 64
 def _task() -> str:
     """What the tasks built here are called, in the task scope in force."""
     return task_name("remove", scope="remove_ids")
-
-
-def in_one_task(df: dd.DataFrame, func, *args, meta, name: str) -> dd.DataFrame:
-    """``func(every partition of df concatenated, *args)`` as a dataframe of one
-    partition, computed in one task called ``name`` (a ``repartition(npartitions=1)``
-    would add tasks that dask names).
-
-    >>> frame = dd.from_pandas(pd.DataFrame({"id": [3, 1, 2]}), npartitions=3)
-    >>> in_one_task(frame, pd.DataFrame.sort_values, "id", meta=frame._meta,
-    ...             name="example/sort").compute()["id"].tolist()
-    [1, 2, 3]
-    """
-    whole = dask.delayed(_concat_apply, pure=False)(
-        df.to_delayed(), func, args, dask_key_name=f"{name}-{uuid.uuid4().hex}")
-    return dd.from_delayed([whole], meta=meta, verify_meta=False, prefix=name)
-
-
-def _concat_apply(parts: list, func, args: tuple):
-    return func(concat(parts, ignore_index=True), *args)
 
 
 def default_shuffle_method(pieces: int | None = None) -> str:
@@ -300,8 +278,9 @@ def _broadcast_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
     # One partition holding every id; map_partitions hands a one-partition frame to each
     # task whole, and distributed sends it once to each worker.
     meta = ids._meta[[id_field]]
-    drop_set = in_one_task(ids.map_partitions(_sorted_unique, id_field, token=_task(), meta=meta),
-                           _sorted_unique, id_field, meta=meta, name=_task())
+    drop_set = (ids.map_partitions(_sorted_unique, id_field, token=_task(), meta=meta)
+                .repartition(npartitions=1)
+                .map_partitions(_sorted_unique, id_field, token=_task(), meta=meta))
     return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, token=_task(),
                              meta=ds.df._meta)
 
@@ -376,9 +355,9 @@ def _row_columns(df, id_field: str) -> list[str]:
 def _broadcast_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
                              reason: str) -> DocumentDataset:
     meta = rows._meta[_row_columns(rows._meta, id_field)]
-    drop_set = in_one_task(
-        rows.map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta),
-        _sorted_unique_rows, id_field, meta=meta, name=_task())
+    drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta)
+                .repartition(npartitions=1)
+                .map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta))
     return ds.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
                              ds.npartitions, token=_task(), meta=ds.df._meta)
 

@@ -35,7 +35,7 @@ import pandas as pd
 
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
-from curator_dask.dedup.removal import default_shuffle_method, in_one_task
+from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.errors import ComputationError, InvalidArgumentError
 from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
 from curator_dask.numba_cache import njit
@@ -356,8 +356,9 @@ def connected_components(edges, *, id_field: str = "id",
         logger.info("connected components: %d edges, union-find on one worker", num_edges)
         meta = pd.DataFrame({id_field: pd.Series([], dtype=df._meta[x].dtype),
                              GROUP_FIELD: pd.Series([], dtype=df._meta[x].dtype)})
-        return in_one_task(df, _local_components, id_field, meta=meta,
-                           name=task_name("components", scope="fuzzy_dedup"))
+        return df[[x, y]].repartition(npartitions=1).map_partitions(
+            _local_components, id_field, meta=meta, align_dataframes=False,
+            enforce_metadata=False, token=task_name("components", scope="fuzzy_dedup"))
     logger.info("connected components: %d edges, more than union-find on one worker takes "
                 "(%d), distributed large-star/small-star", num_edges, max_local_edges)
     return distributed_components(df[[x, y]], id_field=id_field)
