@@ -102,7 +102,9 @@ def write_partitions(parts: Envelopes, path: str, spec: WriteSpec, mode: WriteMo
                                           dask_key_name=f"{name}-{token}-{i}")
                  for i, part in enumerate(parts.delayed())]
         # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-        stats, carried = compute(tasks, list(parts.carried))
+        # One value each (not two lists, which a cluster would gather in a task of its own).
+        computed = compute(*tasks, *parts.carried)
+        stats, carried = computed[:len(tasks)], computed[len(tasks):]
         finish_output(out.fs, out.path, spec.encoder, stats)
     files = sorted(f for s in stats for f in s["files"])
     dropped, counters = split_counts(sum_dropped([*(s["dropped"] for s in stats), *carried]))

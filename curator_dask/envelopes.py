@@ -193,6 +193,8 @@ class Envelopes:
             return [dask.delayed(read, pure=False)(spec, dask_key_name=(name, i))
                     for i, spec in enumerate(origin.plan)]
         if isinstance(origin, dd.DataFrame):
+            if not steps:  # wrapped for whoever asks now (a removal's layer): its name
+                name = f"{task_label('partition')}-{self.token}"
             return [dask.delayed(_wrap_and_run, pure=False)(frame, steps, i,
                                                             dask_key_name=(name, i))
                     for i, frame in enumerate(origin.to_delayed())]

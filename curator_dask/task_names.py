@@ -34,9 +34,10 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import dask
+import dask.utils
 
-__all__ = ["current_scope", "delayed_task", "key_word", "scoped", "stage_task_name", "task_label",
-           "task_name", "task_scope"]
+__all__ = ["current_scope", "delayed_task", "key_word", "scoped", "stage_of_key", "stage_task_name",
+           "task_label", "task_name", "task_scope"]
 
 #: The scope when none is entered.
 DEFAULT_SCOPE = "curator"
@@ -106,6 +107,15 @@ def task_label(name: str) -> str:
     ('write', 'exact_dedup/write')
     """
     return task_name(name) if _SCOPE.get() is not None else key_word(name)
+
+
+def stage_of_key(key) -> str:
+    """The stage (or workflow) a task key belongs to: the first word of its prefix.
+
+    >>> stage_of_key(("near_dups/lsh-8c1e4d0f5b", 3)), stage_of_key("getitem-8c1e4d0f5b")
+    ('near_dups', 'getitem')
+    """
+    return dask.utils.key_split(key).split("/", 1)[0]
 
 
 def stage_task_name(stage: str, phase: str) -> str:

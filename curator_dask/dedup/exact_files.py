@@ -355,7 +355,8 @@ class ExactFilesRun:
         counts = [dask.delayed(_counts, pure=True)(
             h, dask_key_name=f"{_task('hash')}-{self.token}-count-{i}")
             for i, h in enumerate(hashed)]
-        grouped, counted = progress.compute(groups, counts)
+        computed = progress.compute(*groups, *counts)  # values, not lists: no gathering task
+        grouped, counted = computed[:len(groups)], computed[len(groups):]
         stats = {**_input_stats(counted), "staged": self.npartitions}
         parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
         return Identified(sum(g["rows"] for g in grouped), parts, stats)
@@ -425,9 +426,9 @@ class ExactFilesRun:
         writes = [dask.delayed(_remove_and_write, pure=False)(
             source, plan[i], routed[i], hashed[i], output, {}, write_partition, marked,
             dask_key_name=f"{_task('write')}-{t}-write-{i}") for i in range(self.npartitions)]
-        found, written = progress.compute(marked, writes)
+        found, *written = progress.compute(marked, *writes)  # values, not a list: no task
         return Identified(found["rows"], parts, found["stats"]), _write_result(
-            output_path, list(written))
+            output_path, written)
 
     def _route(self, removals, strategy: str):
         if strategy == "broadcast":
