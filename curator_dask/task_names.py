@@ -103,8 +103,11 @@ def task_label(name: str) -> str:
     them serves any caller (a dataset's step, a write): ``<scope>/<name>`` inside a
     task scope, else ``name`` alone.
 
-    >>> task_label("write"), task_scope("exact_dedup").__enter__() and task_label("write")
-    ('write', 'exact_dedup/write')
+    >>> task_label("write")
+    'write'
+    >>> with task_scope("exact_dedup"):
+    ...     task_label("write")
+    'exact_dedup/write'
     """
     return task_name(name) if _SCOPE.get() is not None else key_word(name)
 

@@ -366,6 +366,7 @@ class SemanticDuplicates(Configured):
     Examples
     --------
     >>> import tempfile
+    >>> import dask
     >>> vectors = [[1, 0, 0], [0.99, 0.1, 0], [0, 0.7, 0.7], [0, 0, 1], [0, 0.05, 1]]
     >>> frame = pd.DataFrame({"id": [1, 2, 3, 4, 5], "text": list("abcde")})
     >>> frame["embeddings"] = [np.array(v, np.float32) for v in vectors]
