@@ -535,7 +535,8 @@ class DocumentDataset:
         repartitioned.plan = repartitioned.blocksize = None
         return repartitioned
 
-    def map_partitions(self, func, *args, meta=None, **kwargs) -> DocumentDataset:
+    def map_partitions(self, func, *args, meta=None, token: str | None = None,
+                       **kwargs) -> DocumentDataset:
         """``func(partition, *args, **kwargs)`` on every partition, as a dataset that keeps
         this one's sources (and plan), so writing it still refuses an output on top of
         the input, and counts what ``func`` records
@@ -545,7 +546,9 @@ class DocumentDataset:
         dataframe of one partition goes whole to every partition, one with as many
         partitions as this dataset goes partition by partition. ``meta``: the output's
         empty frame (inferred by Dask when not given); a ``func`` that takes
-        ``partition_info`` gets ``{"number": i}``.
+        ``partition_info`` gets ``{"number": i}``. ``token``: what the tasks are called,
+        as for Dask (by default the function's name, ``<scope>/<name>`` inside a task
+        scope: :mod:`curator_dask.task_names`).
 
         Examples
         --------
@@ -555,16 +558,16 @@ class DocumentDataset:
         >>> upper.df.compute()["text"].tolist()
         ['A', 'B']
         """
-        for option in ("align_dataframes", "enforce_metadata", "token"):
+        for option in ("align_dataframes", "enforce_metadata"):
             kwargs.pop(option, None)  # Dask's own options: the step needs none of them
         if meta is None:  # as Dask infers it: the function on the empty frame
             meta = self.df.map_partitions(func, *args, align_dataframes=False,
                                           **kwargs)._meta
         parts = self._envelopes()
         if not any(dask.is_dask_collection(arg) for arg in args):
-            return self._derived(parts.with_step(FunctionStep(func, args,
-                                                              tuple(kwargs.items()))), meta)
-        return self._derived(parts.with_layer(func, args, kwargs), meta)
+            return self._derived(parts.with_step(
+                FunctionStep(func, args, tuple(kwargs.items())), label=token), meta)
+        return self._derived(parts.with_layer(func, args, kwargs, label=token), meta)
 
     def to_backend(self, backend: str) -> DocumentDataset:
         """Move partitions to ``"pandas"`` (host) or ``"cudf"`` (GPU) frames."""

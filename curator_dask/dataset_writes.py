@@ -24,6 +24,7 @@ from curator_dask.io.overlap import InputPaths
 from curator_dask.io.rollover import TargetFileSize
 from curator_dask.io.tokens import MegatronEncoder, TokenizerSpec
 from curator_dask.io.writers import WriteMode, WriteSpec, prepare_output, write_part
+from curator_dask.task_names import task_label
 
 __all__ = ["WriteResult", "check_whole_files", "file_spec", "megatron_spec", "write_partitions"]
 
@@ -96,11 +97,14 @@ def write_partitions(parts: Envelopes, path: str, spec: WriteSpec, mode: WriteMo
         first = prepare_output(out, mode, fingerprint=fingerprint)
         spec = replace(spec, path=out.path, first_index=first, schema=schema)
         token = dask.base.tokenize(parts.token, spec)
+        name = task_label("write")
         tasks = [dask.delayed(write_part)(part, spec, out.fs, (i,),
-                                          dask_key_name=f"write-{token}-{i}")
+                                          dask_key_name=f"{name}-{token}-{i}")
                  for i, part in enumerate(parts.delayed())]
         # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
-        stats, carried = compute(tasks, list(parts.carried))
+        # One value each (not two lists, which a cluster would gather in a task of its own).
+        computed = compute(*tasks, *parts.carried)
+        stats, carried = computed[:len(tasks)], computed[len(tasks):]
         finish_output(out.fs, out.path, spec.encoder, stats)
     files = sorted(f for s in stats for f in s["files"])
     dropped, counters = split_counts(sum_dropped([*(s["dropped"] for s in stats), *carried]))

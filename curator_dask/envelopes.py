@@ -31,7 +31,6 @@ the envelopes) are kept as ``carried`` counts and summed with the rest.
 from __future__ import annotations
 
 import inspect
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ import dask.dataframe as dd
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.io.source import PartitionSource
 from curator_dask.partition import Partition, PlannedRead, Step, run_steps
+from curator_dask.task_names import task_label
 
 __all__ = ["Envelopes", "FunctionStep", "counts_of", "frame_of"]
 
@@ -94,11 +94,6 @@ def _layer(step: FunctionStep, part: Partition, index: int, *given) -> Partition
     return step(part, index, *given)
 
 
-def _key_word(name: str) -> str:
-    """``name`` as a word for task keys (``dask.utils.key_split`` gives it back)."""
-    return re.sub(r"\W", "_", name) or "step"
-
-
 def frame_of(part: Partition):
     """The frame of a partition."""
     return part.frame
@@ -127,10 +122,16 @@ class Envelopes:
     steps: tuple = ()
     carried: tuple = ()
     token: str = ""
+    #: What the partitions' tasks are called (fixed when the envelopes are made, under
+    #: the task scope in force then): the last step, else the reader.
+    label: str = "partition"
 
     @classmethod
-    def of(cls, origin, carried: tuple = ()) -> Envelopes:
-        return cls(origin, (), tuple(carried), uuid.uuid4().hex)
+    def of(cls, origin, carried: tuple = (), label: str | None = None) -> Envelopes:
+        if label is None:
+            label = (task_label(origin.label) if isinstance(origin, PartitionSource)
+                     else task_label("partition"))
+        return cls(origin, (), tuple(carried), uuid.uuid4().hex, label)
 
     @property
     def npartitions(self) -> int:
@@ -141,15 +142,19 @@ class Envelopes:
             return origin.npartitions
         return len(origin)
 
-    def with_step(self, step: Step) -> Envelopes:
-        """These partitions with ``step`` run after the others, in the same task."""
-        return Envelopes(self.origin, (*self.steps, step), self.carried, uuid.uuid4().hex)
+    def with_step(self, step: Step, label: str | None = None) -> Envelopes:
+        """These partitions with ``step`` run after the others, in the same task, called
+        ``label`` (by default after the step)."""
+        return Envelopes(self.origin, (*self.steps, step), self.carried, uuid.uuid4().hex,
+                         label or task_label(step.name))
 
-    def with_layer(self, func: Callable, args: Sequence, kwargs: dict) -> Envelopes:
+    def with_layer(self, func: Callable, args: Sequence, kwargs: dict,
+                   label: str | None = None) -> Envelopes:
         """These partitions through ``func(frame, *args, **kwargs)`` as a task of its own,
-        where ``args`` hold Dask collections: a dataframe of one partition (or a
-        ``Delayed``) goes whole to every partition, a dataframe of as many partitions
-        as these goes partition by partition."""
+        called ``label`` (by default after ``func``), where ``args`` hold Dask
+        collections: a dataframe of one partition (or a ``Delayed``) goes whole to every
+        partition, a dataframe of as many partitions as these goes partition by
+        partition."""
         n = self.npartitions
         values: list[list | None] = []
         for arg in args:
@@ -169,21 +174,13 @@ class Envelopes:
             tuple(_SLOT if v is not None else a for a, v in zip(args, values, strict=True)),
             tuple(kwargs.items()),
         )
-        name = f"{_key_word(step.name)}-{uuid.uuid4().hex}"
+        label = label or task_label(step.name)
+        name = f"{label}-{uuid.uuid4().hex}"
         layer = [dask.delayed(_layer, pure=False)(step, part, i,
                                                   *(v[i] for v in values if v is not None),
                                                   dask_key_name=(name, i))
                  for i, part in enumerate(self.delayed())]
-        return Envelopes.of(layer, self.carried)
-
-    @property
-    def label(self) -> str:
-        """What the partitions' tasks are called: the last step, else the reader."""
-        if self.steps:
-            return _key_word(self.steps[-1].name)
-        if isinstance(self.origin, PartitionSource):
-            return _key_word(self.origin.label)
-        return "partition"
+        return Envelopes.of(layer, self.carried, label)
 
     def delayed(self) -> list:
         """One ``Delayed`` :class:`~curator_dask.partition.Partition` per partition."""
@@ -196,6 +193,8 @@ class Envelopes:
             return [dask.delayed(read, pure=False)(spec, dask_key_name=(name, i))
                     for i, spec in enumerate(origin.plan)]
         if isinstance(origin, dd.DataFrame):
+            if not steps:  # wrapped for whoever asks now (a removal's layer): its name
+                name = f"{task_label('partition')}-{self.token}"
             return [dask.delayed(_wrap_and_run, pure=False)(frame, steps, i,
                                                             dask_key_name=(name, i))
                     for i, frame in enumerate(origin.to_delayed())]
@@ -208,7 +207,7 @@ class Envelopes:
         """The partitions' frames as a Dask dataframe with ``meta``."""
         if isinstance(self.origin, dd.DataFrame) and not self.steps:
             return self.origin
-        name = f"frame-{self.token}"
+        name = f"{self.label}-{self.token}-frame"
         frames = [dask.delayed(frame_of, pure=False)(part, dask_key_name=(name, i))
                   for i, part in enumerate(self.delayed())]
         # The partitions are typed already: convert-string would turn object columns
@@ -219,7 +218,7 @@ class Envelopes:
 
     def counts(self) -> list:
         """Every partition's counts (Delayed), and the carried ones."""
-        name = f"counts-{self.token}"
+        name = f"{self.label}-{self.token}-counts"
         return [*(dask.delayed(counts_of, pure=False)(part, dask_key_name=(name, i))
                   for i, part in enumerate(self.delayed())), *self.carried]
 

@@ -17,8 +17,9 @@ Examples
 
 from __future__ import annotations
 
-from dask.utils import key_split
 from distributed.scheduler import NoWorkerError
+
+from curator_dask.task_names import stage_of_key
 
 __all__ = ["ArgumentTypeError", "ComputationError", "CuratorError", "InvalidArgumentError",
            "MissingDependencyError", "MissingFileError", "NameNotFoundError", "NoWorkersError",
@@ -106,7 +107,7 @@ class WorkerLifetimeError(ResourceUnavailableError):
         self.key, self.seconds, self.lifetime, self.worker = key, seconds, lifetime, worker
 
     def __str__(self) -> str:
-        return (f"stage {key_split(self.key)!r}: task {self.key!r} has run for "
+        return (f"stage {stage_of_key(self.key)!r}: task {self.key!r} has run for "
                 f"{self.seconds:.0f} s on {self.worker}, longer than the workers' lifetime "
                 f"({self.lifetime:g} s, get_client(worker_lifetime=...)). Workers are "
                 "recycled only between tasks; give worker_lifetime several times your "

@@ -26,9 +26,10 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from dask.utils import format_bytes, key_split
+from dask.utils import format_bytes
 
 from curator_dask.errors import CuratorError
+from curator_dask.task_names import stage_of_key
 
 __all__ = [
     "MEMORY_EVENT",
@@ -133,7 +134,7 @@ def lost_workers(client, since: float, token: str | None = None) -> list[dict]:
         retried: dict[str, int] = {}
         for key in event.get("processing-tasks") or ():
             if token is None or token in str(key):
-                stage = key_split(key)
+                stage = stage_of_key(key)
                 retried[stage] = retried.get(stage, 0) + 1
         lost.append({"worker": str(event.get("worker")), "retried": retried})
     return lost
@@ -171,7 +172,7 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
     if not isinstance(error, KilledWorker) or client is None:
         return error
     task, tries = error.task, error.allowed_failures + 1
-    stage = key_split(task)
+    stage = stage_of_key(task)
     restarts = _memory_restarts(client)
     during = getattr(error, _PHASE_ATTRIBUTE, None)
     head = (f"task {task!r} of stage {stage!r}" + (f" in phase {during!r}" if during else "")

@@ -32,7 +32,7 @@ def chars_undeclared(df):
 
 def test_every_stage_kind_states_name_kind_resources_and_columns():
     stages = [JsonlReader("in/"), chars_undeclared, ParquetWriter("out/"),
-              WholeDatasetStage(), InternalStage("dedup_input", "write")]
+              WholeDatasetStage(), InternalStage("dedup", "write")]
     assert [s.kind for s in stages] == ["read", "process", "write", "barrier", "write"]
     assert [s.name for s in stages] == [
         "read_jsonl", "chars", "write_parquet", "WholeDatasetStage", "dedup_input"]

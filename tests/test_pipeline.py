@@ -200,10 +200,10 @@ def test_streaming_groups_each_stage_in_its_own_span_with_its_own_key_prefix(cor
 
     found = dict((tuple(name), groups) for name, groups in client.run_on_scheduler(span_names)
                  if name[:1] == ("test",))
-    assert found[("test", "upper")] == ["upper"]
-    assert found[("test", "drop_odd")] == ["drop_odd"]
-    assert found[("test", "read_jsonl")] == ["read_jsonl"]
-    assert found[("test", "write_parquet")] == ["write_parquet"]
+    assert found[("test", "upper")] == ["upper/process"]
+    assert found[("test", "drop_odd")] == ["drop_odd/process"]
+    assert found[("test", "read_jsonl")] == ["read_jsonl/read"]
+    assert found[("test", "write_parquet")] == ["write_parquet/write"]
 
 
 def test_batch_size_in_streaming(corpus, client):

@@ -47,6 +47,7 @@ from curator_dask.io import output_state
 from curator_dask.io.errors import OutputExistsError, ResumeMismatchError
 from curator_dask.io.guard import OutputGuard, guarded, run_guard
 from curator_dask.io.output_state import as_json, fingerprint_changes, read_manifest
+from curator_dask.task_names import task_label
 
 __all__ = [
     "DUPLICATES_DIR",
@@ -282,7 +283,7 @@ def read_parquet_parts(path: str, schema: pa.Schema, *,
     if not files:
         return dd.from_pandas(meta, npartitions=1)
     return dd.from_map(_ReadPart(fs, schema), files, meta=meta, enforce_metadata=False,
-                       label="read_cache", divisions=[None] * (len(files) + 1))
+                       label=task_label("read_cache"), divisions=[None] * (len(files) + 1))
 
 
 class _ReadPart:

@@ -73,6 +73,7 @@ from curator_dask.errors import (
 )
 from curator_dask.io.arrow_types import to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
+from curator_dask.task_names import scoped, task_name
 
 __all__ = [
     "DUPLICATE_REASON",
@@ -265,6 +266,10 @@ def _drop_null_text(df, text_field: str):
 
 # -- the operation ------------------------------------------------------------------------
 
+#: What the tasks of exact dedup are called outside a pipeline stage (``exact_dedup/hash``).
+EXACT_SCOPE = "exact_dedup"
+
+
 class ExactDuplicates(Configured):
     """Find documents with identical text, and remove all but the first of each group.
 
@@ -340,6 +345,7 @@ class ExactDuplicates(Configured):
 
     # -- identify --------------------------------------------------------------------------
     @nemo_keywords()
+    @scoped(EXACT_SCOPE)
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, _hash, _row)`` of every document whose text occurs more than once.
 
@@ -352,13 +358,14 @@ class ExactDuplicates(Configured):
                                self.hash_method, "skip")
         hashed = ds.df.map_partitions(
             _hash_partition, self.id_field, self.text_field, self.hash_method, self.on_null,
-            meta=meta, align_dataframes=False, enforce_metadata=False,
+            meta=meta, align_dataframes=False, enforce_metadata=False, token=task_name("hash"),
         )
         shuffled = hashed.shuffle(on=HASH_FIELD, ignore_index=True,
                                   npartitions=self.hash_partitions or _hash_partitions(ds),
                                   shuffle_method=default_shuffle_method())
         groups = shuffled.map_partitions(_duplicate_groups, self.id_field, meta=meta,
-                                         align_dataframes=False, enforce_metadata=False)
+                                         align_dataframes=False, enforce_metadata=False,
+                                         token=task_name("groups"))
         duplicates = DocumentDataset(groups)
         mark_hash_partitioned(duplicates)
         if self.cache_path is None:
@@ -384,6 +391,7 @@ class ExactDuplicates(Configured):
 
     # -- remove ----------------------------------------------------------------------------
     @nemo_keywords()
+    @scoped(EXACT_SCOPE)
     def remove(self, ds: DocumentDataset, duplicates: DocumentDataset, *,
                strategy: str | None = None) -> DocumentDataset:
         """Keep the lowest id of each group in ``duplicates`` and drop the rest from ``ds``.
@@ -406,9 +414,10 @@ class ExactDuplicates(Configured):
         if self.on_null == "skip":
             # After the removal, which finds rows by their position in the whole partition.
             clean = clean.map_partitions(_drop_null_text, self.text_field,
-                                         meta=clean.df._meta)
+                                         meta=clean.df._meta, token=task_name("remove"))
         return clean
 
+    @scoped(EXACT_SCOPE)
     def ids_to_remove(self, duplicates: DocumentDataset) -> dd.DataFrame:
         """``(id, _row)`` of the documents ``remove`` drops: every row in ``duplicates``
         but the first of its group."""
@@ -425,7 +434,8 @@ class ExactDuplicates(Configured):
                             shuffle_method=default_shuffle_method())
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
-                                 align_dataframes=False, enforce_metadata=False)
+                                 align_dataframes=False, enforce_metadata=False,
+                                 token=task_name("remove"))
 
 
 #: Input bytes a hash bucket serves: ~50 bytes of ``(id, hash, row)`` per document, so

@@ -74,6 +74,7 @@ from curator_dask.io.output_state import (
 )
 from curator_dask.io.writers import WriteSpec, prepare_output, write_part, write_partition
 from curator_dask.observe import progress
+from curator_dask.task_names import task_name
 
 __all__ = [
     "IN_MEMORY_FRACTION",
@@ -93,6 +94,11 @@ _HI, _LO = "_hash_hi", "_hash_lo"
 #: Inputs up to this share of the workers' memory (counted twice: a table and its
 #: filtered copy) skip the staged copy and stay in memory from hash to write.
 IN_MEMORY_FRACTION = 0.25
+
+
+def _task(phase: str) -> str:
+    """What the tasks of ``phase`` are called (``exact_dedup/hash``)."""
+    return task_name(phase, scope="exact_dedup")
 
 
 def _hash_partition(source: ArrowInput, spec, buckets: int, stage: WriteSpec | None,
@@ -245,10 +251,10 @@ def route_removals(removals: list, npartitions: int, strategy: str, token: str) 
     each partition its own rows of each bucket (``shuffle``)."""
     if strategy == "broadcast":
         whole = dask.delayed(_combine, pure=True)(
-            removals, npartitions, dask_key_name=f"exact-combine-{token}")
+            removals, npartitions, dask_key_name=f"{_task('remove')}-{token}-combine")
         return [[whole]] * npartitions
     return [[dask.delayed(_for_partition, pure=True)(
-        r, i, dask_key_name=f"exact-route-{token}-{i}-{b}")
+        r, i, dask_key_name=f"{_task('remove')}-{token}-route-{i}-{b}")
         for b, r in enumerate(removals)] for i in range(npartitions)]
 
 
@@ -309,18 +315,21 @@ class ExactFilesRun:
         source = self._input(None)
         plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
-            source, plan[i], self.buckets, stage, dask_key_name=f"exact-hash-{self.token}-{i}")
+            source, plan[i], self.buckets, stage,
+            dask_key_name=f"{_task('hash')}-{self.token}-hash-{i}")
             for i in range(self.npartitions)]
         groups = []
         for b in range(self.buckets):
             pieces = [dask.delayed(_piece, pure=True)(h, b, dask_key_name=(
-                f"exact-piece-{self.token}-{i}-{b}")) for i, h in enumerate(hashed)]
+                f"{_task('shuffle')}-{self.token}-piece-{i}-{b}")) for i, h in enumerate(hashed)]
             groups.append(dask.delayed(_group_bucket, pure=False)(
                 pieces, b, self.settings, listing, fs,
-                dask_key_name=f"exact-group-{self.token}-{b}"))
-        counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{self.token}-{i}")
-                  for i, h in enumerate(hashed)]
-        grouped, counted = progress.compute(groups, counts)
+                dask_key_name=f"{_task('groups')}-{self.token}-group-{b}"))
+        counts = [dask.delayed(_counts, pure=True)(
+            h, dask_key_name=f"{_task('hash')}-{self.token}-count-{i}")
+            for i, h in enumerate(hashed)]
+        computed = progress.compute(*groups, *counts)  # values, not lists: no gathering task
+        grouped, counted = computed[:len(groups)], computed[len(groups):]
         stats = {**_input_stats(counted), "staged": self.npartitions}
         parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
         return Identified(sum(g["rows"] for g in grouped), parts, stats)
@@ -354,28 +363,31 @@ class ExactFilesRun:
         t = self.token
         plan = self.ds.plan
         hashed = [dask.delayed(_hash_partition, pure=False)(
-            source, plan[i], self.buckets, None, True, dask_key_name=f"exact-hash-{t}-{i}")
+            source, plan[i], self.buckets, None, True,
+            dask_key_name=f"{_task('hash')}-{t}-hash-{i}")
             for i in range(self.npartitions)]
         groups = [dask.delayed(_group_bucket, pure=False)(
-            [dask.delayed(_piece, pure=True)(h, b, dask_key_name=f"exact-piece-{t}-{i}-{b}")
+            [dask.delayed(_piece, pure=True)(
+                h, b, dask_key_name=f"{_task('shuffle')}-{t}-piece-{i}-{b}")
              for i, h in enumerate(hashed)], b, self.settings, listing, fs,
-            dask_key_name=f"exact-group-{t}-{b}") for b in range(self.buckets)]
-        counts = [dask.delayed(_counts, pure=True)(h, dask_key_name=f"exact-count-{t}-{i}")
-                  for i, h in enumerate(hashed)]
+            dask_key_name=f"{_task('groups')}-{t}-group-{b}") for b in range(self.buckets)]
+        counts = [dask.delayed(_counts, pure=True)(
+            h, dask_key_name=f"{_task('hash')}-{t}-count-{i}")
+            for i, h in enumerate(hashed)]
         parts = [posixpath.join(root, f"part-{b:05d}.parquet") for b in range(self.buckets)]
         marked = dask.delayed(_mark_and_prepare, pure=False)(
             groups, counts, out, list_fingerprint, written, mode, output_fingerprint,
-            dask_key_name=f"exact-mark-{t}")
+            dask_key_name=f"{_task('groups')}-{t}-mark")
         removals = [dask.delayed(_removal_after, pure=True)(
             p, self.fs, self.settings.id_field, marked,
-            dask_key_name=f"exact-removal-{t}-{b}") for b, p in enumerate(parts)]
+            dask_key_name=f"{_task('remove')}-{t}-removal-{b}") for b, p in enumerate(parts)]
         routed = self._route(removals, strategy)
         writes = [dask.delayed(_remove_and_write, pure=False)(
             source, plan[i], routed[i], hashed[i], output, {}, write_partition, marked,
-            dask_key_name=f"exact-write-{t}-{i}") for i in range(self.npartitions)]
-        found, written = progress.compute(marked, writes)
+            dask_key_name=f"{_task('write')}-{t}-write-{i}") for i in range(self.npartitions)]
+        found, *written = progress.compute(marked, *writes)  # values, not a list: no task
         return Identified(found["rows"], parts, found["stats"]), _write_result(
-            output_path, list(written))
+            output_path, written)
 
     def _route(self, removals, strategy: str):
         return route_removals(removals, self.npartitions, strategy, self.token)
@@ -403,7 +415,8 @@ class ExactFilesRun:
     def _remove(self, parts: list[str], stats: dict, staged: bool, output: WriteSpec,
                 output_path: str, strategy: str) -> WriteResult:
         removals = [dask.delayed(rows_to_remove, pure=True)(
-            p, self.fs, self.settings.id_field, dask_key_name=f"exact-removal-{self.token}-{b}")
+            p, self.fs, self.settings.id_field,
+            dask_key_name=f"{_task('remove')}-{self.token}-removal-{b}")
             for b, p in enumerate(parts)]
         routed = self._route(removals, strategy)
         reader_dropped = stats.get("reader_dropped", {})
@@ -411,7 +424,7 @@ class ExactFilesRun:
         # The writer is looked up here, on the client, and shipped with the tasks.
         writes = [dask.delayed(_remove_and_write, pure=False)(
             source, self.ds.plan[i], routed[i], staged, output, reader_dropped.get(str(i), {}),
-            write_partition, dask_key_name=f"exact-write-{self.token}-{i}")
+            write_partition, dask_key_name=f"{_task('write')}-{self.token}-write-{i}")
             for i in range(self.npartitions)]
         return _write_result(output_path, list(progress.compute(*writes)))
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from curator_dask.errors import CuratorError, InvalidArgumentError
 from curator_dask.stages.ids import ROWS_PER_PARTITION_ID_SPACE
+from curator_dask.task_names import task_name
 
 __all__ = [
     "HASH_FIELD",
@@ -109,10 +110,29 @@ def repeated_ids(df: dd.DataFrame, id_field: str) -> dd.Series:
     """How many documents carry each id that is on more than one (lazy, usually empty).
 
     One aggregation of the id column: each partition counts its own ids, and the counts
-    are combined by id over a shuffle, so no worker holds every id.
+    are combined by id over a shuffle, so no worker holds every id. Its tasks are
+    called ``<scope>/check_ids`` (:mod:`curator_dask.task_names`).
     """
-    counts = df[id_field].value_counts(dropna=False, split_out=max(df.npartitions, 1))
-    return counts[counts > 1]
+    name = task_name("check_ids")
+    meta = _id_counts(df._meta, id_field)
+    counts = df.map_partitions(_id_counts, id_field, meta=meta, token=name,
+                               align_dataframes=False, enforce_metadata=False)
+    if counts.npartitions > 1:
+        counts = counts.shuffle(on=id_field, ignore_index=True)
+    return counts.map_partitions(_repeated, id_field, meta=_repeated(meta, id_field),
+                                 token=name, align_dataframes=False, enforce_metadata=False)
+
+
+def _id_counts(df, id_field: str):
+    """``(id, count)`` of one partition's ids, nulls included."""
+    counts = df[id_field].value_counts(dropna=False)
+    return counts.rename_axis(id_field).rename("count").reset_index()
+
+
+def _repeated(counts, id_field: str):
+    """The ids counted more than once in all, from partitions' ``(id, count)`` rows."""
+    total = counts.groupby(id_field, dropna=False, sort=False)["count"].sum()
+    return total[total > 1]
 
 
 def check_unique_ids(repeated, id_field: str, *, who: str, fix: str | None = None) -> None:

@@ -48,6 +48,7 @@ from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.errors import CuratorError
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.columns import require_columns
+from curator_dask.task_names import task_name
 
 __all__ = ["KEEP", "LineDedup", "LineDedupParameterError", "SpanDedupStats"]
 
@@ -302,23 +303,26 @@ class LineDedup(WholeDatasetStage):
                           self.text_field, self.unit, self.size, self.lowercase, self.min_chars)
         keys = ds.df.map_partitions(_span_keys, self.text_field, self.unit, self.size,
                                     self.lowercase, self.min_chars, meta=meta,
-                                    align_dataframes=False, enforce_metadata=False)
+                                    align_dataframes=False, enforce_metadata=False,
+                                    token=task_name("hash", scope=self.name))
         buckets = self.hash_partitions or ds.npartitions
         shuffled = keys.shuffle(on=_HIGH, ignore_index=True, npartitions=buckets,
                                 shuffle_method=default_shuffle_method(keys.npartitions * buckets))
+        counting = task_name("count", scope=self.name)
         listed = shuffled.map_partitions(_to_remove, self.max_occurrences, self.keep,
-                                         meta=_to_remove(meta, 1, "first"))
+                                         meta=_to_remove(meta, 1, "first"), token=counting)
         sizes = shuffled.map_partitions(_repeated_sizes, self.max_occurrences,
-                                        meta=_repeated_sizes(meta, 1))
+                                        meta=_repeated_sizes(meta, 1), token=counting)
         listed, sizes = dask.persist(listed, sizes)
         self.last_run = self._stats(sizes.compute(), len(listed))
         logger.info("%s: %d spans, %d repeated more than %d times, %d occurrences to remove",
                     self.name, self.last_run.spans, self.last_run.repeated_spans,
                     self.max_occurrences, self.last_run.removed_spans)
+        removing = task_name("remove", scope=self.name)
         tagged = listed.map_partitions(_with_partition,
-                                       meta=_with_partition(listed._meta))
+                                       meta=_with_partition(listed._meta), token=removing)
         routed = route_to_partitions(tagged, _PARTITION, ds.npartitions)
-        return ds.map_partitions(_Apply(self), routed, meta=ds.df._meta)
+        return ds.map_partitions(_Apply(self), routed, meta=ds.df._meta, token=removing)
 
     def _stats(self, sizes: pd.DataFrame, removed: int) -> SpanDedupStats:
         repeated = sizes[sizes[_COUNT] > 0].groupby(_COUNT)["spans"].sum()

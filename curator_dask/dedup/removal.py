@@ -56,6 +56,7 @@ from curator_dask.dedup.ids import (
 from curator_dask.dropped import record_dropped
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import id_column_fix, require_columns
+from curator_dask.task_names import task_name
 
 __all__ = [
     "DEFAULT_BROADCAST_THRESHOLD",
@@ -86,6 +87,11 @@ REASON_FIELD = "_reason"
 #: plain tasks even on a cluster: P2P's setup costs more than it saves there (measured:
 #: 35% less CPU for a 2 x 2 routing of 20 MB of keys).
 SMALL_SHUFFLE_PIECES = 64
+
+
+def _task() -> str:
+    """What the tasks built here are called, in the task scope in force."""
+    return task_name("remove", scope="remove_ids")
 
 
 def default_shuffle_method(pieces: int | None = None) -> str:
@@ -272,10 +278,11 @@ def _broadcast_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
     # One partition holding every id; map_partitions hands a one-partition frame to each
     # task whole, and distributed sends it once to each worker.
     meta = ids._meta[[id_field]]
-    drop_set = (ids.map_partitions(_sorted_unique, id_field, meta=meta)
+    drop_set = (ids.map_partitions(_sorted_unique, id_field, token=_task(), meta=meta)
                 .repartition(npartitions=1)
-                .map_partitions(_sorted_unique, id_field, meta=meta))
-    return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, meta=ds.df._meta)
+                .map_partitions(_sorted_unique, id_field, token=_task(), meta=meta))
+    return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, token=_task(),
+                             meta=ds.df._meta)
 
 
 def _anti_join_sorted(df, drop_set, id_field: str, reason: str):
@@ -316,14 +323,15 @@ def _shuffle_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
     df = ds.df
     npartitions = df.npartitions
     meta = df._meta[[id_field]].assign(**{_PARTITION_FIELD: np.array([], dtype=np.int64)})
-    locations = df.map_partitions(_with_partition, id_field, meta=meta,
+    locations = df.map_partitions(_with_partition, id_field, token=_task(), meta=meta,
                                   align_dataframes=False, enforce_metadata=False)
     # Shuffle join on id: (id, partition) of every document meets the ids to drop.
     hits = locations.merge(ids, on=id_field, how="inner", shuffle_method=method,
                            npartitions=max(npartitions, ids.npartitions))
     # Send each hit to the partition that holds it.
     routed = route_to_partitions(hits, _PARTITION_FIELD, npartitions)
-    return ds.map_partitions(_anti_join_routed, routed, id_field, reason, meta=df._meta)
+    return ds.map_partitions(_anti_join_routed, routed, id_field, reason, token=_task(),
+                             meta=df._meta)
 
 
 def _anti_join_routed(df, routed, id_field: str, reason: str):
@@ -347,11 +355,11 @@ def _row_columns(df, id_field: str) -> list[str]:
 def _broadcast_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
                              reason: str) -> DocumentDataset:
     meta = rows._meta[_row_columns(rows._meta, id_field)]
-    drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, meta=meta)
+    drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta)
                 .repartition(npartitions=1)
-                .map_partitions(_sorted_unique_rows, id_field, meta=meta))
+                .map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta))
     return ds.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
-                             ds.npartitions, meta=ds.df._meta)
+                             ds.npartitions, token=_task(), meta=ds.df._meta)
 
 
 def _anti_join_rows_sorted(df, drop_set, id_field: str, reason: str, npartitions: int,
@@ -372,13 +380,13 @@ def _shuffle_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: st
     npartitions = ds.npartitions
     meta = rows._meta[_row_columns(rows._meta, id_field)].assign(
         **{_PARTITION_FIELD: np.array([], dtype=np.int64)})
-    tagged = rows.map_partitions(_with_row_partition, meta=meta, align_dataframes=False,
-                                 enforce_metadata=False)
+    tagged = rows.map_partitions(_with_row_partition, token=_task(), meta=meta,
+                                 align_dataframes=False, enforce_metadata=False)
     # The list alone is shuffled, straight to the partitions its rows are in; numbers
     # past the last partition land in it and are refused there.
     routed = route_to_partitions(tagged, _PARTITION_FIELD, npartitions)
     return ds.map_partitions(_anti_join_rows_routed, routed, id_field, reason,
-                             meta=ds.df._meta)
+                             token=_task(), meta=ds.df._meta)
 
 
 def _with_row_partition(df):

@@ -31,6 +31,7 @@ from curator_dask.io.files import JSONL_EXTENSIONS, PARQUET_EXTENSIONS, list_fil
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
+from curator_dask.task_names import scoped
 
 __all__ = ["LISTED_DUPLICATE_REASON", "RemovalResult", "TextDuplicatesRemovalWorkflow"]
 
@@ -185,6 +186,7 @@ class TextDuplicatesRemovalWorkflow:
         return listed.df[[self.duplicate_id_field]].rename(
             columns={self.duplicate_id_field: self.id_field})
 
+    @scoped("remove_duplicates")
     def run(self) -> RemovalResult:
         """Remove the listed documents and write the rest."""
         ds = remove_ids(self.read(), self.ids(), id_field=self.id_field,

@@ -44,7 +44,7 @@ from curator_dask.dedup.fuzzy.components import GROUP_FIELD
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
 from curator_dask.dedup.ids import DuplicateIdError
 from curator_dask.dedup.semantic.stage import SemanticDedup
-from curator_dask.dedup.stats import DedupStats
+from curator_dask.dedup.stats import DedupStats, group_sizes
 from curator_dask.observe.progress import phase
 from curator_dask.stages.base import WholeDatasetStage
 
@@ -106,7 +106,7 @@ class ExactDedup(WholeDatasetStage):
         self.dedup.cache_path = posixpath.join(cache_path, "exact")
         with phase("identify"):
             duplicates = self.dedup.identify(ds)  # written to the cache and read back
-        sizes = duplicates.df.groupby(HASH_FIELD).size().compute()
+        sizes = group_sizes(duplicates.df, HASH_FIELD)
         self.last_run = DedupStats.from_group_sizes(DUPLICATE_REASON, sizes)
         logger.info("%s: %d duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)
@@ -177,7 +177,7 @@ class FuzzyDedup(WholeDatasetStage):
         except DuplicateIdError as err:
             raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         groups = DocumentDataset(found.df.persist())
-        sizes = groups.df.groupby(GROUP_FIELD).size().compute()
+        sizes = group_sizes(groups.df, GROUP_FIELD)
         self.last_run = DedupStats.from_group_sizes(FUZZY_DUPLICATE_REASON, sizes)
         logger.info("%s: %d near duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)

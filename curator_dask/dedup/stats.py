@@ -6,7 +6,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DedupStats"]
+import pandas as pd
+
+from curator_dask.backends import to_host
+from curator_dask.task_names import delayed_task
+
+__all__ = ["DedupStats", "group_sizes"]
+
+
+def group_sizes(df, column: str) -> pd.Series:
+    """How many rows of the Dask dataframe ``df`` carry each value of ``column``
+    (computed, on the host), counted in tasks called ``<scope>/stats``.
+
+    >>> import dask.dataframe as dd
+    >>> frame = dd.from_pandas(pd.DataFrame({"group": [1, 1, 2, 1]}), npartitions=2)
+    >>> group_sizes(frame, "group").to_dict()
+    {1: 3, 2: 1}
+    """
+    counted = [delayed_task(_value_counts, "stats")(part, column) for part in df.to_delayed()]
+    return delayed_task(_summed, "stats")(counted).compute()
+
+
+def _value_counts(df, column: str) -> pd.Series:
+    return to_host(df[column].value_counts())
+
+
+def _summed(counts: list[pd.Series]) -> pd.Series:
+    counts = [c for c in counts if len(c)]
+    if not counts:
+        return pd.Series([], dtype="int64")
+    return pd.concat(counts).groupby(level=0, sort=True).sum()
 
 
 @dataclass

@@ -63,6 +63,7 @@ from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.columns import require_columns
 from curator_dask.stages.ids import AddId
+from curator_dask.task_names import scoped
 
 __all__ = ["ExactDedupResult", "ExactDeduplicationWorkflow"]
 
@@ -240,6 +241,7 @@ class ExactDeduplicationWorkflow:
             **d.config.decisive(),
         }
 
+    @scoped("exact_dedup")
     def run(self) -> ExactDedupResult:
         """Deduplicate; resumes from a complete duplicate list in ``cache_path``.
 

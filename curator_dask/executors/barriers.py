@@ -27,6 +27,7 @@ from curator_dask.observe.run_result import TaskRecord
 from curator_dask.stages.base import WholeDatasetStage
 from curator_dask.stages.fingerprint import pipeline_changes
 from curator_dask.stages.io_stages import ParquetWriter
+from curator_dask.task_names import task_scope
 
 __all__ = ["barrier_input", "run_barrier"]
 
@@ -38,7 +39,7 @@ def barrier_input(state: RunState, source: Source, barrier: WholeDatasetStage, c
     """Where the segment before ``barrier`` writes its parts: ``<cache>/input``, prepared
     (resumed when its manifest matches, else started over: it is the executor's own)."""
     layout = state.layout
-    spill = state.register(InternalStage(f"{layout.name_of(barrier)}_input", "write"))
+    spill = state.register(InternalStage(layout.name_of(barrier), "write"))
     output = ParquetWriter(posixpath.join(cache, "input"), mode="overwrite").prepare(
         source.input.identity(), resume=resume, inputs=state.inputs,
         pipeline=layout.fingerprint(upto=barrier), restart_on_mismatch=True)
@@ -67,8 +68,9 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
         out = plan_parquet(out_dir, files_per_partition=1)
         removed = saved["stats"].get("dropped", {})
     else:
-        ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
-        with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"):
+        with state.in_span(barrier, building=True), phase(f"{layout.name}: {name}"), \
+                task_scope(name):
+            ds_in = DocumentDataset.read_parquet(sink.output.spec.path, files_per_partition=1)
             with counting() as tally:  # what the stage records on the client
                 out = barrier.run(ds_in, posixpath.join(cache, "work"))
             with phase("write"):
@@ -80,7 +82,7 @@ def run_barrier(state: RunState, sink: Sink, barrier: WholeDatasetStage, cache: 
                               files=len(out.plan), stats={"dropped": removed})
     state.barrier_dropped.append(removed)
     stop = time.time()
-    reread = state.register(InternalStage(f"{name}_output", "read"))
+    reread = state.register(InternalStage(name, "read"))
     state.records.append(TaskRecord(
         stage=name, partitions=len(out.plan), rows_in=sum(s["rows"] for s in sink.stats),
         rows_out=0, bytes=0, seconds=stop - start, start=start, stop=stop, worker="client"))

@@ -4,7 +4,7 @@ Each step's tasks are one layer of delayed calls on the previous layer's futures
 persisted with the stage's resources (``client.persist(layer, resources=...)``); the
 executor waits for the whole layer before the next one starts. Because every layer is
 persisted on its own, the resources given at persist restrict exactly that stage's
-tasks, and each layer's keys are new (``<stage>-<run token>-<partition>``), so none
+tasks, and each layer's keys are new (``<stage>/<kind>-<run token>-<partition>``), so none
 inherits an earlier placement.
 
 Memory grows with the dataset (a whole stage's output is held at once); it is the

@@ -110,7 +110,11 @@ class Layout:
 
 class InternalStage(Stage):
     """A step the executor adds around a barrier: writing its input to the cache
-    (kind ``"write"``) or reading its output back (kind ``"read"``), on one CPU."""
+    (kind ``"write"``, named ``<barrier>_input``) or reading its output back (kind
+    ``"read"``, named ``<barrier>_output``), on one CPU. Its tasks are named after the
+    barrier: ``<barrier>/input``, ``<barrier>/output``."""
 
-    def __init__(self, name: str, kind: str):
-        self.name, self.kind = name, kind
+    def __init__(self, barrier: str, kind: str):
+        self.barrier, self.kind = barrier, kind
+        self.phase = "input" if kind == "write" else "output"
+        self.name = f"{barrier}_{self.phase}"

@@ -18,6 +18,7 @@ from curator_dask.executors.state import RunState
 from curator_dask.executors.steps import Segment
 from curator_dask.observe.progress import chain_label
 from curator_dask.stages.base import teardown_stage
+from curator_dask.task_names import stage_task_name
 
 __all__ = ["LocalExecutor"]
 
@@ -60,5 +61,6 @@ class LocalExecutor(Executor):
                 progress.update(len(covered), docs=records[-1].rows_out if records else 0)
 
     def kept(self, state, results):
-        return [dask.delayed(part, name=f"partition-{state.token}-{i}")
+        prefix = stage_task_name(state.layout.name, "output")
+        return [dask.delayed(part, name=f"{prefix}-{state.token}-{i}")
                 for i, part in sorted(results.items())]

@@ -24,6 +24,7 @@ from curator_dask.executors.state import RunState
 from curator_dask.faults import faults_explained, lost_workers, scheduler_lost
 from curator_dask.io import atomic
 from curator_dask.stages.base import ProcessingStage, teardown_stage
+from curator_dask.task_names import stage_of_key
 
 __all__ = ["ClusterExecutor", "no_workers_error", "raise_task_error", "release_run",
            "teardown_everywhere"]
@@ -146,8 +147,6 @@ def raise_task_error(client, future) -> None:
 
 def no_workers_error(client, err: NoWorkerError) -> NoWorkersError:
     """A :class:`NoWorkersError` for ``err``, with the last workers' departures."""
-    from dask.utils import key_split
-
     departures = []
     try:
         events = [e for _, e in client.get_events("all")
@@ -169,7 +168,7 @@ def no_workers_error(client, err: NoWorkerError) -> NoWorkersError:
     left = ("; the last workers to leave were " + ", ".join(departures)) if departures else ""
     message = (
         f"no worker was running for {err.timeout:g} s (the scheduler's no-workers timeout), "
-        f"so task {err.task!r} of stage {key_split(err.task)!r} could not run{left}. "
+        f"so task {err.task!r} of stage {stage_of_key(err.task)!r} could not run{left}. "
         "Check the workers' logs (memory limit? killed?), start workers, or give "
         "get_client(no_workers_timeout=...) more time if they restart slowly")
     return NoWorkersError(err.task, err.timeout, message)

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 import dask
 
 from curator_dask.executors.balancing import StageTimeline, busy_fraction
-from curator_dask.executors.layout import Layout
+from curator_dask.executors.layout import InternalStage, Layout
 from curator_dask.executors.placement import check_placement, span_annotation
 from curator_dask.io.guard import OutputGuard
 from curator_dask.observe.progress import Progress
 from curator_dask.observe.run_result import RunResult, StageMetrics, TaskRecord, stage_metrics
-from curator_dask.stages.base import Stage, key_prefix
+from curator_dask.stages.base import Stage
+from curator_dask.task_names import stage_task_name
 
 __all__ = ["RunState", "add_flow_metrics"]
 
@@ -66,10 +67,13 @@ class RunState:
             self.register(stage)
 
     def register(self, stage: Stage) -> Stage:
-        """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix, its
+        """Give a stage (of the layout, or an :class:`InternalStage`) its key prefix
+        (``<stage>/<kind>``: ``word_count/process``, ``fuzzy_dedup/input``), its
         resources and, on a cluster (:meth:`place`), its span."""
         name = self.layout.name_of(stage)
-        self.prefixes[id(stage)] = key_prefix(name)
+        self.prefixes[id(stage)] = (stage_task_name(stage.barrier, stage.phase)
+                                    if isinstance(stage, InternalStage)
+                                    else stage_task_name(name, stage.kind))
         if stage.resources is not None:
             self.resources[id(stage)] = (
                 check_placement([stage], {id(stage): name}, self.workers)[id(stage)]

@@ -18,6 +18,7 @@ from curator_dask.io.source import PartitionSource
 from curator_dask.observe.run_result import TaskRecord
 from curator_dask.stages.base import Stage
 from curator_dask.stages.io_stages import PreparedOutput
+from curator_dask.task_names import stage_task_name
 
 __all__ = ["CollectStep", "ProcessStep", "ReadStep", "Segment", "Sink", "Source", "Step",
            "Task", "WriteStep", "batch_groups"]
@@ -81,8 +82,9 @@ class Step:
         self.stage, self.batch_size = stage, batch_size
         self.name = state.layout.name_of(stage) if stage is not None else "records"
         self.resources = state.resources.get(id(stage)) if stage is not None else None
-        self.prefix = (f"{state.prefixes[id(stage)]}-{state.token}" if stage is not None
-                       else f"records-{state.token}")
+        prefix = (state.prefixes[id(stage)] if stage is not None
+                  else stage_task_name(state.layout.name, "records"))
+        self.prefix = f"{prefix}-{state.token}"  # the token: how release_run finds them
 
     def tasks(self, items: list[tuple]) -> list[Task]:
         raise NotImplementedError

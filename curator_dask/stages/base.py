@@ -39,6 +39,7 @@ from curator_dask.stages.columns import (
     nemo_declared_columns,
     require_columns,
 )
+from curator_dask.task_names import key_word, task_scope
 
 if TYPE_CHECKING:
     from curator_dask.dataset import DocumentDataset
@@ -314,7 +315,7 @@ def key_prefix(name: str) -> str:
     >>> key_prefix("word count/v2")
     'word_count_v2'
     """
-    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "stage"
+    return key_word(name, default="stage")
 
 
 # -- worker-side runtime ---------------------------------------------------------------
@@ -585,9 +586,11 @@ class WholeDatasetStage(Stage):
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """Interactive use: run with a fresh temporary cache directory. The output
         carries the counts of what came before and what :meth:`run` records on the
-        client (:meth:`DocumentDataset.through`)."""
+        client (:meth:`DocumentDataset.through`). Its tasks are named after the stage
+        (``<name>/<phase>``, :mod:`curator_dask.task_names`)."""
         cache = atomic.make_temp_dir(f"curator-{key_prefix(self.name)}-")
-        return ds.through(lambda documents: self.run(documents, cache))
+        with task_scope(self.name):
+            return ds.through(lambda documents: self.run(documents, cache))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} (whole dataset)>"

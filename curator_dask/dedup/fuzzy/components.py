@@ -40,6 +40,7 @@ from curator_dask.errors import ComputationError, InvalidArgumentError
 from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
+from curator_dask.task_names import delayed_task, task_name
 
 __all__ = [
     "GROUP_FIELD",
@@ -254,23 +255,26 @@ def distributed_components(edges, *, id_field: str = "id", max_rounds: int = 64,
     nparts = npartitions or df.npartitions
     method = default_shuffle_method()
     # Oriented u > v, self-loops dropped.
-    current = df.map_partitions(_orient, meta=_edge_meta(df._meta[x].dtype),
+    phase = task_name("components", scope="fuzzy_dedup")
+    current = df.map_partitions(_orient, meta=_edge_meta(df._meta[x].dtype), token=phase,
                                 align_dataframes=False, enforce_metadata=False).persist()
     previous = None
     for round_number in range(1, max_rounds + 1):
         routed = _symmetric(current).shuffle(on=_U, npartitions=nparts, ignore_index=True,
                                              shuffle_method=method).persist()
-        fingerprint = dask.compute(dask.delayed(_sum_fingerprints)(
-            [dask.delayed(_fingerprint)(part) for part in routed.to_delayed()]))[0]
+        fingerprint = dask.compute(delayed_task(_sum_fingerprints, "components",
+                                                scope="fuzzy_dedup")(
+            [delayed_task(_fingerprint, "components", scope="fuzzy_dedup")(part)
+             for part in routed.to_delayed()]))[0]
         logger.info("components round %d: %d edges", round_number, fingerprint[0])
         if fingerprint == previous:
             break
         previous = fingerprint
-        large = routed.map_partitions(_large_star, meta=current._meta,
+        large = routed.map_partitions(_large_star, meta=current._meta, token=phase,
                                       align_dataframes=False, enforce_metadata=False)
         small = large.shuffle(on=_U, npartitions=nparts, ignore_index=True,
                               shuffle_method=method)
-        current = small.map_partitions(_small_star, meta=current._meta,
+        current = small.map_partitions(_small_star, meta=current._meta, token=phase,
                                        align_dataframes=False, enforce_metadata=False).persist()
     else:
         raise ComputationError(f"connected components did not converge in {max_rounds} rounds")
@@ -354,7 +358,7 @@ def connected_components(edges, *, id_field: str = "id",
                              GROUP_FIELD: pd.Series([], dtype=df._meta[x].dtype)})
         return df[[x, y]].repartition(npartitions=1).map_partitions(
             _local_components, id_field, meta=meta, align_dataframes=False,
-            enforce_metadata=False)
+            enforce_metadata=False, token=task_name("components", scope="fuzzy_dedup"))
     logger.info("connected components: %d edges, more than union-find on one worker takes "
                 "(%d), distributed large-star/small-star", num_edges, max_local_edges)
     return distributed_components(df[[x, y]], id_field=id_field)

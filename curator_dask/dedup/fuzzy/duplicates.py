@@ -27,6 +27,7 @@ from curator_dask.dedup.removal import (
     remove_ids,
 )
 from curator_dask.observe import progress
+from curator_dask.task_names import scoped, task_name
 
 __all__ = ["FUZZY_DUPLICATE_REASON", "FuzzyDuplicates"]
 
@@ -38,6 +39,10 @@ FUZZY_DUPLICATE_REASON = "fuzzy_duplicate"
 #: NeMo Curator's parameters without a counterpart here, and what to write instead.
 def _ids_to_remove(df, id_field: str):
     return df.loc[df[id_field] != df[GROUP_FIELD], [id_field]]
+
+
+#: What the tasks of fuzzy dedup are called outside a pipeline stage (``fuzzy_dedup/lsh``).
+FUZZY_SCOPE = "fuzzy_dedup"
 
 
 class FuzzyDuplicates(Configured):
@@ -134,14 +139,17 @@ class FuzzyDuplicates(Configured):
         }
 
     # -- the phases, each lazy ---------------------------------------------------------------
+    @scoped(FUZZY_SCOPE)
     def signatures(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, _minhash_signature)`` of every document."""
         return self.minhash(ds)
 
+    @scoped(FUZZY_SCOPE)
     def candidate_edges(self, signatures: DocumentDataset) -> DocumentDataset:
         """``(id_x, id_y)`` pairs that share an LSH bucket (a pair may repeat)."""
         return self.lsh.edges(signatures)
 
+    @scoped(FUZZY_SCOPE)
     def checked_edges(self, edges, ds: DocumentDataset, num_edges: int | None = None):
         """The candidate edges whose true Jaccard similarity reaches the threshold."""
         return check_false_positives(edges, ds, char_ngrams=self.minhash.char_ngrams,
@@ -150,6 +158,7 @@ class FuzzyDuplicates(Configured):
                                      num_edges=num_edges,
                                      broadcast_threshold=self.broadcast_threshold)
 
+    @scoped(FUZZY_SCOPE)
     def pair_similarities(self, edges, ds: DocumentDataset, num_edges: int | None = None):
         """Every candidate pair once, with its true Jaccard similarity (unfiltered)."""
         return pair_similarities(edges, ds, char_ngrams=self.minhash.char_ngrams,
@@ -157,6 +166,7 @@ class FuzzyDuplicates(Configured):
                                  num_edges=num_edges,
                                  broadcast_threshold=self.broadcast_threshold)
 
+    @scoped(FUZZY_SCOPE)
     def groups(self, edges, num_edges: int | None = None) -> dd.DataFrame:
         """``(id, group)`` of every document in an edge (group = lowest id)."""
         return connected_components(edges, id_field=self.id_field,
@@ -164,6 +174,7 @@ class FuzzyDuplicates(Configured):
 
     # -- all together ------------------------------------------------------------------------
     @nemo_keywords()
+    @scoped(FUZZY_SCOPE)
     def identify(self, ds: DocumentDataset) -> DocumentDataset:
         """``(id, group)`` of every document in a group of two or more.
 
@@ -192,14 +203,16 @@ class FuzzyDuplicates(Configured):
         renamed("FuzzyDuplicates.identify_duplicates(ds)", "FuzzyDuplicates.identify(ds)")
         return self.identify(ds)
 
+    @scoped(FUZZY_SCOPE)
     def ids_to_remove(self, groups) -> dd.DataFrame:
         """Every id in ``groups`` but the lowest of its group."""
         df = groups.df if isinstance(groups, DocumentDataset) else groups
         return df.map_partitions(_ids_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field]], align_dataframes=False,
-                                 enforce_metadata=False)
+                                 enforce_metadata=False, token=task_name("remove"))
 
     @nemo_keywords()
+    @scoped(FUZZY_SCOPE)
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
         """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
         ids = self.ids_to_remove(groups)
@@ -211,6 +224,7 @@ class FuzzyDuplicates(Configured):
                           reason=FUZZY_DUPLICATE_REASON)
 
     @nemo_keywords()
+    @scoped(FUZZY_SCOPE)
     def __call__(self, ds: DocumentDataset) -> DocumentDataset:
         """The duplicates (:meth:`identify`), or with ``perform_removal=True`` the
         deduplicated dataset."""

@@ -37,12 +37,18 @@ from curator_dask.dedup.fuzzy.minhash_kernel import shingle_hashes64, string_buf
 from curator_dask.dedup.removal import DEFAULT_BROADCAST_THRESHOLD, default_shuffle_method
 from curator_dask.errors import InvalidArgumentError
 from curator_dask.numba_cache import njit
+from curator_dask.task_names import task_name
 
 __all__ = ["JACCARD_FIELD", "char_ngram_jaccard", "check_false_positives", "pair_similarities"]
 
 logger = logging.getLogger(__name__)
 
 JACCARD_FIELD = "jaccard"
+
+
+def _task() -> str:
+    """What the tasks built here are called, in the task scope in force."""
+    return task_name("jaccard", scope="fuzzy_dedup")
 
 
 @njit(inline="always")
@@ -160,7 +166,7 @@ def _routed(df: dd.DataFrame, column: str, npartitions: int) -> dd.DataFrame:
     be shuffled once and joined twice.
     """
     meta = df._meta.assign(**{_PARTITION: np.array([], dtype=np.int64)})
-    tagged = df.map_partitions(_route, column, npartitions, meta=meta,
+    tagged = df.map_partitions(_route, column, npartitions, token=_task(), meta=meta,
                                align_dataframes=False, enforce_metadata=False)
     if npartitions == 1:
         return tagged.repartition(npartitions=1)
@@ -226,11 +232,11 @@ def pair_similarities(edges, ds: DocumentDataset, *, char_ngrams: int = 24,
     if num_edges is not None and 2 * num_edges <= broadcast_threshold:
         # One sorted frame of candidate ids, shipped once to each worker (as removal does).
         ids_meta = ids._meta
-        wanted = (ids.map_partitions(_sorted_unique, id_field, meta=ids_meta)
+        wanted = (ids.map_partitions(_sorted_unique, id_field, token=_task(), meta=ids_meta)
                   .repartition(npartitions=1)
-                  .map_partitions(_sorted_unique, id_field, meta=ids_meta))
+                  .map_partitions(_sorted_unique, id_field, token=_task(), meta=ids_meta))
         texts = docs.map_partitions(_select_sorted, wanted, id_field, text_field,
-                                    meta=texts_meta, align_dataframes=False,
+                                    token=_task(), meta=texts_meta, align_dataframes=False,
                                     enforce_metadata=False)
     else:
         ids = ids.drop_duplicates(split_out=edges.npartitions, shuffle_method=method)
@@ -247,14 +253,14 @@ def pair_similarities(edges, ds: DocumentDataset, *, char_ngrams: int = 24,
                                 y: pd.Series([], dtype=edges._meta[y].dtype),
                                 text_y: pd.Series([], dtype=texts._meta[text_field].dtype)})
     with_y = dd.map_partitions(_with_member_text, _routed(edges, y, nparts), texts, id_field,
-                               text_field, text_y, meta=with_y_meta, align_dataframes=False,
-                               enforce_metadata=False)
+                               text_field, text_y, token=_task(), meta=with_y_meta,
+                               align_dataframes=False, enforce_metadata=False)
     meta = pd.DataFrame({x: pd.Series([], dtype=edges._meta[x].dtype),
                          y: pd.Series([], dtype=edges._meta[y].dtype),
                          JACCARD_FIELD: pd.Series([], dtype=np.float32)})
     return dd.map_partitions(_scored, _routed(with_y, x, nparts), texts, id_field, text_field,
-                             text_y, text_x, char_ngrams, meta=meta, align_dataframes=False,
-                             enforce_metadata=False)
+                             text_y, text_x, char_ngrams, token=_task(), meta=meta,
+                             align_dataframes=False, enforce_metadata=False)
 
 
 def check_false_positives(edges, ds: DocumentDataset, *, char_ngrams: int = 24,

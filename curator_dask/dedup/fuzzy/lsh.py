@@ -43,6 +43,7 @@ from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.stages.columns import require_columns
+from curator_dask.task_names import task_name
 
 __all__ = [
     "BUCKET_FIELD",
@@ -285,7 +286,8 @@ class LSH:
                              BUCKET_FIELD: pd.Series([], dtype=np.uint64)})
         return df.map_partitions(_bucket_partition, self.id_field, list(bands),
                                  self.minhashes_per_band, meta=meta,
-                                 align_dataframes=False, enforce_metadata=False)
+                                 align_dataframes=False, enforce_metadata=False,
+                                 token=task_name("lsh", scope="fuzzy_dedup"))
 
     def band_edges(self, signatures, bands: Sequence[int]) -> dd.DataFrame:
         """Edges found in ``bands``: one shuffle of their ``(id, bucket)`` pairs (lazy)."""
@@ -296,7 +298,8 @@ class LSH:
                                    shuffle_method=default_shuffle_method())
         return shuffled.map_partitions(bucket_edges, self.id_field,
                                        meta=_empty_edges(df._meta[self.id_field].dtype),
-                                       align_dataframes=False, enforce_metadata=False)
+                                       align_dataframes=False, enforce_metadata=False,
+                                       token=task_name("lsh", scope="fuzzy_dedup"))
 
     def edges(self, signatures) -> DocumentDataset:
         """Edges of all bands, ``(id_x, id_y)`` with ``id_x < id_y`` (lazy).

@@ -50,7 +50,7 @@ from curator_dask.dedup.cache import (
 from curator_dask.dedup.config import FuzzyDedupConfig, takes_config
 from curator_dask.dedup.duplicate_ids import ASSIGNED_ID_FIELD, IdNumbering, write_duplicate_ids
 from curator_dask.dedup.fuzzy.components import GROUP_FIELD
-from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
+from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FUZZY_SCOPE, FuzzyDuplicates
 from curator_dask.dedup.fuzzy.jaccard import JACCARD_FIELD
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_type
@@ -63,6 +63,7 @@ from curator_dask.io.planner import AUTO, resolve_blocksize
 from curator_dask.io.tables import Backend
 from curator_dask.observe.progress import phase, reporting
 from curator_dask.stages.ids import AddId
+from curator_dask.task_names import scoped
 
 __all__ = ["PHASES", "FuzzyDedupResult", "FuzzyDeduplicationWorkflow"]
 
@@ -264,6 +265,7 @@ class FuzzyDeduplicationWorkflow:
         return posixpath.join(self.cache_path.rstrip("/"), "fuzzy", *parts)
 
     # -- the run --------------------------------------------------------------------------------
+    @scoped(FUZZY_SCOPE)
     def run(self) -> FuzzyDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``.
 

@@ -28,6 +28,7 @@ from curator_dask.dedup.index.store import (
 )
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.overlap import check_output_path
+from curator_dask.task_names import delayed_task, task_name
 
 __all__ = ["DedupIndex", "IndexQuery", "count_actions", "counted_reasons"]
 
@@ -234,6 +235,7 @@ class DedupIndex:
         rows = self.store.regroup(rows, state.partitions, self.key_columns)
         generation = state.generation + 1
         rows = rows.map_partitions(_with_generation, generation,
+                                   token=task_name("append", scope="dedup_index"),
                                    meta=_with_generation(rows._meta, generation))
         return self.store.append(rows, base=state, batch=batch).generation
 
@@ -246,7 +248,7 @@ def reason_counts(actions: dd.Series, reasons: dict[int, str]) -> tuple[int, dic
     """``(documents, removed by reason, new)`` from a persisted column of actions (0 = new,
     other codes as ``reasons`` names them): one small task a partition, summed."""
     width = max(reasons) + 1
-    parts = [dask.delayed(count_actions)(part, width) for part in actions.to_delayed()]
+    parts = [delayed_task(count_actions, "query")(part, width) for part in actions.to_delayed()]
     return counted_reasons(dask.compute(*parts), reasons)
 
 

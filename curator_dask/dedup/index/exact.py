@@ -75,6 +75,7 @@ from curator_dask.io.arrow_types import to_frame
 from curator_dask.observe import progress
 from curator_dask.partition import Partition
 from curator_dask.stages.columns import id_column_fix, require_columns
+from curator_dask.task_names import delayed_task, scoped, task_name
 
 __all__ = ["EXACT_INDEX_REASON", "ExactDedupIndex", "text_digests"]
 
@@ -88,6 +89,11 @@ _ACTION = "_action"
 _NEW, _DUPLICATE, _OF_INDEX = 0, 1, 2
 _REASONS = {_DUPLICATE: DUPLICATE_REASON, _OF_INDEX: EXACT_INDEX_REASON}
 KEY_SCHEMA = pa.schema([(HIGH, pa.uint64()), (LOW, pa.uint64())])
+
+
+def _task() -> str:
+    """What the tasks of a query are called (``exact_dedup_index/query``)."""
+    return task_name("query", scope="exact_dedup_index")
 
 
 def text_digests(texts, method: str = "md5") -> np.ndarray:
@@ -359,14 +365,15 @@ class ExactDedupIndex(DedupIndex):
         """Mark a batch from its frames: hash each, shuffle the keys to their routes."""
         c = self.config
         keys = ds.df.map_partitions(_keys_partition, c.id_field, c.text_field, c.hash_method,
-                                    c.on_null, routes, meta=meta, align_dataframes=False,
-                                    enforce_metadata=False)
+                                    c.on_null, routes, token=_task(), meta=meta,
+                                    align_dataframes=False, enforce_metadata=False)
         routed = self.store.route(keys, routes).persist()
         batch = self._batch_key(ds, batch_id, batch_digest(routed, [HIGH, LOW]))
         base, appended = self._base(state, batch, as_of)
-        marked = routed.map_partitions(self._marker(state, base), meta=marked_meta,
-                                       align_dataframes=False, enforce_metadata=False).persist()
-        counts = dask.compute(*[dask.delayed(_action_counts)(part)
+        marked = routed.map_partitions(self._marker(state, base), token=_task(),
+                                       meta=marked_meta, align_dataframes=False,
+                                       enforce_metadata=False).persist()
+        counts = dask.compute(*[delayed_task(_action_counts, "query")(part)
                                 for part in marked.to_delayed()])
         return marked, counts, batch, base, appended
 
@@ -385,25 +392,26 @@ class ExactDedupIndex(DedupIndex):
         # The read is a task of its own: the small tasks after the hash (a route's
         # piece of it) may run anywhere without taking the table along.
         reads = [dask.delayed(_read, pure=False)(source, spec,
-                                                 dask_key_name=f"index-read-{token}-{i}")
+                                                 dask_key_name=f"{_task()}-{token}-read-{i}")
                  for i, spec in enumerate(plan)]
         hashed = [dask.delayed(_hash_routes, pure=False)(
-            source, spec, routes, reads[i], dask_key_name=f"index-hash-{token}-{i}")
+            source, spec, routes, reads[i], dask_key_name=f"{_task()}-{token}-hash-{i}")
             for i, spec in enumerate(plan)]
         name = self._batch_name(ds, batch_id)
         digest = None
         if self._may_be_appended(state, name, as_of):
             hashed, held = progress.persist(hashed, reads if hold else [])
             reads = held if hold else reads
-            digest = digest_of_sums(dask.compute(*[dask.delayed(_key_sums)(h) for h in hashed]))
+            sums = [delayed_task(_key_sums, "query")(h) for h in hashed]
+            digest = digest_of_sums(dask.compute(*sums))
         base, appended = self._base(state, f"{name}:{digest}" if digest else None, as_of)
         mark = self._marker(state, base)
         marks = [dask.delayed(_mark_route, pure=False)(
             [dask.delayed(_route_piece, pure=True)(h, r, dask_key_name=(
-                f"index-piece-{token}-{i}-{r}")) for i, h in enumerate(hashed)], r, mark,
-            dask_key_name=f"index-mark-{token}-{r}") for r in range(routes)]
+                f"{_task()}-{token}-piece-{i}-{r}")) for i, h in enumerate(hashed)], r, mark,
+            dask_key_name=f"{_task()}-{token}-mark-{r}") for r in range(routes)]
         summaries = [dask.delayed(_summary, pure=True)(m, dask_key_name=(
-            f"index-summary-{token}-{r}")) for r, m in enumerate(marks)]
+            f"{_task()}-{token}-summary-{r}")) for r, m in enumerate(marks)]
         marks, reads, summaries = progress.persist(marks, reads if hold else [], summaries)
         summaries = dask.compute(*summaries)
         width = len(_REASONS) + 1
@@ -411,15 +419,16 @@ class ExactDedupIndex(DedupIndex):
         batch = f"{name}:{digest_of_sums(s[width:] for s in summaries)}" if name else None
         marked = dd.from_delayed(marks, meta=marked_meta, verify_meta=False)
         removals = [dask.delayed(_removals, pure=True)(m, self.config.id_field, dask_key_name=(
-            f"index-removals-{token}-{r}")) for r, m in enumerate(marks)]
+            f"{_task()}-{token}-removals-{r}")) for r, m in enumerate(marks)]
         strategy = removal_strategy(self.config, sum(counted_reasons(counts, _REASONS)[1]
                                                      .values()))
         routed = route_removals(removals, len(plan), strategy, token)
         kept = ds.with_partitions([dask.delayed(_kept_partition, pure=True)(
             source, spec, reads[i] if hold else None, routed[i],
-            dask_key_name=f"index-kept-{token}-{i}") for i, spec in enumerate(plan)])
+            dask_key_name=f"{_task()}-{token}-kept-{i}") for i, spec in enumerate(plan)])
         return marked, counts, batch, base, appended, kept
 
+    @scoped("exact_dedup_index")
     def query(self, ds: DocumentDataset, *, as_of: int | None = None,
               batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
@@ -455,17 +464,19 @@ class ExactDedupIndex(DedupIndex):
                 source, ds, state, routes, marked_meta, as_of, batch_id)
         documents, removed, new = counted_reasons(counts, _REASONS)
         if kept is None:
-            listed = marked.map_partitions(_removal_list, c.id_field,
+            listed = marked.map_partitions(_removal_list, c.id_field, token=_task(),
                                            meta=_removal_list(marked._meta, c.id_field))
             kept = remove_ids(ds, listed, id_field=c.id_field,
                               strategy=removal_strategy(c, sum(removed.values())),
                               broadcast_threshold=c.broadcast_threshold,
                               reason=DUPLICATE_REASON)
             if c.on_null == "skip":
-                kept = kept.map_partitions(_drop_null_text, c.text_field, meta=kept.df._meta)
+                kept = kept.map_partitions(_drop_null_text, c.text_field, token=_task(),
+                                           meta=kept.df._meta)
         logger.info("exact index query: %d documents, %d new, removed %s (compared with "
                     "generation %d)", documents, new, removed, base)
         return IndexQuery(kept=kept, documents=documents, removed=removed, new_keys=new,
                           base_generation=base, appended_as=appended, _index=self,
                           _state=state, _batch=batch,
-                          _rows=marked.map_partitions(_new_keys, meta=_new_keys(marked._meta)))
+                          _rows=marked.map_partitions(_new_keys, token=_task(),
+                                                      meta=_new_keys(marked._meta)))

@@ -76,6 +76,7 @@ from curator_dask.dedup.removal import remove_ids
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.observe import progress
 from curator_dask.stages.columns import id_column_fix, require_columns
+from curator_dask.task_names import scoped, task_name
 
 __all__ = ["FUZZY_INDEX_REASON", "FuzzyDedupIndex"]
 
@@ -93,6 +94,11 @@ _NEW, _DUPLICATE, _OF_INDEX = 0, 1, 2
 _REASONS = {_DUPLICATE: FUZZY_DUPLICATE_REASON, _OF_INDEX: FUZZY_INDEX_REASON}
 KEY_SCHEMA = pa.schema([(BUCKET_FIELD, pa.uint64())])
 _BYTES_PER_PARTITION = 256 << 20
+
+
+def _task() -> str:
+    """What the tasks of a query are called (``fuzzy_dedup_index/query``)."""
+    return task_name("query", scope="fuzzy_dedup_index")
 
 
 def _with_partition(df, partitions: int) -> pd.DataFrame:
@@ -219,6 +225,7 @@ class FuzzyDedupIndex(DedupIndex):
                 "FuzzyDeduplicationWorkflow over the old and new documents together)")
 
     # -- queries -----------------------------------------------------------------------------
+    @scoped("fuzzy_dedup_index")
     def query(self, ds: DocumentDataset, *, as_of: int | None = None,
               batch_id: str | None = None) -> IndexQuery:
         """Compare a batch with the index (and with itself); see :class:`IndexQuery`.
@@ -239,16 +246,17 @@ class FuzzyDedupIndex(DedupIndex):
         marked, documents, batch, base, appended = self._mark(
             dedup.signatures(ds).df, state, routes, as_of, dedup,
             lambda digest: self._batch_key(ds, batch_id, digest))
-        edges = marked.map_partitions(_edges, c.id_field, meta=_edges(marked._meta, c.id_field),
+        edges = marked.map_partitions(_edges, c.id_field, token=_task(),
+                                      meta=_edges(marked._meta, c.id_field),
                                       align_dataframes=False, enforce_metadata=False).persist()
         labelled = dedup.groups(edges, num_edges=len(edges))
-        groups = labelled.map_partitions(_actions, c.id_field,
+        groups = labelled.map_partitions(_actions, c.id_field, token=_task(),
                                          meta=_actions(labelled._meta, c.id_field)).persist()
         _, removed, _ = reason_counts(groups[_ACTION], _REASONS)
         kept = ds
         for action, reason in sorted(_REASONS.items(), reverse=True):
             ids = groups.map_partitions(_ids_with, c.id_field, action,
-                                        meta=groups._meta[[c.id_field]])
+                                        token=_task(), meta=groups._meta[[c.id_field]])
             kept = remove_ids(kept, ids, id_field=c.id_field,
                               strategy=removal_strategy(c, removed[reason]),
                               broadcast_threshold=c.broadcast_threshold, reason=reason)
@@ -261,7 +269,7 @@ class FuzzyDedupIndex(DedupIndex):
 
     @staticmethod
     def _new_buckets(marked):
-        return marked.map_partitions(_new_buckets, meta=_new_buckets(marked._meta),
+        return marked.map_partitions(_new_buckets, token=_task(), meta=_new_buckets(marked._meta),
                                      align_dataframes=False, enforce_metadata=False).persist()
 
     def _mark(self, signatures, state, routes: int, as_of, dedup: FuzzyDuplicates,
@@ -275,7 +283,7 @@ class FuzzyDedupIndex(DedupIndex):
                                     f"{signatures._meta[id_field].dtype}; assign them with AddId()")
         buckets = dedup.lsh.buckets(signatures, range(dedup.lsh.num_bands))
         keyed = buckets.map_partitions(_with_partition, routes,
-                                       meta=_with_partition(buckets._meta, routes),
+                                       token=_task(), meta=_with_partition(buckets._meta, routes),
                                        align_dataframes=False, enforce_metadata=False)
         # The id checks share the MinHash pass with the buckets.
         routed, repeated, lowest = progress.persist(
@@ -294,7 +302,7 @@ class FuzzyDedupIndex(DedupIndex):
         files = [self.store.partition_files(state, p, base) for p in range(state.partitions)]
         mark = _MarkBuckets(self.store.reader(KEY_SCHEMA), files)
         marked = routed.map_partitions(
-            mark, meta=buckets._meta.assign(**{_IN_INDEX: np.array([], dtype=bool)}),
+            mark, token=_task(), meta=buckets._meta.assign(**{_IN_INDEX: np.array([], dtype=bool)}),
             align_dataframes=False, enforce_metadata=False).persist()
         return marked, documents, batch, base, appended
 

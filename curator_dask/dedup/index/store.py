@@ -55,6 +55,7 @@ from curator_dask.errors import CuratorError
 from curator_dask.io import atomic
 from curator_dask.io.lease import LEASE
 from curator_dask.stages.fingerprint import param_changes
+from curator_dask.task_names import delayed_task
 
 __all__ = [
     "GENERATION_FIELD",
@@ -135,7 +136,7 @@ class IndexState:
 def batch_digest(frame: dd.DataFrame, columns: list[str]) -> str:
     """A digest of a batch's keys that does not depend on their order or partitioning:
     the row count and the wrapping sum of each uint64 column, as hex."""
-    parts = [dask.delayed(_column_sums)(part, columns) for part in frame.to_delayed()]
+    parts = [delayed_task(_column_sums, "index")(part, columns) for part in frame.to_delayed()]
     return digest_of_sums(dask.compute(*parts))
 
 
@@ -325,7 +326,7 @@ class IndexStore:
         if rows.npartitions == partitions:
             return rows
         parts = rows.to_delayed()
-        gathered = [dask.delayed(_sorted_concat)(parts[p::partitions], list(keys))
+        gathered = [delayed_task(_sorted_concat, "index")(parts[p::partitions], list(keys))
                     for p in range(partitions)]
         return dd.from_delayed(gathered, meta=rows._meta, verify_meta=False)
 

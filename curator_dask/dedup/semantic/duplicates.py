@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import posixpath
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -60,6 +59,7 @@ from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
 from curator_dask.io.planner import task_input_bytes
 from curator_dask.stages.columns import ColumnNotFoundError
+from curator_dask.task_names import delayed_task, scoped, task_name
 
 __all__ = [
     "CLUSTER_FIELD",
@@ -303,6 +303,11 @@ def _groups(pairs, id_field: str, min_similarity: float):
         {id_field: removed[id_field].dtype, GROUP_FIELD: removed[id_field].dtype})
 
 
+#: What the tasks of semantic dedup are called outside a pipeline stage
+#: (``semantic_dedup/kmeans``).
+SEMANTIC_SCOPE = "semantic_dedup"
+
+
 class SemanticDuplicates(Configured):
     """Find semantic duplicates: embeddings, k-means, similarity within each cluster.
 
@@ -361,6 +366,7 @@ class SemanticDuplicates(Configured):
     Examples
     --------
     >>> import tempfile
+    >>> import dask
     >>> vectors = [[1, 0, 0], [0.99, 0.1, 0], [0, 0.7, 0.7], [0, 0, 1], [0, 0.05, 1]]
     >>> frame = pd.DataFrame({"id": [1, 2, 3, 4, 5], "text": list("abcde")})
     >>> frame["embeddings"] = [np.array(v, np.float32) for v in vectors]
@@ -426,6 +432,7 @@ class SemanticDuplicates(Configured):
                               max_chars=self.embedding_max_chars,
                               device=self.device if isinstance(self.device, str) else "auto")
 
+    @scoped(SEMANTIC_SCOPE)
     def embeddings(self, ds: DocumentDataset) -> dd.DataFrame:
         """``(id, embeddings)`` of every document, normalised to unit length."""
         df = ds.df
@@ -446,20 +453,22 @@ class SemanticDuplicates(Configured):
             self.embedding_column: pd.Series([], dtype=pd.ArrowDtype(VECTOR_TYPE))})
         return df[[self.id_field, self.embedding_column]].map_partitions(
             _embedding_rows, self.id_field, self.embedding_column, meta=meta,
-            align_dataframes=False, enforce_metadata=False)
+            align_dataframes=False, enforce_metadata=False, token=task_name("embed"))
 
+    @scoped(SEMANTIC_SCOPE)
     def check_ids(self, embeddings: dd.DataFrame, who: str = "SemanticDuplicates") -> None:
         """Raise DuplicateIdError if an id is on more than one document."""
         check_unique_ids(repeated_ids(embeddings[[self.id_field]], self.id_field),
                          self.id_field, who=who)
 
+    @scoped(SEMANTIC_SCOPE)
     def kmeans(self, embeddings: dd.DataFrame) -> KMeansFit:
         """Fit the centroids (the embeddings are held on the workers while it runs, in
         blocks of :data:`~.kmeans.DEFAULT_BLOCK_BYTES`, or smaller where the workers'
         memory holds less: :func:`~curator_dask.io.planner.task_input_bytes`)."""
         # Not persisted: fit_kmeans reads each partition twice (to count, then into its
         # block), which costs less than holding the partitions beside the blocks.
-        arrays = [dask.delayed(_matrix)(part, self.embedding_column)
+        arrays = [delayed_task(_matrix, "kmeans")(part, self.embedding_column)
                   for part in embeddings.to_delayed()]
         fits = task_input_bytes("kmeans")
         block_bytes = max(min(DEFAULT_BLOCK_BYTES, fits or DEFAULT_BLOCK_BYTES), 1 << 20)
@@ -467,6 +476,7 @@ class SemanticDuplicates(Configured):
                           random_state=self.random_state, ops=self.device,
                           block_bytes=block_bytes)
 
+    @scoped(SEMANTIC_SCOPE)
     def clusters(self, embeddings: dd.DataFrame, centroids: np.ndarray) -> dd.DataFrame:
         """``(id, embeddings, cluster, distance)``, shuffled so that each partition holds
         whole clusters."""
@@ -475,13 +485,14 @@ class SemanticDuplicates(Configured):
             self.embedding_column: pd.Series([], dtype=object),
             CLUSTER_FIELD: np.array([], np.int32), DISTANCE_FIELD: np.array([], np.float32)})
         assigned = embeddings.map_partitions(
-            _assign, dask.delayed(np.asarray(centroids, np.float32), pure=True),
+            _assign, delayed_task(np.asarray, "clusters", pure=True)(centroids, np.float32),
             self.id_field, self.embedding_column, self.sim_metric, self.device, meta=meta,
-            align_dataframes=False, enforce_metadata=False)
+            align_dataframes=False, enforce_metadata=False, token=task_name("clusters"))
         npartitions = max(1, min(self.n_clusters, embeddings.npartitions))
         return assigned.shuffle(on=CLUSTER_FIELD, npartitions=npartitions,
                                 shuffle_method=default_shuffle_method())
 
+    @scoped(SEMANTIC_SCOPE)
     def pairs(self, clusters: dd.DataFrame) -> dd.DataFrame:
         """The pairs table: ``(id, duplicate_of, cosine_similarity, cluster)`` of every
         document at least ``1 - max(eps_thresholds)`` similar to one ranked before it.
@@ -498,8 +509,9 @@ class SemanticDuplicates(Configured):
             which_to_keep=self.which_to_keep, random_state=self.random_state,
             min_similarity=self.min_similarity(max(self.eps_thresholds)),
             block_size=self.pairwise_batch_size, device=self.device, meta=meta,
-            align_dataframes=False, enforce_metadata=False)
+            align_dataframes=False, enforce_metadata=False, token=task_name("pairs"))
 
+    @scoped(SEMANTIC_SCOPE)
     def duplicates(self, pairs, eps: float | None = None) -> dd.DataFrame:
         """``(id, group)`` of every document to remove at ``eps`` (default
         ``eps_to_extract``): ``group`` is the id of the kept document it duplicates."""
@@ -509,8 +521,10 @@ class SemanticDuplicates(Configured):
         meta = pd.DataFrame({self.id_field: pd.Series([], dtype=id_dtype),
                              GROUP_FIELD: pd.Series([], dtype=id_dtype)})
         return df.map_partitions(_groups, self.id_field, self.min_similarity(eps), meta=meta,
-                                 align_dataframes=False, enforce_metadata=False)
+                                 align_dataframes=False, enforce_metadata=False,
+                                 token=task_name("duplicates"))
 
+    @scoped(SEMANTIC_SCOPE)
     def remove(self, ds: DocumentDataset, duplicates) -> DocumentDataset:
         """``ds`` less the documents in ``duplicates``, counted as ``semantic_duplicate``."""
         df = duplicates.df if isinstance(duplicates, DocumentDataset) else duplicates
@@ -538,6 +552,7 @@ class SemanticDuplicates(Configured):
         return read_parquet_parts(path, schema, storage_options=storage_options)
 
     # -- all together -------------------------------------------------------------------------
+    @scoped(SEMANTIC_SCOPE)
     def identify(self, ds: DocumentDataset, cache_path: str, *,
                  storage_options: dict | None = None) -> DocumentDataset:
         """Run every phase, each written under ``cache_path`` (replacing what is there),

@@ -61,6 +61,7 @@ from curator_dask.dedup.semantic.kernels import (
     lloyd_partial,
 )
 from curator_dask.errors import InvalidArgumentError
+from curator_dask.task_names import delayed_task
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -128,6 +129,11 @@ class KMeansBlock:
 
 # -- per-partition and per-block tasks ----------------------------------------------------
 
+def _task(func):
+    """``dask.delayed(func)``, its calls named ``<scope>/kmeans``."""
+    return delayed_task(func, "kmeans", scope="semantic_dedup")
+
+
 @numba.njit(cache=True, nogil=True)
 def _column_moments(x):
     sums = np.zeros(x.shape[1], dtype=np.float64)
@@ -170,7 +176,7 @@ def _tree_sum(parts: list):
     """The sum of delayed values, as a tree of ``_FAN_IN``-way additions in a fixed
     order; the last addition happens here, saving a task and a transfer a step."""
     while len(parts) > _FAN_IN:
-        parts = [dask.delayed(_add)(*parts[i:i + _FAN_IN]) if len(parts[i:i + _FAN_IN]) > 1
+        parts = [_task(_add)(*parts[i:i + _FAN_IN]) if len(parts[i:i + _FAN_IN]) > 1
                  else parts[i] for i in range(0, len(parts), _FAN_IN)]
     return _add(*dask.compute(*parts))
 
@@ -302,7 +308,7 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
                         ("block_bytes", block_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
-    stats = dask.compute(*[dask.delayed(_stats)(a) for a in arrays])
+    stats = dask.compute(*[_task(_stats)(a) for a in arrays])
     sizes = np.array([s[0] for s in stats], dtype=np.int64)
     documents = int(sizes.sum())
     if documents < n_clusters:
@@ -333,23 +339,23 @@ def fit_kmeans(arrays: list, n_clusters: int, *, max_iter: int = 100, tol: float
     cuts = np.searchsorted(picks, starts)
     positions = [picks[cuts[b]:cuts[b + 1]] - starts[b] for b in range(len(groups))]
     if len(groups) == 1:
-        task = dask.delayed(_fit_in_one_task)([arrays[i] for i in groups[0]], positions[0],
+        task = _task(_fit_in_one_task)([arrays[i] for i in groups[0]], positions[0],
                                               order, settings, rng)
         del arrays
         *fit, sample_iterations = dask.compute(task)[0]
     else:
-        blocks = dask.persist(*[dask.delayed(KMeansBlock.of)(*[arrays[i] for i in g])
+        blocks = dask.persist(*[_task(KMeansBlock.of)(*[arrays[i] for i in g])
                                 for g in groups])
         del arrays  # the scheduler frees a partition once its block is made
         sample = _in_draw_order(np.concatenate(dask.compute(
-            *[dask.delayed(_rows)(b, p) for b, p in zip(blocks, positions, strict=True)])), order)
+            *[_task(_rows)(b, p) for b, p in zip(blocks, positions, strict=True)])), order)
         centroids, sample_iterations = _initial_centroids(sample, settings, rng)
         del sample
 
         def step(centroids):
             # The centroids travel inside each task (1.5 MiB at 1,000 x 384): as a key
             # of their own, every worker but one fetched them before it could start.
-            return _tree_sum([dask.delayed(_block_partial)(ops, b, centroids) for b in blocks])
+            return _tree_sum([_task(_block_partial)(ops, b, centroids) for b in blocks])
 
         fit = _lloyd(step, centroids, max_iter, settings.tol_abs)
     centroids, iterations, inertia, counts, converged = fit

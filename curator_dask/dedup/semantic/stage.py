@@ -12,7 +12,7 @@ from curator_dask.dedup.semantic.duplicates import (
     SEMANTIC_DUPLICATE_REASON,
     SemanticDuplicates,
 )
-from curator_dask.dedup.stats import DedupStats
+from curator_dask.dedup.stats import DedupStats, group_sizes
 from curator_dask.stages.base import WholeDatasetStage
 
 __all__ = ["SemanticDedup"]
@@ -79,7 +79,7 @@ class SemanticDedup(WholeDatasetStage):
         except DuplicateIdError as err:
             raise DuplicateIdError(f"stage {self.name!r}: {err}") from None
         removed = DocumentDataset(found.df.persist())
-        sizes = removed.df.groupby(GROUP_FIELD).size().compute() + 1
+        sizes = group_sizes(removed.df, GROUP_FIELD) + 1
         self.last_run = DedupStats.from_group_sizes(SEMANTIC_DUPLICATE_REASON, sizes)
         logger.info("%s: %d semantic duplicates in %d groups", self.name,
                     self.last_run.duplicate_documents, self.last_run.duplicate_groups)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from curator_dask.backends import to_host
 from curator_dask.dataset import DocumentDataset, WriteResult
 from curator_dask.dedup.cache import (
     OutputMode,
@@ -52,16 +53,19 @@ from curator_dask.dedup.semantic.duplicates import (
     CLUSTER_FIELD,
     GROUP_FIELD,
     SEMANTIC_DUPLICATE_REASON,
+    SEMANTIC_SCOPE,
     SIMILARITY_FIELD,
     VECTOR_TYPE,
     SemanticDuplicates,
     id_arrow_type,
     vector_series,
 )
+from curator_dask.dedup.stats import group_sizes
 from curator_dask.dedup.workflow import input_files
 from curator_dask.faults import faults_explained
 from curator_dask.io.identity import files_identity
 from curator_dask.stages.ids import AddId
+from curator_dask.task_names import delayed_task, scoped
 
 __all__ = ["PHASES", "SemanticDedupResult", "SemanticDeduplicationWorkflow"]
 
@@ -206,6 +210,7 @@ class SemanticDeduplicationWorkflow:
         return self._path("pairs")
 
     # -- the run ----------------------------------------------------------------------------------
+    @scoped(SEMANTIC_SCOPE)
     def run(self) -> SemanticDedupResult:
         """Deduplicate; resumes after the last phase found complete in ``cache_path``."""
         with faults_explained(setting="input_blocksize"):
@@ -313,7 +318,7 @@ class SemanticDeduplicationWorkflow:
         def sizes(_: PhaseResult) -> dict:
             read = self.dedup.read_clusters(self._path("clusters"), id_type,
                                             self.storage_options)
-            counts = read[CLUSTER_FIELD].value_counts().compute()
+            counts = group_sizes(read, CLUSTER_FIELD)
             return {"clusters": len(counts),
                     "largest_cluster": int(counts.max()) if len(counts) else 0}
 
@@ -326,14 +331,14 @@ class SemanticDeduplicationWorkflow:
 
         def counts(_: PhaseResult) -> dict:
             pairs = self.pairs(id_type)
-            similarity = pairs[SIMILARITY_FIELD].astype("float64")
-            by_eps = [[eps, similarity.ge(self.dedup.min_similarity(eps)).sum()]
-                      for eps in self.dedup.eps_thresholds]
-            groups = self.dedup.duplicates(pairs)[GROUP_FIELD].nunique()
-            values = dask.compute([count for _, count in by_eps], groups)
-            return {"duplicates_by_eps": [[eps, int(n)] for (eps, _), n
-                                          in zip(by_eps, values[0], strict=True)],
-                    "groups": int(values[1])}
+            thresholds = [self.dedup.min_similarity(eps) for eps in self.dedup.eps_thresholds]
+            counted = [delayed_task(_pairs_at, "stats")(part, thresholds)
+                       for part in pairs.to_delayed()]
+            by_eps = sum(dask.compute(*counted), np.zeros(len(thresholds), np.int64))
+            groups = group_sizes(self.dedup.duplicates(pairs), GROUP_FIELD)
+            return {"duplicates_by_eps": [[eps, int(n)] for eps, n
+                                          in zip(self.dedup.eps_thresholds, by_eps, strict=True)],
+                    "groups": len(groups)}
 
         return write_phase(self.dedup.pairs(clusters), self._path("pairs"),
                            fingerprint=fingerprint, stats=counts,
@@ -348,3 +353,9 @@ class SemanticDeduplicationWorkflow:
 
     def _output_intact(self, removal: PhaseResult) -> bool:
         return removal_output_intact(self.output_path, removal, self.storage_options)
+
+
+def _pairs_at(pairs, thresholds: list[float]) -> np.ndarray:
+    """How many of a partition's pairs reach each similarity threshold."""
+    similarity = to_host(pairs[SIMILARITY_FIELD]).to_numpy(dtype=np.float64)
+    return np.array([(similarity >= t).sum() for t in thresholds], np.int64)
