@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import types
+import warnings
 from collections.abc import Mapping
 from typing import Literal
 
@@ -191,7 +192,12 @@ def get_client(  # noqa: PLR0912
                 f"{option}= would recycle each worker on its own clock, and workers that "
                 f"reach it together empty the cluster; use worker_{option}= instead")
     config = {"distributed.scheduler.no-workers-timeout": no_workers_timeout}
-    with dask.config.set(config):
+    _quiet_routine_notes()
+    with dask.config.set(config), warnings.catch_warnings():
+        # The dashboard moves to a free port when 8787 is taken (another cluster, a
+        # notebook): the link is logged, so distributed's warning about it is noise.
+        warnings.filterwarnings("ignore", message="Port .* is already in use",
+                                category=UserWarning)
         if cluster_type == "cpu":
             cluster = _cpu_cluster(n_workers, threads_per_worker, memory_limit,
                                    dashboard_address, protocol, worker_kwargs)
@@ -341,3 +347,17 @@ def worker_resources(client: Client) -> dict[str, Mapping[str, float]]:
     """``{worker address: advertised resources}`` of the workers connected now."""
     workers = scheduler_workers(client)
     return {addr: dict(info.get("resources") or {}) for addr, info in workers.items()}
+
+
+#: distributed's loggers that report routine events at WARNING: the scheduler of a local
+#: cluster runs in this process and notes the start and end of every P2P shuffle.
+_ROUTINE_LOGGERS = ("distributed.shuffle._scheduler_plugin",)
+
+
+def _quiet_routine_notes() -> None:
+    """A local cluster's run that goes well logs nothing at WARNING: routine notes are
+    turned down to errors, unless the user set their level."""
+    for name in _ROUTINE_LOGGERS:
+        routine = logging.getLogger(name)
+        if routine.level == logging.NOTSET:
+            routine.setLevel(logging.ERROR)
