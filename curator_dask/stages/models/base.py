@@ -205,6 +205,9 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
 
     model_kind: str = "encoder"
     output_suffix: str = "model"
+    #: The stage's name when none is given (a named classifier's, ``quality_classifier``);
+    #: None names it after its model directory.
+    default_name: str | None = None
     #: Where a batch is padded: "left" for a causal language model that generates.
     padding_side: str = "right"
     resources: Resources = Resources(gpus=1)
@@ -236,7 +239,8 @@ class ModelStage(_TokenizingMixin, ProcessingStage):
         self.pretokenized = bool(pretokenized)
         self.input_ids_column = input_ids_column
         self.trust_remote_code = bool(trust_remote_code)
-        self.name = name or _default_name(self.model_dir, self.output_suffix)
+        self.name = name or self.default_name or _default_name(self.model_dir,
+                                                               self.output_suffix)
         if resources is not None:
             if not isinstance(resources, Resources):
                 raise ArgumentTypeError(

@@ -67,7 +67,7 @@ class HubMixinClassifier(ClassifierStage):
                          max_chars=whole_document(max_chars), device=device, dtype=dtype,
                          max_tokens_per_batch=max_tokens_per_batch, max_length=max_length,
                          pretokenized=pretokenized, input_ids_column=input_ids_column,
-                         name=name or self.default_name, resources=resources)
+                         name=name, resources=resources)
 
     def inspect(self, model_path, pretokenized: bool) -> ModelDir:
         model_dir, self.base_config_dir, self._tokenizer_path = inspect_hub_mixin_dir(

@@ -71,7 +71,7 @@ class FineWebEduScorer(ModelStage):
                          max_tokens_per_batch=max_tokens_per_batch,
                          max_chars=whole_document(max_chars), max_length=max_length,
                          device=device, dtype=dtype, pretokenized=pretokenized,
-                         input_ids_column=input_ids_column, name=name or self.default_name,
+                         input_ids_column=input_ids_column, name=name,
                          resources=resources)
         self.pred_column = pred_column
         self.int_column = int_column

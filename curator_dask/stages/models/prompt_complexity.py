@@ -107,7 +107,7 @@ class PromptTaskComplexityClassifier(ModelStage):
                          max_tokens_per_batch=max_tokens_per_batch,
                          max_chars=whole_document(max_chars), max_length=max_length,
                          device=device, dtype=dtype, pretokenized=pretokenized,
-                         input_ids_column=input_ids_column, name=name or self.default_name,
+                         input_ids_column=input_ids_column, name=name,
                          resources=resources)
         config = self.model_dir.config
         self.targets = list(config["target_sizes"])

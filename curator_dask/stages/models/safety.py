@@ -338,7 +338,7 @@ class AegisClassifier(_LlamaGuardStage):
                          model_inference_batch_size=model_inference_batch_size,
                          max_tokens_per_batch=max_tokens_per_batch,
                          max_chars=whole_document(max_chars), max_length=max_length,
-                         device=device, dtype=dtype, name=name or self.default_name,
+                         device=device, dtype=dtype, name=name,
                          resources=resources)
         self.max_new_tokens = int(max_new_tokens)
         self.pred_column = pred_column
@@ -458,7 +458,7 @@ class InstructionDataGuardClassifier(_LlamaGuardStage):
                          model_inference_batch_size=model_inference_batch_size,
                          max_tokens_per_batch=max_tokens_per_batch,
                          max_chars=whole_document(max_chars), max_length=max_length,
-                         device=device, dtype=dtype, name=name or self.default_name,
+                         device=device, dtype=dtype, name=name,
                          resources=resources)
         hidden = self.model_dir.hidden_size
         if hidden is not None and int(guard.config["input_dim"]) != hidden:
