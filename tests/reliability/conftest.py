@@ -203,6 +203,20 @@ def start_worker(address: str, log) -> subprocess.Popen:
         stdout=log, stderr=log)
 
 
+def start_scheduler(scheduler_file, log) -> subprocess.Popen:
+    """A ``dask scheduler`` on 127.0.0.1 that writes its address to ``scheduler_file``."""
+    return subprocess.Popen(
+        [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+         "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log)
+
+
+def scheduler_address(scheduler_file) -> str:
+    """The address a scheduler started by :func:`start_scheduler` wrote, once it has."""
+    assert wait_until(scheduler_file.exists, timeout=30, interval=0.1), \
+        "the scheduler did not start"
+    return json.loads(scheduler_file.read_text())["address"]
+
+
 @dataclass
 class ProcessCluster:
     address: str
@@ -219,14 +233,10 @@ def process_cluster(tmp_path_factory):
     # Open for the cluster's whole life: the scheduler and workers write to it until
     # the fixture stops them and closes it.
     log = open(directory / "cluster.log", "ab")  # noqa: SIM115
-    scheduler = subprocess.Popen(
-        [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-         "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log)
+    scheduler = start_scheduler(scheduler_file, log)
     workers: list[subprocess.Popen] = []
     try:
-        assert wait_until(scheduler_file.exists, timeout=30, interval=0.1), \
-            "the scheduler did not start"
-        address = json.loads(scheduler_file.read_text())["address"]
+        address = scheduler_address(scheduler_file)
         workers.extend(start_worker(address, log) for _ in range(WORKERS))
         yield ProcessCluster(address, workers, log)
     finally:

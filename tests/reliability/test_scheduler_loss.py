@@ -6,22 +6,21 @@ and a rerun with ``resume=True`` on a new scheduler writes every document exactl
 
 from __future__ import annotations
 
-import json
 import subprocess
 from contextlib import ExitStack
 
 import pytest
-from conftest import wait_until
 
 from curator_dask import SchedulerLostError
 from curator_dask.cluster import get_client
 from curator_dask.executors import StreamingExecutor
 from reliability.conftest import (
-    DASK,
     assert_exactly_once,
     completed_parts,
     kill_a_worker_when,
     output_ids,
+    scheduler_address,
+    start_scheduler,
     start_worker,
     upper_pipeline,
     write_corpus,
@@ -34,13 +33,9 @@ def start_cluster(directory, stack: ExitStack) -> tuple[str, subprocess.Popen]:
     """A ``dask scheduler`` and one ``dask worker``, stopped when ``stack`` closes."""
     directory.mkdir()
     log = stack.enter_context(open(directory / "cluster.log", "ab"))  # noqa: SIM115 - closed by the stack
-    scheduler_file = directory / "scheduler.json"
-    scheduler = subprocess.Popen(
-        [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-         "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log)
+    scheduler = start_scheduler(directory / "scheduler.json", log)
     stack.callback(_stop, scheduler)
-    assert wait_until(scheduler_file.exists, timeout=30, interval=0.1), "no scheduler"
-    address = json.loads(scheduler_file.read_text())["address"]
+    address = scheduler_address(directory / "scheduler.json")
     worker = start_worker(address, log)
     stack.callback(_stop, worker)
     return address, scheduler
