@@ -1,0 +1,161 @@
+"""Semantic dedup on a dask-cuda GPU worker beside the same workflow on the machine's CPU cores.
+
+One set of generated embeddings (unit vectors around ``--topics`` directions, ``--dim``
+dimensions like all-MiniLM-L6-v2's 384, 5% of them near copies of another document),
+written as ``--files`` Parquet files with ``id``, ``text`` and ``embeddings``. The same
+``SemanticDeduplicationWorkflow`` (``--clusters`` k-means clusters, ``eps_to_extract``
+0.01, removal on, Parquet out) runs twice, each on a fresh cluster made by
+``get_client``:
+
+``gpu``  ``get_client(cluster_type="gpu")``: dask-cuda's ``LocalCUDACluster``, one
+         worker per GPU; ``device="cuda"`` (torch on the GPU for k-means and the pairwise
+         similarities).
+``cpu``  ``get_client(n_workers=--cpu-workers)`` (default: one per core, one thread each);
+         ``device="cpu"`` (numpy, one BLAS thread per worker).
+
+Reported: wall seconds of the workflow (cluster start-up excluded), documents per
+second, the phases' seconds, the kept documents, and how far the two runs agree (the
+share of documents both keep or both drop; k-means on another device may place a few
+border documents in another cluster). MinHash on the GPU needs cuDF partitions
+(``backend="cudf"``); where cuDF is not installed the script says so and measures only
+semantic dedup. Run on a machine with an NVIDIA GPU and dask-cuda::
+
+    python benchmarks/gpu.py --docs 1000000       # prints a table, writes results/gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# One BLAS thread per CPU worker process (workers inherit this): the CPU run uses the
+# cores through its worker processes, as a user's cluster would.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import print_table  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu.json"
+
+
+def write_embeddings(directory: Path, docs: int, dim: int, topics: int, files: int,
+                     seed: int) -> int:
+    """Unit vectors around ``topics`` directions, 5% near copies; returns the copies."""
+    rng = np.random.default_rng(seed)
+    copies = docs // 20
+    centres = rng.normal(size=(topics, dim)).astype(np.float32)
+    vectors = centres[rng.integers(0, topics, docs - copies)]
+    vectors += 0.6 * rng.normal(size=vectors.shape).astype(np.float32)
+    sources = rng.choice(len(vectors), copies, replace=False)
+    vectors = np.concatenate([vectors, vectors[sources] + 0.005 * rng.normal(
+        size=(copies, dim)).astype(np.float32)])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(np.array_split(rng.permutation(docs), files)):
+        flat = pa.array(vectors[rows].reshape(-1))
+        offsets = pa.array(np.arange(0, len(rows) * dim + 1, dim, dtype=np.int32))
+        table = pa.table({
+            "id": pa.array(rows.astype(np.int64)),
+            "text": pa.array([f"document {r}" for r in rows]),
+            "embeddings": pa.ListArray.from_arrays(offsets, flat),
+        })
+        pq.write_table(table, directory / f"part-{i:04d}.parquet")
+    return copies
+
+
+def run_workflow(raw: Path, work: Path, device: str, clusters: int) -> dict:
+    from curator_dask.dedup import SemanticDedupConfig, SemanticDeduplicationWorkflow
+
+    config = SemanticDedupConfig(n_clusters=clusters, embedding_column="embeddings",
+                                 eps_thresholds=[0.01], eps_to_extract=0.01, device=device)
+    start = time.perf_counter()
+    result = SemanticDeduplicationWorkflow(
+        str(raw), cache_path=str(work / "cache"), output_path=str(work / "out"),
+        perform_removal=True, input_filetype="parquet", config=config).run()
+    wall = time.perf_counter() - start
+    kept = pq.read_table(work / "out", columns=["id"]).column("id").to_numpy()
+    return {"wall_s": wall, "kept": len(kept), "kept_ids": kept,
+            "duplicates": int(result.duplicate_documents),
+            "phases": getattr(result, "phase_seconds", None)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=1_000_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--topics", type=int, default=500)
+    parser.add_argument("--clusters", type=int, default=200)
+    parser.add_argument("--files", type=int, default=32)
+    parser.add_argument("--cpu-workers", type=int, default=os.cpu_count())
+    parser.add_argument("--rows", default="gpu,cpu")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=str(RESULTS))
+    args = parser.parse_args()
+
+    import torch
+
+    from curator_dask import get_client
+
+    gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    rows = [r for r in args.rows.split(",") if r]
+    if "gpu" in rows and gpu_name is None:
+        parser.error("the gpu row needs a CUDA GPU (torch sees none); use --rows cpu")
+    if importlib.util.find_spec("cudf") is None:
+        print("cuDF is not installed: MinHash on the GPU (backend='cudf') is not measured")
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
+        raw = Path(tmp) / "raw"
+        start = time.perf_counter()
+        copies = write_embeddings(raw, args.docs, args.dim, args.topics, args.files, args.seed)
+        print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near copies) "
+              f"written in {time.perf_counter() - start:.1f} s")
+        for row in rows:
+            if row == "gpu":
+                client = get_client(cluster_type="gpu", dashboard_address=None)
+            else:
+                client = get_client(n_workers=args.cpu_workers, dashboard_address=None)
+            with client:
+                results[row] = run_workflow(raw, Path(tmp) / row, "cuda" if row == "gpu"
+                                            else "cpu", args.clusters)
+            print(f"{row}: {results[row]['wall_s']:.1f} s", flush=True)
+
+    table, record = [], []
+    for row, r in results.items():
+        agree = None
+        if row != rows[0]:
+            first = results[rows[0]]
+            both = np.intersect1d(first["kept_ids"], r["kept_ids"]).size
+            dropped_both = args.docs - np.union1d(first["kept_ids"], r["kept_ids"]).size
+            agree = (both + dropped_both) / args.docs
+        label = f"{row}: {gpu_name}" if row == "gpu" else f"cpu: {args.cpu_workers} workers"
+        table.append([label, f"{r['wall_s']:.1f}", f"{args.docs / r['wall_s']:,.0f}",
+                      f"{r['kept']:,}", "" if agree is None else f"{agree:.4%}"])
+        record.append({k: v for k, v in r.items() if k != "kept_ids"} | {
+            "row": row, "agreement": agree})
+    print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
+    if len(results) == 2:
+        gpu, cpu = results.get("gpu"), results.get("cpu")
+        if gpu and cpu:
+            print(f"GPU worker {cpu['wall_s'] / gpu['wall_s']:.1f}x the {args.cpu_workers} "
+                  f"CPU workers' speed")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({
+        "gpu": gpu_name, "cpus": os.cpu_count(), "machine": platform.platform(),
+        "args": vars(args), "runs": record}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
