@@ -10,6 +10,10 @@ written as ``--files`` Parquet files with ``id``, ``text`` and ``embeddings``. T
 ``gpu``  ``get_client(cluster_type="gpu")``: dask-cuda's ``LocalCUDACluster``, one
          worker per GPU; ``device="cuda"`` (torch on the GPU for k-means and the pairwise
          similarities).
+``mixed`` ``get_client(cluster_type="mixed", n_workers=--cpu-workers - 1)``: the GPU
+         worker and CPU workers under one scheduler; ``device="cuda"`` (every worker on
+         the machine sees the GPU, so the k-means and pairwise tasks use it wherever
+         they run, and the reading, shuffling and writing spread over the processes).
 ``cpu``  ``get_client(n_workers=--cpu-workers)`` (default: one per core, one thread each);
          ``device="cpu"`` (numpy, one BLAS thread per worker).
 
@@ -99,7 +103,7 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=200)
     parser.add_argument("--files", type=int, default=32)
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count())
-    parser.add_argument("--rows", default="gpu,cpu")
+    parser.add_argument("--rows", default="gpu,mixed,cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=str(RESULTS))
     args = parser.parse_args()
@@ -110,8 +114,8 @@ def main() -> None:
 
     gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     rows = [r for r in args.rows.split(",") if r]
-    if "gpu" in rows and gpu_name is None:
-        parser.error("the gpu row needs a CUDA GPU (torch sees none); use --rows cpu")
+    if {"gpu", "mixed"} & set(rows) and gpu_name is None:
+        parser.error("the gpu and mixed rows need a CUDA GPU (torch sees none); use --rows cpu")
     if importlib.util.find_spec("cudf") is None:
         print("cuDF is not installed: MinHash on the GPU (backend='cudf') is not measured")
 
@@ -125,11 +129,14 @@ def main() -> None:
         for row in rows:
             if row == "gpu":
                 client = get_client(cluster_type="gpu", dashboard_address=None)
+            elif row == "mixed":
+                client = get_client(cluster_type="mixed", n_workers=args.cpu_workers - 1,
+                                    dashboard_address=None)
             else:
                 client = get_client(n_workers=args.cpu_workers, dashboard_address=None)
             with client:
-                results[row] = run_workflow(raw, Path(tmp) / row, "cuda" if row == "gpu"
-                                            else "cpu", args.clusters)
+                results[row] = run_workflow(raw, Path(tmp) / row, "cpu" if row == "cpu"
+                                            else "cuda", args.clusters)
             print(f"{row}: {results[row]['wall_s']:.1f} s", flush=True)
 
     table, record = [], []
@@ -140,17 +147,19 @@ def main() -> None:
             both = np.intersect1d(first["kept_ids"], r["kept_ids"]).size
             dropped_both = args.docs - np.union1d(first["kept_ids"], r["kept_ids"]).size
             agree = (both + dropped_both) / args.docs
-        label = f"{row}: {gpu_name}" if row == "gpu" else f"cpu: {args.cpu_workers} workers"
+        label = {"gpu": f"gpu: {gpu_name}",
+                 "mixed": f"mixed: the GPU + {args.cpu_workers - 1} CPU workers"}.get(
+                     row, f"cpu: {args.cpu_workers} workers")
         table.append([label, f"{r['wall_s']:.1f}", f"{args.docs / r['wall_s']:,.0f}",
                       f"{r['kept']:,}", "" if agree is None else f"{agree:.4%}"])
         record.append({k: v for k, v in r.items() if k != "kept_ids"} | {
             "row": row, "agreement": agree})
     print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
-    if len(results) == 2:
-        gpu, cpu = results.get("gpu"), results.get("cpu")
-        if gpu and cpu:
-            print(f"GPU worker {cpu['wall_s'] / gpu['wall_s']:.1f}x the {args.cpu_workers} "
-                  f"CPU workers' speed")
+    cpu = results.get("cpu")
+    for row in ("gpu", "mixed"):
+        if cpu and row in results:
+            print(f"{row}: {cpu['wall_s'] / results[row]['wall_s']:.2f}x the speed of "
+                  f"{args.cpu_workers} CPU workers")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({
         "gpu": gpu_name, "cpus": os.cpu_count(), "machine": platform.platform(),

@@ -496,6 +496,20 @@ def test_kmeans_over_many_blocks_on_a_cluster_gives_the_one_task_fit(client):
     assert one.inertia == pytest.approx(many.inertia, rel=1e-9)
 
 
+def test_torch_over_many_blocks_on_a_cluster_gives_numpys_fit(client):
+    pytest.importorskip("torch")
+    x, _ = _blobs(seed=6)
+    parts = [client.scatter(p) for p in np.array_split(x, 6)]
+    block_bytes = x[:1000].nbytes
+    on_numpy = fit_kmeans(parts, 6, tol=0, random_state=2, block_bytes=block_bytes)
+    on_torch = fit_kmeans(parts, 6, tol=0, random_state=2, block_bytes=block_bytes,
+                          ops=TorchOps("cpu"))
+    assert on_torch.blocks == on_numpy.blocks == 3
+    assert on_torch.iterations == on_numpy.iterations
+    np.testing.assert_array_equal(on_torch.counts, on_numpy.counts)
+    np.testing.assert_allclose(on_torch.centroids, on_numpy.centroids, atol=1e-5)
+
+
 def test_kmeans_names_both_partitions_when_dimensions_disagree():
     parts = [dask.delayed(np.zeros((4, 3), np.float32)), dask.delayed(np.zeros((4, 5), np.float32))]
     with pytest.raises(ValueError, match=r"partition 0 has 3-dimensional .* partition 1 5-"):
