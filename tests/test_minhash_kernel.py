@@ -401,10 +401,19 @@ unicode_text = st.text(
 mixed_text = st.one_of(unicode_text, st.text(alphabet="ab é日☃\n", max_size=60))
 
 
+# Long ASCII stretches broken by multi-byte characters, escapes and control characters:
+# the shingles of an ASCII stretch are hashed many at a time, the others one by one, and
+# a stretch may be shorter than, as long as, or longer than a shingle.
+ascii_stretch = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80)
+rare_char = st.sampled_from(["é", "日", "☃", "\U0001f600", "\u00a0", "\\", '"', "\n", "\x00"])
+stretched_text = st.lists(st.tuples(ascii_stretch, rare_char), max_size=5).map(
+    lambda parts: "".join(a + c for a, c in parts)) | ascii_stretch
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    texts=st.lists(mixed_text, min_size=1, max_size=6),
-    width=st.integers(2, 10),
+    texts=st.lists(mixed_text | stretched_text, min_size=1, max_size=6),
+    width=st.integers(2, 30),
     seed=st.integers(0, M32),
     params=st.lists(st.tuples(st.integers(0, M32), st.integers(0, M32)), min_size=1, max_size=8),
 )
@@ -430,29 +439,6 @@ def test_minhash64_matches_reference(texts, width, seed, params):
     assert got.shape == (len(texts), len(a))
     assert got.tolist() == [ref_minhash64(t, a, b, seed, width) for t in texts]
     assert (got < MERSENNE_61).all()
-
-
-# Long ASCII stretches broken by multi-byte characters, escapes and control characters:
-# the shingles of an ASCII stretch are hashed many at a time, the others one by one, and
-# a stretch may be shorter than, as long as, or longer than a shingle.
-ascii_stretch = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80)
-rare_char = st.sampled_from(["é", "日", "☃", "\U0001f600", "\u00a0", "\\", '"', "\n", "\x00"])
-stretched_text = st.lists(st.tuples(ascii_stretch, rare_char), max_size=5).map(
-    lambda parts: "".join(a + c for a, c in parts)) | ascii_stretch
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    texts=st.lists(stretched_text, min_size=1, max_size=5),
-    width=st.integers(2, 30),
-    seed=st.integers(0, M32),
-    params=st.lists(st.tuples(st.integers(0, M32), st.integers(0, M32)), min_size=1, max_size=6),
-)
-def test_minhash32_of_ascii_stretches_matches_reference(texts, width, seed, params):
-    a = [p[0] for p in params]
-    b = [p[1] for p in params]
-    assert minhash32(texts, a, b, seed, width).tolist() == [
-        ref_minhash32(t, a, b, seed, width) for t in texts]
 
 
 @settings(max_examples=100, deadline=None)
