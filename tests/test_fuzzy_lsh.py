@@ -23,6 +23,16 @@ def edge_set(ds_or_df) -> set[tuple[int, int]]:
     return set(map(tuple, df.compute().values.tolist()))
 
 
+def noisy_copies(rng, families: int, width: int, rows: int):
+    """Signatures of ``rows`` documents, each a copy of one of ``families`` with 30% of
+    its values replaced at random, and their distinct random ids."""
+    bases = rng.integers(0, 50, size=(families, width), dtype=np.uint32)
+    matrix = bases[rng.integers(0, families, size=rows)]
+    noise = rng.random(matrix.shape) < 0.3
+    matrix = np.where(noise, rng.integers(0, 2**32, size=matrix.shape), matrix).astype(np.uint32)
+    return matrix, rng.permutation(10**6)[:rows]
+
+
 @pytest.mark.parametrize("threshold, num_hashes", [(0.8, 260), (0.5, 128), (0.9, 260),
                                                    (0.7, 200), (0.3, 64), (0.95, 100)])
 def test_optimal_bands_agrees_with_datasketch(threshold, num_hashes):
@@ -93,12 +103,7 @@ def test_an_empty_partition_gives_no_edges_and_no_error():
 
 @pytest.mark.slow
 def test_edges_do_not_depend_on_partitions_or_bands_per_iteration():
-    rng = np.random.default_rng(2)
-    bases = rng.integers(0, 50, size=(40, 12), dtype=np.uint32)
-    matrix = bases[rng.integers(0, 40, size=300)]
-    noise = rng.random(matrix.shape) < 0.3
-    matrix = np.where(noise, rng.integers(0, 2**32, size=matrix.shape), matrix).astype(np.uint32)
-    ids = rng.permutation(10**6)[:300]
+    matrix, ids = noisy_copies(np.random.default_rng(2), families=40, width=12, rows=300)
     results = []
     for npartitions, per_iteration in ((1, 6), (7, 1), (13, 4)):
         lsh = LSH(num_bands=6, minhashes_per_band=2, bands_per_iteration=per_iteration)
@@ -106,6 +111,16 @@ def test_edges_do_not_depend_on_partitions_or_bands_per_iteration():
         results.append(edge_set(edges))
     assert results[0] and results[0] == results[1] == results[2]
     assert all(x < y for x, y in results[0])
+
+
+@pytest.mark.slow
+def test_small_and_large_bucket_shuffles_on_a_cluster_find_the_same_edges(client):
+    # 3 x 3 pieces run as plain tasks, 13 x 13 as a P2P shuffle: the same edges either way.
+    matrix, ids = noisy_copies(np.random.default_rng(5), families=30, width=8, rows=200)
+    lsh = LSH(num_bands=4, minhashes_per_band=2, bands_per_iteration=4)
+    small, large = (edge_set(lsh.edges(signatures(matrix, ids, n)).df.drop_duplicates())
+                    for n in (3, 13))
+    assert small and small == large
 
 
 def test_lsh_needs_integer_ids():

@@ -27,6 +27,7 @@ from curator_dask.dedup.fuzzy.minhash_kernel import (
     murmurhash3_32,
     murmurhash3_x64_128,
 )
+from curator_dask.dedup.fuzzy.murmur import ascii_window_hashes32
 
 M32 = (1 << 32) - 1
 M64 = (1 << 64) - 1
@@ -400,10 +401,19 @@ unicode_text = st.text(
 mixed_text = st.one_of(unicode_text, st.text(alphabet="ab é日☃\n", max_size=60))
 
 
+# Long ASCII stretches broken by multi-byte characters, escapes and control characters:
+# the shingles of an ASCII stretch are hashed many at a time, the others one by one, and
+# a stretch may be shorter than, as long as, or longer than a shingle.
+ascii_stretch = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80)
+rare_char = st.sampled_from(["é", "日", "☃", "\U0001f600", "\u00a0", "\\", '"', "\n", "\x00"])
+stretched_text = st.lists(st.tuples(ascii_stretch, rare_char), max_size=5).map(
+    lambda parts: "".join(a + c for a, c in parts)) | ascii_stretch
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    texts=st.lists(mixed_text, min_size=1, max_size=6),
-    width=st.integers(2, 10),
+    texts=st.lists(mixed_text | stretched_text, min_size=1, max_size=6),
+    width=st.integers(2, 30),
     seed=st.integers(0, M32),
     params=st.lists(st.tuples(st.integers(0, M32), st.integers(0, M32)), min_size=1, max_size=8),
 )
@@ -429,6 +439,26 @@ def test_minhash64_matches_reference(texts, width, seed, params):
     assert got.shape == (len(texts), len(a))
     assert got.tolist() == [ref_minhash64(t, a, b, seed, width) for t in texts]
     assert (got < MERSENNE_61).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(min_size=2, max_size=120), width=st.integers(1, 40),
+       seed=st.integers(0, M32))
+def test_window_hashes_equal_each_window_hashed_alone(data, width, seed):
+    count = max(len(data) - width + 1, 0)
+    out = np.zeros(count, np.uint32)
+    ascii_window_hashes32(np.frombuffer(data, np.uint8), 0, count, width, np.uint32(seed), out)
+    assert out.tolist() == [ref_murmur32(data[j:j + width], seed) for j in range(count)]
+
+
+def test_window_hashes_across_chunks():
+    # More windows than one chunk of the vectorised loop holds, from an offset.
+    rng = random.Random(5)
+    data = bytes(rng.randrange(32, 127) for _ in range(3000))
+    count = len(data) - 10 - 24 + 1
+    out = np.zeros(count, np.uint32)
+    ascii_window_hashes32(np.frombuffer(data, np.uint8), 10, count, 24, np.uint32(9), out)
+    assert out.tolist() == [ref_murmur32(data[10 + j:10 + j + 24], 9) for j in range(count)]
 
 
 def _seed_making_murmur32_zero(block: bytes) -> int:

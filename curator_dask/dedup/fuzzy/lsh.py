@@ -293,9 +293,12 @@ class LSH:
         """Edges found in ``bands``: one shuffle of their ``(id, bucket)`` pairs (lazy)."""
         df = self._signatures(signatures)
         buckets = self.buckets(df, bands)
-        shuffled = buckets.shuffle(on=BUCKET_FIELD, ignore_index=True,
-                                   npartitions=self.output_partitions or df.npartitions,
-                                   shuffle_method=default_shuffle_method())
+        npartitions = self.output_partitions or df.npartitions
+        # A small shuffle (a few partitions each way) runs as plain tasks: P2P's setup,
+        # once per iteration of bands, cost more than the routing itself.
+        shuffled = buckets.shuffle(on=BUCKET_FIELD, ignore_index=True, npartitions=npartitions,
+                                   shuffle_method=default_shuffle_method(
+                                       df.npartitions * npartitions))
         return shuffled.map_partitions(bucket_edges, self.id_field,
                                        meta=_empty_edges(df._meta[self.id_field].dtype),
                                        align_dataframes=False, enforce_metadata=False,
