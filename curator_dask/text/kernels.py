@@ -27,7 +27,6 @@ __all__ = [
     "count_in_class",
     "count_in_classes",
     "count_joined_spans",
-    "count_joined_tokens",
     "count_words",
     "document_segment_ids",
     "gather_segments",
@@ -37,6 +36,7 @@ __all__ = [
     "segment_sums",
     "skipping_duplicate_ngram_chars",
     "split_whitespace",
+    "top_ngram_removed_chars",
 ]
 
 _EMPTY = np.int64(-1)
@@ -104,68 +104,77 @@ def _decode(data, i, end):  # noqa: PLR0911
 
 @njit(nogil=True)
 def count_words(data, offsets, ascii_space, space):
-    """Words (``str.split()``) per document: one pass, ASCII bytes looked up in a
-    128-entry table, other characters decoded. ``space`` is a bool table over code
-    points, ``ascii_space`` its first 128 entries."""
+    """Words (``str.split()``) per document, in one pass. ``space`` is a bool table
+    over code points, ``ascii_space`` its first 128 entries.
+
+    A word starts where a non-space follows a space; counting those starts with
+    integer arithmetic keeps the loop free of branches on word boundaries, which come
+    every few bytes and which a branch predictor cannot guess. (Flags are integers:
+    numba compiled the same loop over bools, or with the decoding in a helper
+    returning a tuple, 40 times slower.)
+    """
     n_docs = offsets.shape[0] - 1
     out = np.zeros(n_docs, np.int64)
     for d in range(n_docs):
         i = offsets[d]
         end = offsets[d + 1]
         count = 0
-        in_word = False
+        previous = np.int64(1)
         while i < end:
             b = data[i]
             if b < 0x80:  # ASCII: most bytes of most text
-                is_space = ascii_space[b]
-                i += 1
+                is_space = np.int64(ascii_space[b])
+                size = 1
             else:
                 cp, size = _decode(data, i, end)
-                is_space = space[cp]
-                i += size
-            if is_space:
-                in_word = False
-            elif not in_word:
-                in_word = True
-                count += 1
+                is_space = np.int64(space[cp])
+            count += previous & (is_space ^ 1)
+            previous = is_space
+            i += size
         out[d] = count
     return out
 
 
 @njit(nogil=True)
-def _fill_words(data, offsets, ascii_space, space, starts, ends, nchars):
-    k = 0
-    for d in range(offsets.shape[0] - 1):
-        i = offsets[d]
-        end = offsets[d + 1]
-        in_word = False
-        chars = 0
-        while i < end:
-            b = data[i]
-            if b < 0x80:
-                is_space = ascii_space[b]
-                size = 1
-            else:
-                cp, size = _decode(data, i, end)
-                is_space = space[cp]
-            if is_space:
-                if in_word:
-                    ends[k] = i
-                    nchars[k] = chars
-                    k += 1
-                    in_word = False
-            elif in_word:
-                chars += 1
-            else:
-                starts[k] = i
-                in_word = True
-                chars = 1
-            i += size
-        if in_word:
-            ends[k] = end
-            nchars[k] = chars
-            k += 1
+def _split_words(data, lo, hi, ascii_space, space, starts, ends, k, spare):
+    """Write the byte spans of the words of ``data[lo:hi]`` from index ``k`` of
+    ``starts``/``ends``; returns the index after the last word.
+
+    Every character writes unconditionally: its offset as the start of the word at
+    ``k`` (the next character overwrites it until a word begins and ``k`` moves on),
+    and its end as the end of the current word, or, for a space, into the slot
+    ``spare``. Word boundaries, every few bytes and unpredictable, cost no branch. The
+    arrays need one slot past the last word, and the spare slot.
+    """
+    previous = np.int64(1)
+    i = lo
+    while i < hi:
+        b = data[i]
+        if b < 0x80:
+            is_space = np.int64(ascii_space[b])
+            size = 1
+        else:
+            cp, size = _decode(data, i, hi)
+            is_space = np.int64(space[cp])
+        starts[k] = i
+        k += previous & (is_space ^ 1)
+        current = (k - 1) + is_space * (spare - k + 1)  # k - 1, or spare for a space
+        i += size
+        ends[current] = i
+        previous = is_space
     return k
+
+
+@njit(nogil=True)
+def _char_counts(data, starts, ends):
+    """Code points of each UTF-8 span: its bytes that are not continuation bytes."""
+    out = np.empty(starts.shape[0], np.int64)
+    for k in range(starts.shape[0]):
+        count = 0
+        for i in range(starts[k], ends[k]):
+            count += (data[i] & 0xC0) != 0x80
+        out[k] = count
+    return out
 
 
 @njit(nogil=True)
@@ -175,11 +184,15 @@ def split_whitespace(data, offsets, space):
     ascii_space = space[:128].copy()
     counts = count_words(data, offsets, ascii_space, space)
     total = counts.sum()
-    starts = np.empty(total, np.int64)
-    ends = np.empty(total, np.int64)
-    nchars = np.empty(total, np.int64)
-    _fill_words(data, offsets, ascii_space, space, starts, ends, nchars)
-    return starts, ends, nchars, counts
+    starts = np.empty(total + 2, np.int64)
+    ends = np.empty(total + 2, np.int64)
+    k = 0
+    for d in range(offsets.shape[0] - 1):
+        k = _split_words(data, offsets[d], offsets[d + 1], ascii_space, space, starts, ends,
+                         k, total + 1)
+    starts = starts[:total]
+    ends = ends[:total]
+    return starts, ends, _char_counts(data, starts, ends), counts
 
 
 @njit(nogil=True, inline="always")
@@ -216,38 +229,44 @@ def document_segment_ids(data, starts, ends, doc_offsets):
     table = np.full(_table_size(most), -1, np.int64)  # slot -> segment of first occurrence
     hashes = np.empty(max(n, 1), np.uint64)
     for d in range(n_docs):
-        lo = doc_offsets[d]
-        hi = doc_offsets[d + 1]
-        if hi == lo:
-            continue
-        mask = _table_size(hi - lo) - 1
-        table[:mask + 1] = -1
-        distinct = 0
-        for k in range(lo, hi):
-            a = starts[k]
-            b = ends[k]
-            h = _bytes_hash(data, a, b)
-            hashes[k] = h
-            s = np.int64(h & np.uint64(mask))
-            while True:
-                held = table[s]
-                if held < 0:
-                    table[s] = k
-                    ids[k] = distinct
-                    distinct += 1
-                    break
-                if hashes[held] == h and ends[held] - starts[held] == b - a:
-                    c = starts[held]
-                    same = True
-                    for j in range(b - a):
-                        if data[c + j] != data[a + j]:
-                            same = False
-                            break
-                    if same:
-                        ids[k] = ids[held]
-                        break
-                s = (s + 1) & mask
+        _number_segments(data, starts, ends, doc_offsets[d], doc_offsets[d + 1], table,
+                         hashes, ids)
     return ids
+
+
+@njit(nogil=True)
+def _number_segments(data, starts, ends, lo, hi, table, hashes, ids):
+    """:func:`document_segment_ids` of the segments ``lo`` to ``hi`` (one document),
+    with ``table`` at least ``_table_size(hi - lo)`` long."""
+    if hi == lo:
+        return
+    mask = _table_size(hi - lo) - 1
+    table[:mask + 1] = -1
+    distinct = 0
+    for k in range(lo, hi):
+        a = starts[k]
+        b = ends[k]
+        h = _bytes_hash(data, a, b)
+        hashes[k] = h
+        s = np.int64(h & np.uint64(mask))
+        while True:
+            held = table[s]
+            if held < 0:
+                table[s] = k
+                ids[k] = distinct
+                distinct += 1
+                break
+            if hashes[held] == h and ends[held] - starts[held] == b - a:
+                c = starts[held]
+                same = True
+                for j in range(b - a):
+                    if data[c + j] != data[a + j]:
+                        same = False
+                        break
+                if same:
+                    ids[k] = ids[held]
+                    break
+            s = (s + 1) & mask
 
 
 @njit(nogil=True)
@@ -313,10 +332,16 @@ def prefix_hashes(ids):
     """Polynomial prefix hashes ``P[i+1] = P[i] * B + ids[i] + 1`` (mod 2**64), so the
     hash of ``ids[p:p+n]`` is ``P[p+n] - P[p] * B**n``, O(1) per n-gram."""
     out = np.empty(ids.shape[0] + 1, np.uint64)
-    out[0] = np.uint64(0)
-    for i in range(ids.shape[0]):
-        out[i + 1] = out[i] * HASH_BASE + np.uint64(ids[i]) + np.uint64(1)
+    _prefix_hashes_into(ids, ids.shape[0], out)
     return out
+
+
+@njit(nogil=True)
+def _prefix_hashes_into(ids, count, out):
+    """:func:`prefix_hashes` of ``ids[:count]`` into ``out[:count + 1]``."""
+    out[0] = np.uint64(0)
+    for i in range(count):
+        out[i + 1] = out[i] * HASH_BASE + np.uint64(ids[i]) + np.uint64(1)
 
 
 # -- n-gram hash table (one document at a time, reused across documents) -------------------
@@ -397,28 +422,35 @@ def ngram_counts(ids, prefix, doc_offsets, n):
     for d in range(n_docs):
         lo = doc_offsets[d]
         positions = doc_offsets[d + 1] - lo - n + 1
-        if positions <= 0:
-            continue
-        size = _table_size(positions)
-        mask = size - 1
-        table[:size] = _EMPTY
-        counts[:size] = 0
-        best_start = np.int64(-1)
-        best_count = np.int64(0)
-        for p in range(lo, lo + positions):
-            s = _slot(table, mask, ids, prefix, p, n, base_n)
-            if table[s] == _EMPTY:
-                table[s] = p
-                first[p] = True
-            counts[s] += 1
-            c = counts[s]
-            held = table[s]
-            if c > best_count or (c == best_count and held < best_start):
-                best_count = c
-                best_start = held
-        top_start[d] = best_start
-        top_count[d] = best_count
+        if positions > 0:
+            top_start[d], top_count[d] = _top_ngram(ids, prefix, lo, positions, n, base_n,
+                                                    table, counts, first)
     return first, top_start, top_count
+
+
+@njit(nogil=True)
+def _top_ngram(ids, prefix, lo, positions, n, base_n, table, counts, first):
+    """:func:`ngram_counts` of the n-grams starting at ``lo`` to ``lo + positions - 1``
+    (one document): (start of the top n-gram's first occurrence, its count); sets
+    ``first``. ``table`` and ``counts`` are at least ``_table_size(positions)`` long."""
+    size = _table_size(positions)
+    mask = size - 1
+    table[:size] = _EMPTY
+    counts[:size] = 0
+    best_start = np.int64(-1)
+    best_count = np.int64(0)
+    for p in range(lo, lo + positions):
+        s = _slot(table, mask, ids, prefix, p, n, base_n)
+        if table[s] == _EMPTY:
+            table[s] = p
+            first[p] = True
+        counts[s] += 1
+        c = counts[s]
+        held = table[s]
+        if c > best_count or (c == best_count and held < best_start):
+            best_count = c
+            best_start = held
+    return best_start, best_count
 
 
 @njit(nogil=True)
@@ -481,98 +513,104 @@ def skipping_duplicate_ngram_chars(ids, prefix, token_chars, doc_offsets, n):
     return out
 
 
-# A compiled loop: splitting it would cost a call per document.
 @njit(nogil=True)
-def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):  # noqa: PLR0912
-    """:func:`count_joined_tokens` with the tokens given as byte spans of the text
-    (``starts``/``ends`` from :func:`split_whitespace`) instead of their own strings."""
-    n_docs = text_offsets.shape[0] - 1
-    out = np.zeros(n_docs, np.int64)
-    for d in range(n_docs):
-        t0 = top_start[d]
-        if t0 < 0:
-            continue
-        pattern_len = n - 1
-        for k in range(n):
-            pattern_len += ends[t0 + k] - starts[t0 + k]
-        first_byte = text_data[starts[t0]]
-        i = text_offsets[d]
-        end = text_offsets[d + 1]
-        count = 0
-        while i + pattern_len <= end:
-            if text_data[i] != first_byte:
-                i += 1
-                continue
-            j = i
-            ok = True
-            for k in range(n):
-                if k > 0:
-                    if text_data[j] != 0x20:
-                        ok = False
-                        break
-                    j += 1
-                for q in range(starts[t0 + k], ends[t0 + k]):
-                    if text_data[j] != text_data[q]:
-                        ok = False
-                        break
-                    j += 1
-                if not ok:
-                    break
-            if ok:
-                count += 1
-                i += pattern_len
-            else:
-                i += 1
-        out[d] = count
-    return out
-
-
-# A compiled loop: splitting it would cost a call per document.
-@njit(nogil=True)
-def count_joined_tokens(text_data, text_offsets, token_data, token_offsets, top_start,  # noqa: PLR0912
-                        n):
+def count_joined_spans(text_data, text_offsets, starts, ends, top_start, n):
     """Per document: non-overlapping occurrences, left to right, of the string
-    ``" ".join(tokens[top_start[d] : top_start[d] + n])`` in the document's text (as
-    ``str.count``), or 0 where ``top_start[d] < 0``. Byte-wise matching equals
+    ``" ".join(words[top_start[d] : top_start[d] + n])`` in the document's text (as
+    ``str.count``), or 0 where ``top_start[d] < 0``; the words are byte spans of the
+    text (``starts``/``ends`` from :func:`split_whitespace`). Byte-wise matching equals
     code-point matching for valid UTF-8."""
     n_docs = text_offsets.shape[0] - 1
     out = np.zeros(n_docs, np.int64)
     for d in range(n_docs):
-        t0 = top_start[d]
-        if t0 < 0:
+        if top_start[d] >= 0:
+            out[d] = _count_joined(text_data, text_offsets[d], text_offsets[d + 1], starts,
+                                   ends, top_start[d], n)
+    return out
+
+
+@njit(nogil=True)
+def _count_joined(text_data, i, end, starts, ends, t0, n):
+    """Non-overlapping occurrences in ``text_data[i:end]`` of the words ``t0`` to
+    ``t0 + n - 1`` (byte spans of ``text_data``) joined by single spaces."""
+    pattern_len = n - 1
+    for k in range(n):
+        pattern_len += ends[t0 + k] - starts[t0 + k]
+    first_byte = text_data[starts[t0]]
+    count = 0
+    while i + pattern_len <= end:
+        if text_data[i] != first_byte:
+            i += 1
             continue
-        pattern_len = n - 1
+        j = i
+        ok = True
         for k in range(n):
-            pattern_len += token_offsets[t0 + k + 1] - token_offsets[t0 + k]
-        first_byte = token_data[token_offsets[t0]]
-        i = text_offsets[d]
-        end = text_offsets[d + 1]
-        count = 0
-        while i + pattern_len <= end:
-            if text_data[i] != first_byte:
-                i += 1
-                continue
-            j = i
-            ok = True
-            for k in range(n):
-                if k > 0:
-                    if text_data[j] != 0x20:
-                        ok = False
-                        break
-                    j += 1
-                a = token_offsets[t0 + k]
-                b = token_offsets[t0 + k + 1]
-                for q in range(a, b):
-                    if text_data[j] != token_data[q]:
-                        ok = False
-                        break
-                    j += 1
-                if not ok:
+            if k > 0:
+                if text_data[j] != 0x20:
+                    ok = False
                     break
-            if ok:
-                count += 1
-                i += pattern_len
-            else:
-                i += 1
-        out[d] = count
+                j += 1
+            for q in range(starts[t0 + k], ends[t0 + k]):
+                if text_data[j] != text_data[q]:
+                    ok = False
+                    break
+                j += 1
+            if not ok:
+                break
+        if ok:
+            count += 1
+            i += pattern_len
+        else:
+            i += 1
+    return count
+
+
+@njit(nogil=True)
+def top_ngram_removed_chars(data, offsets, space, n):
+    """Per document: the characters that deleting every (non-overlapping) occurrence of
+    its most frequent word ``n``-gram, joined by single spaces, removes from its text
+    (NeMo Curator's ``RepeatingTopNGramsFilter`` numerator; ties go to the n-gram that
+    occurs first), or -1 for a document of fewer than ``n`` words.
+
+    :func:`split_whitespace`, :func:`document_segment_ids`, :func:`ngram_counts` and
+    :func:`count_joined_spans` fused, one document at a time: the words' spans, ids and
+    hashes live in buffers the size of one document, reused for the next, so they stay
+    in the cache instead of filling arrays of a whole partition's words (1.5x faster on
+    the benchmark corpus, 1.6x on the replicated sample).
+    """
+    ascii_space = space[:128].copy()
+    n_docs = offsets.shape[0] - 1
+    out = np.full(n_docs, -1, np.int64)
+    base_n = _power(n)
+    capacity = 0
+    starts = ends = ids = np.empty(0, np.int64)
+    hashes = prefix = np.empty(0, np.uint64)
+    first = np.empty(0, np.bool_)
+    table = counts = np.empty(0, np.int64)
+    for d in range(n_docs):
+        lo = offsets[d]
+        hi = offsets[d + 1]
+        most_words = (hi - lo + 1) // 2
+        if most_words + 2 > capacity:  # grow for the longest document so far
+            capacity = max(most_words + 2, 2 * capacity)
+            starts = np.empty(capacity, np.int64)
+            ends = np.empty(capacity, np.int64)
+            ids = np.empty(capacity, np.int64)
+            hashes = np.empty(capacity, np.uint64)
+            prefix = np.empty(capacity + 1, np.uint64)
+            first = np.empty(capacity, np.bool_)
+            table = np.empty(_table_size(capacity), np.int64)
+            counts = np.empty(_table_size(capacity), np.int64)
+        n_words = _split_words(data, lo, hi, ascii_space, space, starts, ends, 0,
+                               capacity - 1)
+        if n_words < n:
+            continue
+        _number_segments(data, starts, ends, 0, n_words, table, hashes, ids)
+        _prefix_hashes_into(ids, n_words, prefix)
+        top, _ = _top_ngram(ids, prefix, 0, n_words - n + 1, n, base_n, table, counts, first)
+        pattern_chars = n - 1
+        for k in range(top, top + n):
+            for i in range(starts[k], ends[k]):
+                pattern_chars += (data[i] & 0xC0) != 0x80
+        out[d] = _count_joined(data, lo, hi, starts, ends, top, n) * pattern_chars
     return out

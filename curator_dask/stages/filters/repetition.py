@@ -21,13 +21,14 @@ from curator_dask.stages.filters.base import DocumentFilter
 from curator_dask.stages.filters.heuristic import check_lang
 from curator_dask.text import (
     arrow_text,
+    buffers,
+    char_table,
     kernels,
     lengths,
     like_input,
     nonblank_lines,
     ratio,
     split_segments,
-    word_spans,
     words,
 )
 
@@ -188,19 +189,10 @@ class RepeatingTopNGramsFilter(DocumentFilter):
 
     def score(self, text):
         arr = arrow_text(text)
-        w = word_spans(arr)
-        n = self._n
-        _, top_start, _ = kernels.ngram_counts(w.ids, w.prefix_hashes, w.doc_offsets, n)
-        occurrences = kernels.count_joined_spans(w.data, w.text_offsets, w.starts, w.ends,
-                                                  top_start, n)
-        has = top_start >= 0
-        pattern_chars = np.zeros(len(arr), np.int64)
-        if has.any():
-            cum = np.concatenate([[0], np.cumsum(w.nchars)])
-            starts = top_start[has]
-            pattern_chars[has] = cum[starts + n] - cum[starts] + (n - 1)
-        scores = ratio(occurrences * pattern_chars, lengths(arr), empty=1.0)
-        scores[~has] = 1.0
+        data, offsets = buffers(arr)
+        removed = kernels.top_ngram_removed_chars(data, offsets, char_table("space"), self._n)
+        scores = ratio(removed, lengths(arr), empty=1.0)
+        scores[removed < 0] = 1.0
         return like_input(scores, text)
 
     def keep(self, scores):
