@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 
 import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import write_jsonl
 from hypothesis import given, settings
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from curator_dask import AddId, DocumentDataset
 from curator_dask.dedup import ExactDuplicates, NullTextError, hash_texts, remove_ids
-from curator_dask.dedup.exact import HASH_FIELD
+from curator_dask.dedup.exact import HASH_FIELD, digests
 
 try:  # xxh3_128 needs the optional xxhash package (the dedup extra)
     import xxhash
@@ -85,6 +87,30 @@ def test_md5_equals_hashlib_on_any_text(texts, start):
         assert hash_texts(series, "md5").tolist() == [
             hashlib.md5(t.encode("utf-8")).hexdigest() for t in series]
         assert hash_texts(series).index.equals(series.index)
+
+
+def chunked(texts: list[str], cuts: list[int], arrow_type: pa.DataType) -> pa.ChunkedArray:
+    """``texts`` split into chunks at ``cuts``, each chunk a slice (non-zero offset) of a
+    larger array, as a reader's blocks and a filter's output are."""
+    bounds = sorted({0, len(texts), *(c % (len(texts) + 1) for c in cuts)})
+    chunks = []
+    for lo, hi in itertools.pairwise(bounds):
+        padded = pa.array(["pad", *texts[lo:hi], "pad"], type=arrow_type)
+        chunks.append(padded.slice(1, hi - lo))
+    return pa.chunked_array(chunks, type=arrow_type)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(), max_size=40), st.lists(st.integers(0, 40), max_size=6),
+       st.sampled_from([pa.string(), pa.large_string()]))
+def test_chunked_texts_hash_as_hashlib_chunk_by_chunk(texts, cuts, arrow_type):
+    # The readers' tables come in chunks, hashed where they lie (never combined).
+    arrow = chunked(texts, cuts, arrow_type)
+    expected = [hashlib.md5(t.encode("utf-8")).digest() for t in texts]
+    packed = digests(arrow, "md5")
+    assert [packed[i:i + 16] for i in range(0, len(packed), 16)] == expected
+    series = pd.Series(pd.arrays.ArrowStringArray(arrow.cast(pa.large_string())))
+    assert hash_texts(series).tolist() == [d.hex() for d in expected]
 
 
 @needs_xxhash

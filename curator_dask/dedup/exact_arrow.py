@@ -45,9 +45,9 @@ def _with_ids(table: pa.Table, number: int, settings: HashSettings) -> pa.Table:
     return table.append_column(settings.id_field, pa.array(row_numbers(table.num_rows, number)))
 
 
-def _text(table: pa.Table, settings: HashSettings) -> pa.Array:
-    column = table.column(settings.text_field)
-    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+def _text(table: pa.Table, settings: HashSettings) -> pa.ChunkedArray:
+    # The chunks as the reader parsed them: digests hashes each in place (no copy).
+    return table.column(settings.text_field)
 
 
 def _null_error(table: pa.Table, nulls: np.ndarray, number: int, settings: HashSettings,
