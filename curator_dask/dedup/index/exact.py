@@ -112,8 +112,7 @@ def text_digests(texts, method: str = "md5") -> np.ndarray:
         arrow = texts.to_arrow()
     else:
         arrow = pa.array(texts.array if hasattr(texts, "array") else texts)
-    if isinstance(arrow, pa.ChunkedArray):
-        arrow = arrow.combine_chunks()
+    # Chunks are hashed where they lie (digests): no combine_chunks copy of every text.
     if not (pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type)):
         arrow = arrow.cast(pa.large_string())
     packed = digests(arrow, method)
