@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import fsspec
 import pytest
 from dask.utils import parse_bytes
@@ -61,6 +63,17 @@ def test_every_line_is_read_exactly_once_for_any_blocksize(files, blocksize, tra
             data = read_slice_bytes(fs, piece)
             got.extend(data.splitlines())
     assert got == expected
+    # Each file in the fewest byte ranges of at most the blocksize, of one size (give
+    # or take a byte a range): no tail of a few bytes left as a partition of its own.
+    for file in listed:
+        spans = [(p.start, file.size if p.end is None else p.end)
+                 for spec in plan for p in spec.slices if p.file.path == file.path]
+        if file.size > blocksize:
+            widths = [end - start for start, end in spans]
+            assert spans[0][0] == 0 and spans[-1][1] == file.size
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+            assert len(spans) == -(-file.size // blocksize) and max(widths) <= blocksize
+            assert min(widths) >= max(widths) - len(spans)
     # Re-planning the same input gives the same plan.
     assert plan_partitions(listed, blocksize=blocksize, fs=fs) == plan
 
