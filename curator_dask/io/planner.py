@@ -404,7 +404,7 @@ def plan_partitions(
     [2, 1]
     >>> big = [InputFile("/d/big.jsonl", 250, None, "big.jsonl")]
     >>> [(s.start, s.end) for p in plan_partitions(big, blocksize=100) for s in p.slices]
-    [(0, 100), (100, 200), (200, None)]
+    [(0, 84), (84, 168), (168, None)]
     """
     block = resolve_blocksize(files, files_per_partition=files_per_partition,
                               blocksize=blocksize, threads=threads)
