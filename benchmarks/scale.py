@@ -199,13 +199,14 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
         error = None
         with RssSampler(cluster.all_pids, interval=0.2) as memory, \
                 RssSampler(cluster.worker_pids, interval=0.2) as workers_memory:
-            start = time.perf_counter()
+            start, started_at = time.perf_counter(), time.time()
             try:
                 outcome = _run_row(row, Path(data), work_dir, client)
             except Exception as err:  # a run that fails is a figure too
                 outcome, error = {}, f"{type(err).__name__}: {str(err)[:600]}"
             wall = time.perf_counter() - start
-        restarts = len(client.get_events(MEMORY_EVENT))
+        # When each restart came, in seconds from the start: the phases' seconds say where.
+        restarts = [round(at - started_at, 1) for at, _ in client.get_events(MEMORY_EVENT)]
         client.close()
     finally:
         cluster.close()
@@ -214,7 +215,8 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
             "mb_per_s_per_core": round(input_bytes / MB / wall / workers, 2),
             "peak_worker_rss_mb": round(workers_memory.largest / MB),
             "peak_total_rss_mb": round(memory.peak / MB),
-            "memory_restarts": restarts, "error": error, **outcome,
+            "memory_restarts": len(restarts), "restarts_at_seconds": restarts,
+            "error": error, **outcome,
             "load": [round(x, 1) for x in os.getloadavg()]}
 
 
