@@ -6,14 +6,16 @@ document whose id is the label). Two algorithms give the same labels:
 
 ``union_find_components``
     Exact union-find in numba (the root with the lower id wins, path halving) over ids
-    numbered by a hash table that grows with the distinct ids, no sort. Runs on one
-    worker, on the edge list gathered in one partition; what it adds to the edges
-    follows the distinct ids, not the edges: a duplicate graph, whose edges repeat ids
-    (2 million edges among 250,000 ids), peaks at 20 bytes an edge with its input (42
-    when the table was sized for every endpoint); edges between ids all distinct at
-    about 70. Used while the edge list fits the smallest worker's memory at
-    :data:`UNION_FIND_BYTES_PER_EDGE` (:func:`local_edge_capacity`: 9 million edges on a
-    1 GiB worker, 220 million on 16 GiB), or up to ``max_local_edges`` when it is given.
+    numbered by a hash table in one pass, no sort; edge ends are looked up again to be
+    joined rather than kept numbered. Runs on one worker, on the edge list gathered in
+    one partition: 2 million edges among 250,000 ids (a duplicate graph repeats ids)
+    peak at 34 bytes an edge with the concatenated input (42 with a number kept per
+    endpoint); edges between ids all distinct at about 70. The table is sized once from
+    the edge count: grown by doubling, it left 43 MB in the process that the allocator
+    kept after the task (2 million edges, system allocator). Used while the edge list
+    fits the smallest worker's memory at :data:`UNION_FIND_BYTES_PER_EDGE`
+    (:func:`local_edge_capacity`: 9 million edges on a 1 GiB worker, 220 million on 16
+    GiB), or up to ``max_local_edges`` when it is given.
 ``distributed_components``
     Alternating large-star / small-star (Kiveris et al., "Connected Components in
     MapReduce and Beyond", SoCC 2014) over Dask dataframes: each step is one shuffle of
@@ -58,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
 #: Peak memory of union-find per edge that plans it, its input included: between a
-#: duplicate graph's (20) and that of edges between distinct ids (70).
+#: duplicate graph's (34) and that of edges between distinct ids (70).
 UNION_FIND_BYTES_PER_EDGE = 45
 #: The most edges union-find takes (its numbering is int32).
 _MOST_LOCAL_EDGES = 2**30 - 1
@@ -73,11 +75,6 @@ _C2 = 0xC4CEB9FE1A85EC53
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
-#: Slots of the id table when union-find starts; it doubles as ids arrive (kept at most
-#: 2/3 full), so its size follows the distinct ids, not the edges.
-_FIRST_SLOTS = 1 << 10
-
-
 @njit(nogil=True)
 def _slot(slots, ids, v):
     """The slot of id ``v`` in the open-addressing table (linear probing): the slot that
@@ -90,25 +87,25 @@ def _slot(slots, ids, v):
 
 
 @njit(nogil=True)
-def _number_ids(values, slots, ids, count):
-    """Number the ids of ``values`` not numbered yet ``count, count + 1, ...`` in order
-    of first appearance; the table (``slots``: number by slot, ``ids``: id by number)
-    doubles when it would pass 2/3 full. Returns the table and the new count."""
-    for k in range(values.shape[0]):
-        if 3 * (count + 1) > 2 * slots.shape[0]:
-            slots = np.full(2 * slots.shape[0], -1, np.int32)
-            for number in range(count):
-                slots[_slot(slots, ids, ids[number])] = number
-        if count == ids.shape[0]:
-            grown = np.empty(2 * ids.shape[0], np.int64)
-            grown[:count] = ids[:count]
-            ids = grown
-        h = _slot(slots, ids, values[k])
+def _number_ids(x, y):
+    """Number the distinct ids of both columns ``0..m-1`` in order of first appearance
+    (``x`` then ``y``) in an open-addressing table at most 2/3 full. Returns the table
+    (``slots``: number by slot) and the ids by number."""
+    n = x.shape[0]
+    size = 16
+    while size < 3 * n:
+        size <<= 1
+    slots = np.full(size, -1, np.int32)
+    ids = np.empty(2 * n, np.int64)
+    count = 0
+    for k in range(2 * n):
+        v = x[k] if k < n else y[k - n]
+        h = _slot(slots, ids, v)
         if slots[h] == -1:
             slots[h] = count
-            ids[count] = values[k]
+            ids[count] = v
             count += 1
-    return slots, ids, count
+    return slots, ids[:count]
 
 
 @njit(nogil=True)
@@ -144,9 +141,9 @@ def _lowest_ids(parent, ids):
 def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, groups)``: every id in an edge, and the lowest id of its component.
 
-    Memory beyond the edges follows the distinct ids, not the edges: each id is numbered
-    once in a hash table that grows with them (no sort, no copy of the edges), then the
-    edges are joined in a second pass that looks their ends up again.
+    Each id is numbered once in a hash table (no sort, no copy of the edges); the edges
+    are then joined in a second pass that looks their ends up again, so no number is
+    kept per endpoint.
 
     Parameters
     ----------
@@ -173,12 +170,8 @@ def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     if len(x) >= 2**30:
         raise InvalidArgumentError(f"{len(x)} edges are too many for one worker's union-find; use "
                                    "distributed_components")
-    slots = np.full(_FIRST_SLOTS, -1, np.int32)
-    ids = np.empty(_FIRST_SLOTS, np.int64)
-    slots, ids, count = _number_ids(x, slots, ids, 0)
-    slots, ids, count = _number_ids(y, slots, ids, count)
-    ids = ids[:count].copy()
-    parent = np.arange(count, dtype=np.int32)
+    slots, ids = _number_ids(x, y)
+    parent = np.arange(len(ids), dtype=np.int32)
     _union_edges(x, y, slots, ids, parent)
     del slots
     return ids, _lowest_ids(parent, ids)
