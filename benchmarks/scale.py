@@ -22,7 +22,9 @@ window):
 
 Workers run with ``ARROW_DEFAULT_MEMORY_POOL=system`` (see ``docs/scaling.md``). Each row
 runs twice: with ``--memory-limit`` per worker, and without a limit (``memory_limit=0``),
-whose output is the reference: the limited run's kept ids must be the same. Reported per
+whose output is the reference: the limited run's kept ids must be the same
+(``--reference RESULTS.json`` takes the unlimited runs of an earlier results file of the
+same corpora instead of running them again). Reported per
 run: wall seconds, MB/s per core (input bytes / wall / workers), the peak resident memory
 of each worker process and of all processes together (scheduler, workers, this driver),
 the workers restarted for memory, and whether the output equals the unlimited run's.
@@ -178,6 +180,10 @@ def _run_row(row: str, data: Path, work: Path, client) -> dict:
     return {"kept": rows, "digest": digest, **extra}
 
 
+def _input_bytes(data: Path) -> int:
+    return sum(f.stat().st_size for f in data.iterdir() if f.suffix in (".jsonl", ".parquet"))
+
+
 def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> dict:
     """One row on a fresh cluster of real processes."""
     from curator_dask import get_client
@@ -189,18 +195,18 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
     try:
         client = get_client(scheduler_address=cluster.address)
         client.wait_for_workers(workers, timeout=120)
-        input_bytes = sum(f.stat().st_size for f in Path(data).iterdir()
-                          if f.suffix in (".jsonl", ".parquet"))
+        input_bytes = _input_bytes(Path(data))
         error = None
         with RssSampler(cluster.all_pids, interval=0.2) as memory, \
                 RssSampler(cluster.worker_pids, interval=0.2) as workers_memory:
-            start = time.perf_counter()
+            start, started_at = time.perf_counter(), time.time()
             try:
                 outcome = _run_row(row, Path(data), work_dir, client)
             except Exception as err:  # a run that fails is a figure too
                 outcome, error = {}, f"{type(err).__name__}: {str(err)[:600]}"
             wall = time.perf_counter() - start
-        restarts = len(client.get_events(MEMORY_EVENT))
+        # When each restart came, in seconds from the start: the phases' seconds say where.
+        restarts = [round(at - started_at, 1) for at, _ in client.get_events(MEMORY_EVENT)]
         client.close()
     finally:
         cluster.close()
@@ -209,7 +215,8 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
             "mb_per_s_per_core": round(input_bytes / MB / wall / workers, 2),
             "peak_worker_rss_mb": round(workers_memory.largest / MB),
             "peak_total_rss_mb": round(memory.peak / MB),
-            "memory_restarts": restarts, "error": error, **outcome,
+            "memory_restarts": len(restarts), "restarts_at_seconds": restarts,
+            "error": error, **outcome,
             "load": [round(x, 1) for x in os.getloadavg()]}
 
 
@@ -279,6 +286,16 @@ def _write(args, runs: list[dict]) -> None:
         "cpu_count": os.cpu_count(), "arguments": vars(args), "runs": runs}, indent=1) + "\n")
 
 
+def _reference_run(known: list[dict], corpus: str, row: str, data: Path) -> dict | None:
+    """The unlimited run of ``corpus`` and ``row`` among ``known`` (an earlier results
+    file's), if it read an input of the size of ``data``'s."""
+    for run in known:
+        if (run["corpus"], run["row"], run["memory_limit"], run["input_bytes"]) == (
+                corpus, row, "0", _input_bytes(data)) and run.get("digest"):
+            return run
+    return None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", action="append", default=[],
@@ -288,6 +305,9 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-limit", default="700MiB", help="per worker, limited runs")
     parser.add_argument("--no-unlimited", action="store_true",
                         help="skip the unlimited reference runs")
+    parser.add_argument("--reference", default=None,
+                        help="an earlier results file: its unlimited runs of the same corpus "
+                             "name, row and input size are the reference, and are not run again")
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     parser.add_argument("--json", default=str(RESULTS))
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
@@ -300,6 +320,7 @@ def main(argv=None) -> int:
     from table import print_table
 
     scratch = Path(args.work or tempfile.mkdtemp(prefix="curator-scale-"))
+    known = (json.loads(Path(args.reference).read_text())["runs"] if args.reference else [])
     runs = []
     for spec in args.corpus:
         name, files = corpus_files(spec)
@@ -307,7 +328,10 @@ def main(argv=None) -> int:
         for row in args.rows.split(","):
             data = (with_embeddings(files, scratch / "inputs" / f"{name}-embedded")
                     if row == "semantic" else jsonl)
-            for limit in ([args.memory_limit] if args.no_unlimited else
+            reference = _reference_run(known, name, row, data)
+            if reference is not None:
+                runs.append({**reference, "reference": args.reference})
+            for limit in ([args.memory_limit] if args.no_unlimited or reference else
                           [args.memory_limit, "0"]):
                 work = scratch / "runs" / f"{name}-{row}-{limit}"
                 shutil.rmtree(work, ignore_errors=True)

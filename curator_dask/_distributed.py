@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-__all__ = ["UNFINISHED_TASK_STATES", "correct_cluster_state", "executing_seconds",
-           "fail_running_task", "hand_cluster_to_client", "last_heartbeat", "name_new_workers",
-           "own_adaptive_target", "scheduler_workers", "set_adaptive_target",
+__all__ = ["UNFINISHED_TASK_STATES", "bound_shuffle_buffers", "correct_cluster_state",
+           "executing_seconds", "fail_running_task", "hand_cluster_to_client",
+           "last_heartbeat", "name_new_workers", "own_adaptive_target", "scheduler_workers",
+           "set_adaptive_target", "shuffle_buffer_limits", "worker_memory_limit",
            "worker_task_states"]
 
 #: Worker task states (``distributed.worker_state_machine.TaskStateState``) in which a
@@ -141,3 +142,51 @@ def worker_task_states(dask_worker) -> Iterator[tuple[object, str]]:
     """
     for key, task in list(dask_worker.state.tasks.items()):
         yield key, task.state
+
+
+def worker_memory_limit(dask_worker) -> int | None:
+    """A worker's memory limit in bytes (None: it has none), read on the worker.
+
+    Relies on ``Worker.memory_manager.memory_limit`` (a
+    ``distributed.worker_memory.WorkerMemoryManager``; 0 or None without a limit).
+    Checked on distributed 2026.8.0.
+    """
+    return int(dask_worker.memory_manager.memory_limit or 0) or None
+
+
+def _shuffle_limiters(dask_worker) -> dict[str, object] | None:
+    shuffle = dask_worker.extensions.get("shuffle")
+    if shuffle is None:
+        return None
+    return {"comm": shuffle.memory_limiter_comms, "disk": shuffle.memory_limiter_disk}
+
+
+def shuffle_buffer_limits(dask_worker) -> dict[str, int | None] | None:
+    """``{"comm": bytes, "disk": bytes}``: what a worker's P2P shuffles may buffer in memory
+    for sending and for staging to disk (None: unbounded), or None on a worker without
+    P2P shuffling. Run on the worker (``client.run``).
+
+    Relies on ``Worker.extensions["shuffle"]`` (``ShuffleWorkerPlugin``) and its
+    ``memory_limiter_comms`` / ``memory_limiter_disk`` (``ResourceLimiter``): made once
+    per worker from ``distributed.p2p.comm.buffer`` / ``distributed.p2p.storage.buffer``
+    when the worker starts, and handed to every shuffle run, whose buffers read their
+    ``limit`` on every put. Checked on distributed 2026.8.0.
+    """
+    limiters = _shuffle_limiters(dask_worker)
+    if limiters is None:
+        return None
+    return {name: limiter.limit for name, limiter in limiters.items()}
+
+
+def bound_shuffle_buffers(dask_worker, limit: int) -> dict[str, int | None] | None:
+    """Lower each of a worker's P2P shuffle buffers (see :func:`shuffle_buffer_limits`)
+    to at most ``limit`` bytes, for the runs under way and those to come; return the
+    limits now (None on a worker without P2P shuffling). A buffer already smaller keeps
+    its size. Checked on distributed 2026.8.0.
+    """
+    limiters = _shuffle_limiters(dask_worker)
+    if limiters is None:
+        return None
+    for limiter in limiters.values():
+        limiter.limit = limit if limiter.limit is None else min(limiter.limit, limit)
+    return shuffle_buffer_limits(dask_worker)

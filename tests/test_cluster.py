@@ -7,12 +7,16 @@ import inspect
 import json
 import logging
 
+import dask
 import pytest
-from dask.utils import parse_timedelta
+from conftest import wait_until
+from dask.utils import parse_bytes, parse_timedelta
 from distributed import LocalCluster
 
+from curator_dask._distributed import shuffle_buffer_limits
 from curator_dask.cluster import dashboard_link, get_client, worker_resources
 from curator_dask.cluster.recycling import recycler_for
+from curator_dask.io.planner import shuffle_buffer_bytes
 
 
 def test_local_cpu_cluster_workers_advertise_their_threads_and_close_with_the_client(caplog):
@@ -55,6 +59,39 @@ def test_connecting_to_an_existing_cluster_changes_nothing_on_it(tmp_path):
             assert cluster.scheduler.no_workers_timeout is None
             client.close()
             assert cluster.status.name == "running"
+
+
+def planned_shuffle_buffers(memory_limit: int) -> dict[str, int]:
+    """distributed's configured P2P buffers, each bounded by the plan for the limit."""
+    planned = shuffle_buffer_bytes(memory_limit)
+    return {"comm": min(parse_bytes(dask.config.get("distributed.p2p.comm.buffer")), planned),
+            "disk": min(parse_bytes(dask.config.get("distributed.p2p.storage.buffer")), planned)}
+
+
+@pytest.mark.slow
+def test_every_worker_of_a_local_cluster_shuffles_within_buffers_planned_from_its_memory():
+    expected = planned_shuffle_buffers(512 * 2**20)
+    assert expected["comm"] < parse_bytes(dask.config.get("distributed.p2p.comm.buffer"))
+    with get_client(n_workers=1, memory_limit="512MiB", dashboard_address=None,
+                    silence_logs=logging.ERROR) as client:
+        assert list(client.run(shuffle_buffer_limits).values()) == [expected]
+        client.cluster.scale(2)  # a worker that joins later
+        assert wait_until(lambda: list(client.run(shuffle_buffer_limits).values())
+                          == [expected, expected], timeout=60), client.run(shuffle_buffer_limits)
+
+
+def test_a_cluster_passed_in_gets_buffers_planned_and_a_worker_without_a_limit_keeps_its_own():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None, memory_limit="1GiB") as limited, \
+            get_client(cluster=limited) as client:
+        assert list(client.run(shuffle_buffer_limits).values()) == [
+            planned_shuffle_buffers(2**30)]
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None, memory_limit=0) as unlimited, \
+            get_client(cluster=unlimited) as client:
+        assert list(client.run(shuffle_buffer_limits).values()) == [{
+            "comm": parse_bytes(dask.config.get("distributed.p2p.comm.buffer")),
+            "disk": parse_bytes(dask.config.get("distributed.p2p.storage.buffer"))}]
 
 
 def test_argument_errors_say_what_to_do():

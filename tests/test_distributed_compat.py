@@ -15,6 +15,7 @@ from distributed.worker_state_machine import TaskStateState
 
 from curator_dask._distributed import (
     UNFINISHED_TASK_STATES,
+    bound_shuffle_buffers,
     correct_cluster_state,
     executing_seconds,
     fail_running_task,
@@ -24,6 +25,8 @@ from curator_dask._distributed import (
     own_adaptive_target,
     scheduler_workers,
     set_adaptive_target,
+    shuffle_buffer_limits,
+    worker_memory_limit,
     worker_task_states,
 )
 
@@ -174,3 +177,67 @@ def test_scheduler_workers_lists_every_worker_while_the_client_refreshes_its_cac
                 "Scheduler.identity(n_workers=-1) no longer lists every worker"
             assert all(w["resources"] == {"CPU": 1} and w["nthreads"] == 1
                        for w in workers.values()), workers
+
+
+def test_worker_memory_limit_is_the_limit_the_worker_was_started_with():
+    for limit, expected in (("300MiB", 300 * 2**20), (0, None)):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                          dashboard_address=None, memory_limit=limit) as cluster, \
+                Client(cluster) as client:
+            assert list(client.run(worker_memory_limit).values()) == [expected], \
+                "Worker.memory_manager.memory_limit is not the worker's memory limit"
+
+
+def _second_input_waits(i: int):
+    import pandas as pd
+
+    if i:
+        Event("second-input").wait(60)
+    return pd.DataFrame({"k": range(100 * i, 100 * i + 100), "v": i})
+
+
+def _running_shuffle_limits(dask_worker) -> list[dict]:
+    """What each P2P shuffle running on the worker reports its buffers may hold."""
+    return [{"comm": run["comm"]["memory_limit"], "disk": run["disk"]["memory_limit"]}
+            for run in dask_worker.extensions["shuffle"].heartbeat().values()]
+
+
+def test_bound_shuffle_buffers_bounds_what_a_running_shuffle_buffers():
+    import dask
+    import dask.dataframe as dd
+    import pandas as pd
+    from dask.utils import parse_bytes
+
+    configured = {"comm": parse_bytes(dask.config.get("distributed.p2p.comm.buffer")),
+                  "disk": parse_bytes(dask.config.get("distributed.p2p.storage.buffer"))}
+    bound = 3 * 2**20
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        assert list(client.run(shuffle_buffer_limits).values()) == [configured], (
+            "Worker.extensions['shuffle'].memory_limiter_comms/memory_limiter_disk are not "
+            "the buffers distributed.p2p.comm.buffer/storage.buffer configure")
+        assert list(client.run(bound_shuffle_buffers, limit=bound).values()) == [
+            {"comm": bound, "disk": bound}]
+        # A larger bound leaves the smaller buffers as they are.
+        assert list(client.run(bound_shuffle_buffers, limit=2 * bound).values()) == [
+            {"comm": bound, "disk": bound}]
+        # A shuffle started after the worker uses the bounded buffers: the second input
+        # waits until the first is in the shuffle.
+        event = Event("second-input", client=client)
+        frame = dd.from_map(_second_input_waits, [0, 1],
+                            meta=pd.DataFrame({"k": pd.Series([], dtype="int64"),
+                                               "v": pd.Series([], dtype="int64")}))
+        shuffled = client.persist(frame.shuffle("k", npartitions=2, shuffle_method="p2p"))
+        try:
+            def running():
+                return next(iter(client.run(_running_shuffle_limits).values()))
+
+            assert wait_until(running, timeout=30, interval=0.05), "no P2P shuffle ran"
+            assert running() == [{"comm": bound, "disk": bound}], (
+                "the shuffle run does not use the worker's memory_limiter_comms and "
+                "memory_limiter_disk")
+        finally:
+            event.set()
+        result = shuffled.compute().sort_values("k")
+        assert result["k"].tolist() == list(range(200))
+        assert result["v"].tolist() == [0] * 100 + [1] * 100

@@ -6,6 +6,8 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curator_dask.dedup.fuzzy import (
     connected_components,
@@ -71,6 +73,23 @@ def test_union_find_matches_breadth_first_search_and_scipy(seed, nodes, edges):
     _, component = scipy_graph.connected_components(matrix, directed=False)
     lowest = pd.Series(nodes).groupby(component).transform("min").to_numpy()
     assert (pd.Series(groups, index=ids).sort_index().to_numpy() == lowest).all()
+
+
+#: Ids from both ends of int64, so that hashing and ordering see extremes and negatives.
+ID_POOL = st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=40, unique=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), pool=ID_POOL)
+def test_union_find_equals_breadth_first_search_on_generated_graphs(data, pool):
+    edges = data.draw(st.lists(st.tuples(st.sampled_from(pool), st.sampled_from(pool)),
+                               max_size=60))
+    x = np.array([a for a, _ in edges], dtype=np.int64)
+    y = np.array([b for _, b in edges], dtype=np.int64)
+    ids, groups = union_find_components(x, y)
+    # Every id once, in order of first appearance over x, then y.
+    assert ids.tolist() == list(dict.fromkeys([*x.tolist(), *y.tolist()]))
+    assert dict(zip(ids.tolist(), groups.tolist(), strict=True)) == reference(x, y).to_dict()
 
 
 @pytest.mark.slow

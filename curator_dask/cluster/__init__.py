@@ -22,6 +22,10 @@ waiting.
 that retires them one at a time: never the last running worker, and the next only once
 the previous one's replacement is up (distributed's own ``lifetime`` retires each worker
 on its own random clock, and two that meet at once take the cluster down).
+
+On every cluster it starts or connects to, ``get_client`` registers
+:class:`ShuffleBuffers`, a worker plugin that sizes each worker's P2P shuffle buffers
+from its memory limit instead of distributed's fixed defaults.
 """
 
 from curator_dask.cluster.adaptive import (
@@ -42,6 +46,7 @@ from curator_dask.cluster.client import (
     worker_resources,
 )
 from curator_dask.cluster.recycling import MIN_WORKER_LIFETIME, WorkerRecycler
+from curator_dask.cluster.shuffle_buffers import ShuffleBuffers
 
 __all__ = [
     "ADAPTIVE_KEY",
@@ -52,6 +57,7 @@ __all__ = [
     "NO_WORKERS_TIMEOUT",
     "AdaptiveDemand",
     "RunDemand",
+    "ShuffleBuffers",
     "StageDemand",
     "WorkerRecycler",
     "add_cpu_workers",

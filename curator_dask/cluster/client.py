@@ -30,6 +30,7 @@ from curator_dask.bounds import (
 )
 from curator_dask.cluster.adaptive import adapt_cluster, adaptive_options, resources_adapt_starts
 from curator_dask.cluster.recycling import recycler_for
+from curator_dask.cluster.shuffle_buffers import ShuffleBuffers
 from curator_dask.compat import nemo_keywords
 from curator_dask.errors import InvalidArgumentError, MissingDependencyError
 
@@ -72,11 +73,13 @@ def get_client(  # noqa: PLR0912
     """A Dask client: to an existing cluster, or to a new local one.
 
     With ``scheduler_address`` or ``scheduler_file`` the client connects to a running
-    cluster and changes nothing on it (its workers must advertise ``CPU``/``GPU``
-    resources themselves, e.g. ``dask worker ... --resources CPU=4``). With ``cluster``
-    it connects to that cluster object (dask-jobqueue, Dask Kubernetes, any
-    ``distributed`` cluster). Otherwise it starts a local cluster of worker processes
-    bound to 127.0.0.1.
+    cluster and changes nothing on it but the P2P shuffle buffers of its workers (its
+    workers must advertise ``CPU``/``GPU`` resources themselves, e.g. ``dask worker ...
+    --resources CPU=4``). With ``cluster`` it connects to that cluster object
+    (dask-jobqueue, Dask Kubernetes, any ``distributed`` cluster). Otherwise it starts a
+    local cluster of worker processes bound to 127.0.0.1. On every path each worker's P2P
+    shuffle buffers are sized from its memory limit (:class:`ShuffleBuffers`), on the
+    workers there now and on those that join later.
 
     Parameters
     ----------
@@ -170,14 +173,12 @@ def get_client(  # noqa: PLR0912
     adaptive = adaptive_options(adaptive, connect)
     if connect:
         client = Client(scheduler_address, scheduler_file=scheduler_file)
-        _log_dashboard(client)
-        return client
+        return _ready(client)
     if cluster is not None:
         client = Client(cluster)
         if adaptive is not None:
             adapt_cluster(client, cluster, adaptive, grows=resources_adapt_starts(cluster), keep=())
-        _log_dashboard(client)
-        return client
+        return _ready(client)
 
     recycler = recycler_for(worker_lifetime, worker_lifetime_stagger, worker_lifetime_restart,
                          worker_lifetime_max_retiring)
@@ -225,8 +226,7 @@ def get_client(  # noqa: PLR0912
             grows = frozenset({"CPU"})
             keep = ("GPU", "GPU_MEMORY_GB") if cluster_type == "mixed" else ()
         adapt_cluster(client, cluster, adaptive, grows=grows, keep=keep)
-    _log_dashboard(client)
-    return client
+    return _ready(client)
 
 def _grow_with_cpu_workers(cluster, threads_per_worker, memory_limit, worker_kwargs) -> None:
     """Make ``cluster.scale``/``adapt`` start CPU workers on a mixed cluster.
@@ -322,6 +322,14 @@ def _cpu_worker_options(threads_per_worker, memory_limit, worker_kwargs: dict) -
     options.update(nthreads=threads_per_worker, memory_limit=memory_limit,
                    resources=resources, host="127.0.0.1")
     return options
+
+
+def _ready(client: Client) -> Client:
+    """The client, once each worker's P2P shuffle buffers fit its memory (now and on the
+    workers that join later) and the dashboard link is logged."""
+    client.register_plugin(ShuffleBuffers())
+    _log_dashboard(client)
+    return client
 
 
 def _log_dashboard(client: Client) -> None:

@@ -57,6 +57,8 @@ __all__ = [
     "MAX_AUTO_BLOCKSIZE",
     "MEMORY_FRACTION",
     "MIN_AUTO_BLOCKSIZE",
+    "MIN_SHUFFLE_BUFFER",
+    "SHUFFLE_BUFFER_SHARE",
     "WORKER_BASELINE",
     "WORKING_SETS",
     "FileSlice",
@@ -69,6 +71,7 @@ __all__ = [
     "memory_blocksize",
     "plan_partitions",
     "resolve_blocksize",
+    "shuffle_buffer_bytes",
     "task_budget",
     "task_input_bytes",
     "worker_memory",
@@ -122,6 +125,16 @@ MEMORY_FRACTION = 0.6
 #: pandas, pyarrow, numba and the compiled kernels: 287 MB measured on a worker that
 #: ran a filter and MinHash on one document).
 WORKER_BASELINE = 320 * 2**20
+#: Share of a worker's task budget (:func:`task_budget`) that each of distributed's two
+#: P2P shuffle buffers may fill: shards waiting to be sent, and shards received waiting
+#: to be written to disk. Both fill while a task splits its partition into shards, so
+#: the two together take half the budget and the task the other half. distributed sizes
+#: them from its config alone (``distributed.p2p.comm.buffer``, 1 GiB, and
+#: ``distributed.p2p.storage.buffer``, 100 MiB), more than a 512 MiB worker has.
+SHUFFLE_BUFFER_SHARE = 0.25
+#: The smallest buffer planned: below it a shuffle sends messages too small to be
+#: efficient (distributed batches up to 2 MiB a message, to 10 workers at once).
+MIN_SHUFFLE_BUFFER = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,22 @@ def task_budget(memory: WorkerMemory) -> int | None:
     if memory.limit is None:
         return None
     return max(int((memory.limit - WORKER_BASELINE) * MEMORY_FRACTION), 1 << 20)
+
+
+def shuffle_buffer_bytes(memory_limit: int | None) -> int | None:
+    """Bytes each P2P shuffle buffer of a worker with ``memory_limit`` bytes may hold:
+    :data:`SHUFFLE_BUFFER_SHARE` of its task budget, at least
+    :data:`MIN_SHUFFLE_BUFFER` (None without a limit: distributed's own sizes stand).
+
+    >>> shuffle_buffer_bytes(512 * 2**20) // 2**20, shuffle_buffer_bytes(16 * 2**30) // 2**20
+    (28, 2409)
+    >>> shuffle_buffer_bytes(None) is None
+    True
+    """
+    budget = task_budget(WorkerMemory(1, 1, memory_limit or None))
+    if budget is None:
+        return None
+    return max(int(budget * SHUFFLE_BUFFER_SHARE), MIN_SHUFFLE_BUFFER)
 
 
 def task_input_bytes(work: str | float | None, memory: WorkerMemory | None = None

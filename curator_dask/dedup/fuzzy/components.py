@@ -6,11 +6,16 @@ document whose id is the label). Two algorithms give the same labels:
 
 ``union_find_components``
     Exact union-find in numba (the root with the lower id wins, path halving) over ids
-    numbered by a hash table in one pass, no sort. Runs on one worker: about 4.5 million
-    edges a second and ~45 bytes an edge at peak, input included (measured on 10 million
-    random edges). Used while the edge list fits the smallest worker's memory at that
-    cost (:func:`local_edge_capacity`: 9 million edges on a 1 GiB worker, 220 million on
-    16 GiB), or up to ``max_local_edges`` when it is given.
+    numbered by a hash table in one pass, no sort; edge ends are looked up again to be
+    joined rather than kept numbered. Runs on one worker, on the edge list gathered in
+    one partition: 2 million edges among 250,000 ids (a duplicate graph repeats ids)
+    peak at 34 bytes an edge with the concatenated input (42 with a number kept per
+    endpoint); edges between ids all distinct at about 70. The table is sized once from
+    the edge count: grown by doubling, it left 43 MB in the process that the allocator
+    kept after the task (2 million edges, system allocator). Used while the edge list
+    fits the smallest worker's memory at :data:`UNION_FIND_BYTES_PER_EDGE`
+    (:func:`local_edge_capacity`: 9 million edges on a 1 GiB worker, 220 million on 16
+    GiB), or up to ``max_local_edges`` when it is given.
 ``distributed_components``
     Alternating large-star / small-star (Kiveris et al., "Connected Components in
     MapReduce and Beyond", SoCC 2014) over Dask dataframes: each step is one shuffle of
@@ -54,7 +59,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
-#: Peak memory of union-find per edge, its input included (10 million random edges).
+#: Peak memory of union-find per edge that plans it, its input included: between a
+#: duplicate graph's (34) and that of edges between distinct ids (70).
 UNION_FIND_BYTES_PER_EDGE = 45
 #: The most edges union-find takes (its numbering is int32).
 _MOST_LOCAL_EDGES = 2**30 - 1
@@ -70,37 +76,36 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 
 @njit(nogil=True)
-def _index_ids(x, y):
-    """Number the distinct ids of both columns ``0..m-1`` in order of first appearance.
+def _slot(slots, ids, v):
+    """The slot of id ``v`` in the open-addressing table (linear probing): the slot that
+    holds its number, or the empty one where it would go."""
+    mask = np.uint64(slots.shape[0] - 1)
+    h = ((np.uint64(v) * np.uint64(_GOLDEN)) >> np.uint64(32)) & mask
+    while slots[h] != -1 and ids[slots[h]] != v:
+        h = (h + np.uint64(1)) & mask
+    return h
 
-    An open-addressing hash table (linear probing, at most 2/3 full): one pass, no sort.
-    Returns the ids by number and each endpoint's number (``x`` then ``y``).
-    """
+
+@njit(nogil=True)
+def _number_ids(x, y):
+    """Number the distinct ids of both columns ``0..m-1`` in order of first appearance
+    (``x`` then ``y``) in an open-addressing table at most 2/3 full. Returns the table
+    (``slots``: number by slot) and the ids by number."""
     n = x.shape[0]
     size = 16
     while size < 3 * n:
         size <<= 1
-    mask = np.uint64(size - 1)
     slots = np.full(size, -1, np.int32)
     ids = np.empty(2 * n, np.int64)
-    number = np.empty(2 * n, np.int32)
     count = 0
     for k in range(2 * n):
         v = x[k] if k < n else y[k - n]
-        h = ((np.uint64(v) * np.uint64(_GOLDEN)) >> np.uint64(32)) & mask
-        while True:
-            s = slots[h]
-            if s == -1:
-                slots[h] = count
-                ids[count] = v
-                number[k] = count
-                count += 1
-                break
-            if ids[s] == v:
-                number[k] = s
-                break
-            h = (h + np.uint64(1)) & mask
-    return ids[:count].copy(), number
+        h = _slot(slots, ids, v)
+        if slots[h] == -1:
+            slots[h] = count
+            ids[count] = v
+            count += 1
+    return slots, ids[:count]
 
 
 @njit(nogil=True)
@@ -112,17 +117,21 @@ def _find(parent, i):
 
 
 @njit(nogil=True)
-def _union_find(number, ids, n_edges):
-    parent = np.arange(ids.shape[0]).astype(np.int32)
-    for k in range(n_edges):
-        a = _find(parent, number[k])
-        b = _find(parent, number[k + n_edges])
+def _union_edges(x, y, slots, ids, parent):
+    """Join the components of each edge's ends (numbered in ``slots``/``ids``)."""
+    for k in range(x.shape[0]):
+        a = _find(parent, slots[_slot(slots, ids, x[k])])
+        b = _find(parent, slots[_slot(slots, ids, y[k])])
         # The root with the smaller id wins, so every root is its component's lowest id.
         if a != b:
             if ids[a] < ids[b]:
                 parent[b] = a
             else:
                 parent[a] = b
+
+
+@njit(nogil=True)
+def _lowest_ids(parent, ids):
     groups = np.empty(ids.shape[0], np.int64)
     for i in range(ids.shape[0]):
         groups[i] = ids[_find(parent, i)]
@@ -131,6 +140,10 @@ def _union_find(number, ids, n_edges):
 
 def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, groups)``: every id in an edge, and the lowest id of its component.
+
+    Each id is numbered once in a hash table (no sort, no copy of the edges); the edges
+    are then joined in a second pass that looks their ends up again, so no number is
+    kept per endpoint.
 
     Parameters
     ----------
@@ -157,8 +170,11 @@ def union_find_components(id_x, id_y) -> tuple[np.ndarray, np.ndarray]:
     if len(x) >= 2**30:
         raise InvalidArgumentError(f"{len(x)} edges are too many for one worker's union-find; use "
                                    "distributed_components")
-    ids, number = _index_ids(x, y)
-    return ids, _union_find(number, ids, len(x))
+    slots, ids = _number_ids(x, y)
+    parent = np.arange(len(ids), dtype=np.int32)
+    _union_edges(x, y, slots, ids, parent)
+    del slots
+    return ids, _lowest_ids(parent, ids)
 
 
 def _local_components(df, id_field: str):
