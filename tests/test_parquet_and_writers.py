@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import docs, write_jsonl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
 from curator_dask.io import MissingColumnError
@@ -28,6 +30,32 @@ def test_parquet_blocksize_splits_by_row_groups(tmp_path):
     assert whole.npartitions == 1
     assert 3 <= split.npartitions <= 10
     assert split.df.compute()["n"].tolist() == list(range(1000))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=4),
+       blocks=st.integers(min_value=2, max_value=12))
+def test_row_groups_larger_than_a_partition_are_read_in_row_ranges_once_each(
+        tmp_path, groups, blocks):
+    path = tmp_path / f"g{'-'.join(map(str, groups))}-{blocks}.parquet"
+    n = sum(groups)
+    with pq.ParquetWriter(path, pa.schema([("text", pa.string()), ("n", pa.int64())])) as w:
+        first = 0
+        for size in groups:
+            w.write_table(pa.table({"text": [f"document {i} " * 20 for i in
+                                             range(first, first + size)],
+                                    "n": list(range(first, first + size))}))
+            first += size
+    blocksize = max(1, os.path.getsize(path) // blocks)
+    ds = DocumentDataset.read_parquet(str(path), blocksize=blocksize)
+    slices = [s for spec in ds.plan for s in spec.slices]
+    assert ds.df.compute()["n"].tolist() == list(range(n))  # every row once, in order
+    ranges = [s.rows for s in slices if s.rows is not None]
+    assert all(0 <= a < b for a, b in ranges)
+    # Only a row group too large for the planned partitions is read in ranges.
+    if len(groups) == 1 and blocks > 1 and groups[0] > 1:
+        assert len(ranges) >= 2
 
 
 def test_parquet_columns_and_filename(tmp_path):

@@ -66,8 +66,11 @@ def infer_parquet_schema(fs, files: Sequence[InputFile], *, settled: Collection[
     return union.schema()
 
 
-def _file_row(metadata, row_groups: Sequence[int] | None, row: int) -> int:
-    """The 1-based row in the file of row ``row`` of a table read from ``row_groups``."""
+def _file_row(metadata, piece: FileSlice, row: int) -> int:
+    """The 1-based row in the file of row ``row`` of a table read from ``piece``."""
+    row_groups = piece.row_groups
+    if piece.rows is not None:
+        row += piece.rows[0]
     groups = list(range(metadata.num_row_groups)) if row_groups is None else list(row_groups)
     for group in groups:
         first = sum(metadata.row_group(g).num_rows for g in range(group))
@@ -76,6 +79,26 @@ def _file_row(metadata, row_groups: Sequence[int] | None, row: int) -> int:
             return first + row + 1
         row -= size
     return row + 1
+
+
+def _read_rows(parquet, group: int, first: int, stop: int, columns) -> pa.Table:
+    """Rows ``[first, stop)`` of one row group, decoded in batches of at most the range:
+    the batches before ``first`` are decoded and let go, none after ``stop`` is read, and
+    the whole row group is never in memory at once."""
+    size = max(1, min(stop - first, 65_536))
+    kept, seen = [], 0
+    for batch in parquet.iter_batches(batch_size=size, row_groups=[group], columns=columns,
+                                      use_threads=False):
+        end = seen + batch.num_rows
+        if end > first:
+            start = max(first, seen)
+            kept.append(batch.slice(start - seen, min(stop, end) - start))
+        seen = end
+        if seen >= stop:
+            break
+    if not kept:  # a range past the group's end: nothing planned reads one
+        return parquet.schema_arrow.empty_table().select(columns)
+    return pa.Table.from_batches(kept)
 
 
 def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, int]:
@@ -90,15 +113,17 @@ def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, i
             extra = [n for n in present if n not in known and not _INDEX_COLUMN.fullmatch(n)]
             if extra:
                 raise ColumnConflict("unexpected", extra[0], pa.null(), None, None).error(
-                    path, _file_row(metadata, piece.row_groups, 0), unit="row")
+                    path, _file_row(metadata, piece, 0), unit="row")
         text = conformer.text_field
         if text is not None and text not in present:
             raise ColumnConflict("missing", text, pa.null(), pa.string(), None,
                                  present=present).error(
-                path, _file_row(metadata, piece.row_groups, 0), unit="row")
+                path, _file_row(metadata, piece, 0), unit="row")
         wanted = [n for n in conformer.schema.names if n in present]
         try:
-            if piece.row_groups is None:
+            if piece.rows is not None:
+                table = _read_rows(parquet, piece.row_groups[0], *piece.rows, wanted)
+            elif piece.row_groups is None:
                 table = parquet.read(columns=wanted, use_threads=False)
             else:
                 table = parquet.read_row_groups(list(piece.row_groups), columns=wanted,
@@ -107,13 +132,13 @@ def _read_slice(fs, piece: FileSlice, conformer: Conformer) -> tuple[pa.Table, i
             groups = "all row groups" if piece.row_groups is None else \
                 f"row groups {list(piece.row_groups)}"
             raise CorruptFileError(path, f"{groups}: {type(err).__name__}: {err}",
-                                   line=_file_row(metadata, piece.row_groups, 0)) from err
+                                   line=_file_row(metadata, piece, 0)) from err
     try:
         # The text column's presence was checked in the footer (it may not be selected).
         return conformer(table.replace_schema_metadata(None), path, require_text=False)
     except ColumnConflict as conflict:
         bad = np.flatnonzero(conflict.rows) if conflict.rows is not None else np.array([0])
-        row = _file_row(metadata, piece.row_groups, int(bad[0]) if bad.size else 0)
+        row = _file_row(metadata, piece, int(bad[0]) if bad.size else 0)
         raise conflict.error(path, row, unit="row") from None
 
 

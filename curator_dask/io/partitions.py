@@ -22,19 +22,22 @@ class FileSlice:
     to the end); the slice holds every line that begins after the first newline at or
     after ``start`` (or at 0) up to and including the line that spans ``end``, so
     adjacent slices read each line exactly once. For Parquet, ``row_groups`` lists the
-    row groups (``None``: all). For WARC, the slice holds the records whose first byte
-    (in the stored, possibly gzip-compressed file) lies in ``[start, end)``; see
-    :mod:`curator_dask.io.warc`.
+    row groups (``None``: all), and ``rows``, where given, the rows ``[first, stop)`` of
+    its one row group (a row group larger than a partition may be, read in parts). For
+    WARC, the slice holds the records whose first byte (in the stored, possibly
+    gzip-compressed file) lies in ``[start, end)``; see :mod:`curator_dask.io.warc`.
     """
 
     file: InputFile
     start: int = 0
     end: int | None = None
     row_groups: tuple[int, ...] | None = None
+    rows: tuple[int, int] | None = None
 
     @property
     def whole(self) -> bool:
-        return self.start == 0 and self.end is None and self.row_groups is None
+        return (self.start == 0 and self.end is None and self.row_groups is None
+                and self.rows is None)
 
 
 @dataclass(frozen=True)
