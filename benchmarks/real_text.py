@@ -139,13 +139,13 @@ WARM_PACKAGES = ("curator_dask", "dask", "distributed", "pyarrow", "pandas", "nu
 
 
 def _import_all(names: list[str]) -> None:
+    import contextlib
     import importlib
 
     for name in names:
-        try:
+        # An optional part the driver loaded lazily and failed to import: skipped.
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:  # an optional part the driver loaded lazily and failed
-            pass
 
 
 def child_exact(data: str, workers: int, work: str, path: str) -> dict:
