@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from distributed.core import Status
+
 __all__ = ["UNFINISHED_TASK_STATES", "bound_shuffle_buffers", "correct_cluster_state",
            "executing_seconds", "fail_running_task", "hand_cluster_to_client",
            "last_heartbeat", "name_new_workers", "own_adaptive_target", "scheduler_workers",
            "set_adaptive_target", "shuffle_buffer_limits", "worker_memory_limit",
+           "worker_paused",
            "worker_task_states"]
 
 #: Worker task states (``distributed.worker_state_machine.TaskStateState``) in which a
@@ -190,3 +193,12 @@ def bound_shuffle_buffers(dask_worker, limit: int) -> dict[str, int | None] | No
     for limiter in limiters.values():
         limiter.limit = limit if limiter.limit is None else min(limiter.limit, limit)
     return shuffle_buffer_limits(dask_worker)
+
+
+def worker_paused(dask_worker) -> bool:
+    """Whether a worker is paused (for memory, or by hand): it runs no new task.
+
+    Relies on ``Worker.status`` and ``distributed.core.Status.paused``. Checked on
+    distributed 2026.8.0.
+    """
+    return dask_worker.status == Status.paused

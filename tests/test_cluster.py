@@ -12,9 +12,10 @@ import pytest
 from conftest import wait_until
 from dask.utils import parse_bytes, parse_timedelta
 from distributed import LocalCluster
+from distributed.core import Status
 
 from curator_dask._distributed import shuffle_buffer_limits
-from curator_dask.cluster import dashboard_link, get_client, worker_resources
+from curator_dask.cluster import TrimWhenPaused, dashboard_link, get_client, worker_resources
 from curator_dask.cluster.recycling import recycler_for
 from curator_dask.io.planner import shuffle_buffer_bytes
 
@@ -92,6 +93,30 @@ def test_a_cluster_passed_in_gets_buffers_planned_and_a_worker_without_a_limit_k
         assert list(client.run(shuffle_buffer_limits).values()) == [{
             "comm": parse_bytes(dask.config.get("distributed.p2p.comm.buffer")),
             "disk": parse_bytes(dask.config.get("distributed.p2p.storage.buffer"))}]
+
+
+def _trims(client) -> int:
+    return next(iter(client.run(
+        lambda dask_worker: dask_worker.plugins[TrimWhenPaused.name].trims).values()))
+
+
+def _set_status(status: str, dask_worker=None) -> None:
+    dask_worker.status = Status[status]
+
+
+def test_a_paused_worker_hands_its_allocators_free_pages_back_and_a_running_one_does_not():
+    # memory_limit=0: no memory monitor, so the pause set here stays until undone.
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None, memory_limit=0) as cluster, \
+            get_client(cluster=cluster) as client:
+        assert _trims(client) == 0
+        client.run(_set_status, "paused")
+        assert wait_until(lambda: _trims(client) >= 2, timeout=30)
+        client.run(_set_status, "running")
+        stopped = _trims(client)
+        # The worker runs tasks again; one more trim may have been under way.
+        assert client.submit(sum, [1, 2]).result(timeout=30) == 3
+        assert _trims(client) <= stopped + 1
 
 
 def test_argument_errors_say_what_to_do():

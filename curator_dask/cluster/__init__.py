@@ -23,9 +23,10 @@ that retires them one at a time: never the last running worker, and the next onl
 the previous one's replacement is up (distributed's own ``lifetime`` retires each worker
 on its own random clock, and two that meet at once take the cluster down).
 
-On every cluster it starts or connects to, ``get_client`` registers
-:class:`ShuffleBuffers`, a worker plugin that sizes each worker's P2P shuffle buffers
-from its memory limit instead of distributed's fixed defaults.
+On every cluster it starts or connects to, ``get_client`` registers two worker plugins:
+:class:`ShuffleBuffers`, which sizes each worker's P2P shuffle buffers from its memory
+limit instead of distributed's fixed defaults, and :class:`TrimWhenPaused`, which hands
+the allocator's free pages back to the system while a worker is paused for memory.
 """
 
 from curator_dask.cluster.adaptive import (
@@ -45,6 +46,7 @@ from curator_dask.cluster.client import (
     get_client,
     worker_resources,
 )
+from curator_dask.cluster.memory_trim import TrimWhenPaused
 from curator_dask.cluster.recycling import MIN_WORKER_LIFETIME, WorkerRecycler
 from curator_dask.cluster.shuffle_buffers import ShuffleBuffers
 
@@ -59,6 +61,7 @@ __all__ = [
     "RunDemand",
     "ShuffleBuffers",
     "StageDemand",
+    "TrimWhenPaused",
     "WorkerRecycler",
     "add_cpu_workers",
     "dashboard_link",

@@ -29,6 +29,7 @@ from curator_dask.bounds import (
     PositiveNumber,
 )
 from curator_dask.cluster.adaptive import adapt_cluster, adaptive_options, resources_adapt_starts
+from curator_dask.cluster.memory_trim import TrimWhenPaused
 from curator_dask.cluster.recycling import recycler_for
 from curator_dask.cluster.shuffle_buffers import ShuffleBuffers
 from curator_dask.compat import nemo_keywords
@@ -325,9 +326,11 @@ def _cpu_worker_options(threads_per_worker, memory_limit, worker_kwargs: dict) -
 
 
 def _ready(client: Client) -> Client:
-    """The client, once each worker's P2P shuffle buffers fit its memory (now and on the
-    workers that join later) and the dashboard link is logged."""
+    """The client, once each worker's P2P shuffle buffers fit its memory and a paused
+    worker trims its allocator (now and on the workers that join later), and the
+    dashboard link is logged."""
     client.register_plugin(ShuffleBuffers())
+    client.register_plugin(TrimWhenPaused())
     _log_dashboard(client)
     return client
 
