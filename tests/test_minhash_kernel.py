@@ -20,14 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from curator_dask.dedup.fuzzy.minhash_kernel import (
-    generate_permutations,
-    minhash32,
-    minhash64,
+from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
+from curator_dask.dedup.fuzzy.murmur import (
+    ascii_window_hashes32,
     murmurhash3_32,
     murmurhash3_x64_128,
 )
-from curator_dask.dedup.fuzzy.murmur import ascii_window_hashes32
 
 M32 = (1 << 32) - 1
 M64 = (1 << 64) - 1

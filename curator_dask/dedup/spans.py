@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.dedup.fuzzy.minhash_kernel import mmh3_x64_128
+from curator_dask.dedup.fuzzy.murmur import mmh3_x64_128
 from curator_dask.numba_cache import njit
 
 __all__ = ["UNITS", "Segments", "SpanUnit", "cut", "join_kept", "span_hashes"]

@@ -79,8 +79,6 @@ from curator_dask.dedup.fuzzy.murmur import (
     check_seed,
     mmh3_x64_128,
     mmh3_x86_32,
-    murmurhash3_32,
-    murmurhash3_x64_128,
 )
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.numba_cache import njit
@@ -89,10 +87,6 @@ __all__ = [
     "generate_permutations",
     "minhash32",
     "minhash64",
-    "mmh3_x64_128",
-    "mmh3_x86_32",
-    "murmurhash3_32",
-    "murmurhash3_x64_128",
     "next_char",
     "shingle_hashes32",
     "shingle_hashes64",
