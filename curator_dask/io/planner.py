@@ -474,20 +474,24 @@ def _split_file(f: InputFile, block: int, fmt: str, fs) -> list[tuple[FileSlice,
     return _byte_ranges(f, block)
 
 
+def _even_cuts(total: int, pieces: int) -> list[tuple[int, int]]:
+    """``[0, total)`` in at most ``pieces`` consecutive ``(start, stop)`` ranges of one
+    size (the last up to ``pieces - 1`` smaller): cut at every block instead, a total
+    just over a multiple of the block left a tail of a few KB as a partition of its own
+    (a 67 MB file in 64 MiB blocks: 64 MiB and 52 KB), and the workers' shares of the
+    real work came out uneven.
+
+    >>> _even_cuts(250, 3)
+    [(0, 84), (84, 168), (168, 250)]
+    """
+    step = -(-total // max(pieces, 1))
+    return [(start, min(start + step, total)) for start in range(0, total, step)]
+
+
 def _byte_ranges(f: InputFile, block: int) -> list[tuple[FileSlice, int]]:
-    """``f`` in the fewest ranges of at most ``block`` bytes, all of one size: cut at
-    every ``block`` bytes, a file just over a multiple of the block left a tail of a few
-    KB as a partition of its own (a 67 MB file in 64 MiB blocks: 64 MiB and 52 KB), and
-    the workers' shares of the real work came out uneven."""
-    pieces = -(-f.size // block)
-    step = -(-f.size // pieces)
-    out = []
-    for start in range(0, f.size, step):
-        end = start + step
-        out.append(
-            (FileSlice(f, start, None if end >= f.size else end), min(step, f.size - start))
-        )
-    return out
+    """``f`` in the fewest ranges of at most ``block`` bytes, of one size."""
+    return [(FileSlice(f, start, None if stop >= f.size else stop), stop - start)
+            for start, stop in _even_cuts(f.size, -(-f.size // block))]
 
 
 def _split_parquet(f: InputFile, block: int, fs) -> list[tuple[FileSlice, int]]:
@@ -526,13 +530,12 @@ def _row_ranges(f: InputFile, group: int, rows: int, nbytes: int,
                 block: int) -> list[tuple[FileSlice, int]]:
     """One row group of ``nbytes`` in the fewest row ranges of about ``block`` bytes each.
 
-    Each range is read by decoding its row group and keeping its rows: more decoding,
-    bounded memory for everything after the read (a writer's 20,000-row groups of
-    60 MB got 512 MiB workers restarted where the plan asked for 8 MiB partitions)."""
-    pieces = min(max(rows, 1), -(-nbytes // block))
-    step = -(-rows // pieces) if rows else 0
+    Each range is read by decoding its row group up to the range's last row: more
+    decoding, bounded memory for everything after the read (a writer's 20,000-row groups
+    of 60 MB got 512 MiB workers restarted where the plan asked for 8 MiB partitions)."""
+    pieces = min(rows, -(-nbytes // block))
     if pieces <= 1:
         return [(FileSlice(f, row_groups=(group,)), nbytes)]
-    return [(FileSlice(f, row_groups=(group,), rows=(first, min(first + step, rows))),
-             nbytes * (min(first + step, rows) - first) // rows)
-            for first in range(0, rows, step)]
+    return [(FileSlice(f, row_groups=(group,), rows=(first, stop)),
+             nbytes * (stop - first) // rows)
+            for first, stop in _even_cuts(rows, pieces)]
