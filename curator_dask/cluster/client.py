@@ -74,13 +74,14 @@ def get_client(  # noqa: PLR0912
     """A Dask client: to an existing cluster, or to a new local one.
 
     With ``scheduler_address`` or ``scheduler_file`` the client connects to a running
-    cluster and changes nothing on it but the P2P shuffle buffers of its workers (its
-    workers must advertise ``CPU``/``GPU`` resources themselves, e.g. ``dask worker ...
-    --resources CPU=4``). With ``cluster`` it connects to that cluster object
-    (dask-jobqueue, Dask Kubernetes, any ``distributed`` cluster). Otherwise it starts a
-    local cluster of worker processes bound to 127.0.0.1. On every path each worker's P2P
-    shuffle buffers are sized from its memory limit (:class:`ShuffleBuffers`), on the
-    workers there now and on those that join later.
+    cluster and changes nothing on it but the two worker plugins below (its workers must
+    advertise ``CPU``/``GPU`` resources themselves, e.g. ``dask worker ... --resources
+    CPU=4``). With ``cluster`` it connects to that cluster object (dask-jobqueue, Dask
+    Kubernetes, any ``distributed`` cluster). Otherwise it starts a local cluster of
+    worker processes bound to 127.0.0.1. On every path, on the workers there now and on
+    those that join later, each worker's P2P shuffle buffers are sized from its memory
+    limit (:class:`ShuffleBuffers`) and a worker paused for memory trims its allocator
+    (:class:`TrimWhenPaused`).
 
     Parameters
     ----------
