@@ -13,7 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
-from curator_dask.io import MissingColumnError
+from curator_dask.io import MissingColumnError, TextTypeError
+from curator_dask.io.files import list_files
+from curator_dask.io.parquet import read_parquet_table
+from curator_dask.io.planner import plan_partitions
 
 
 def frame(n: int, start: int = 0) -> pd.DataFrame:
@@ -56,6 +59,18 @@ def test_row_groups_larger_than_a_partition_are_read_in_row_ranges_once_each(
     # Only a row group too large for the planned partitions is read in ranges.
     if len(groups) == 1 and blocks > 1 and groups[0] > 1:
         assert len(ranges) >= 2
+
+
+def test_an_error_in_a_row_range_names_the_row_in_the_file(tmp_path):
+    path = tmp_path / "one-group.parquet"
+    pq.write_table(pa.table({"text": list(range(300)), "n": list(range(300))}), path)
+    fs, listed = list_files(str(tmp_path), [".parquet"])
+    plan = plan_partitions(listed, blocksize=os.path.getsize(path) // 3, fs=fs, fmt="parquet")
+    first, _ = plan[1].slices[0].rows
+    assert first > 0  # the second range of the one row group
+    with pytest.raises(TextTypeError) as err:
+        read_parquet_table(plan[1], fs, pa.schema([("text", pa.string()), ("n", pa.int64())]))
+    assert (err.value.path, err.value.line) == (str(path), first + 1)
 
 
 def test_parquet_columns_and_filename(tmp_path):
