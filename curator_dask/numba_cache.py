@@ -8,9 +8,16 @@ directory that all processes of a machine share, so a kernel compiles once per m
 and version, and later processes load it in milliseconds:
 
 - ``NUMBA_CACHE_DIR`` if the user has set it (numba's own setting, honoured as is);
-- otherwise ``curator-dask/numba`` in the user's cache directory
+- otherwise ``curator-dask/numba/<sources>`` in the user's cache directory
   (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS,
-  ``%LOCALAPPDATA%`` on Windows).
+  ``%LOCALAPPDATA%`` on Windows), where ``<sources>`` is a digest of the package's
+  source files (:func:`source_digest`).
+
+numba checks that a cached kernel is current only against the file that defines it, so a
+kernel that calls (and inlines) a function from another module would be loaded stale
+after that other module changed. One cache directory per state of the sources keeps
+every kernel in step with all the code it was compiled from; a ``NUMBA_CACHE_DIR`` the
+user sets is used as is, and then it is theirs to clear after changing the sources.
 
 Either works from a read-only installation, where numba's default (a ``__pycache__``
 beside the source) cannot be written. The choice is exported as ``NUMBA_CACHE_DIR``
@@ -24,12 +31,13 @@ a first run on a fresh machine compiles on a worker.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir", "configure", "default_cache_dir", "njit"]
+__all__ = ["CACHE_ENV", "cache_dir", "configure", "default_cache_dir", "njit", "source_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +45,23 @@ logger = logging.getLogger(__name__)
 CACHE_ENV = "NUMBA_CACHE_DIR"
 
 
+def source_digest(root: Path | None = None) -> str:
+    """A digest of every ``.py`` file under ``root`` (default: this package), by path
+    and content: it changes with any change to the sources (an edit, an upgrade), and is
+    the same for the same sources on every machine (a cache on a shared home directory
+    serves every node with that version). Reading the package's sources takes a few
+    milliseconds, once per process."""
+    root = Path(__file__).resolve().parent if root is None else Path(root)
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def default_cache_dir() -> Path:
-    """``curator-dask/numba`` in this user's cache directory (see the module docstring)."""
+    """``curator-dask/numba/<sources>`` in this user's cache directory (see the module
+    docstring)."""
     try:
         import platformdirs
     except ImportError:
@@ -52,7 +75,7 @@ def default_cache_dir() -> Path:
         base = base / "curator-dask"
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curator-dask"
-    return base / "numba"
+    return base / "numba" / source_digest()
 
 
 def cache_dir() -> Path:

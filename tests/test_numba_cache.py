@@ -19,7 +19,8 @@ import numpy as np
 from curator_dask import numba_cache
 from curator_dask.text import kernels
 assert list(kernels.prefix_hashes(np.arange(3, dtype=np.int64)))[0] == 0
-print(numba_cache.cache_dir(), kernels.prefix_hashes.stats.cache_hits.__len__() > 0)
+print(numba_cache.cache_dir(), kernels.prefix_hashes.stats.cache_hits.__len__() > 0,
+      numba_cache.__file__)
 """
 
 
@@ -36,8 +37,11 @@ def _read_only_copy(tmp_path: Path) -> Path:
 def _run(site: Path, env_overrides: dict) -> tuple[str, bool]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(env_overrides, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    # Not from the repository's directory: ``python -c`` puts the working directory first
+    # on sys.path, which would import the package there instead of the copy.
     out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=300, check=True).stdout.split()
+                         text=True, timeout=300, check=True, cwd=site.parent).stdout.split()
+    assert Path(out[2]).is_relative_to(site), f"imported {out[2]}, not the copy in {site}"
     return out[0], out[1] == "True"
 
 
@@ -51,12 +55,33 @@ def test_kernels_cache_in_the_user_cache_dir_from_a_read_only_install(tmp_path):
     xdg = tmp_path / "xdg"
     try:
         where, hit = _run(site, {"XDG_CACHE_HOME": str(xdg), "HOME": str(tmp_path)})
-        assert Path(where) == xdg / "curator-dask" / "numba"
+        assert Path(where).parent == xdg / "curator-dask" / "numba"
         assert not hit  # compiled this time...
         assert _nbi_files(Path(where)), "the compiled kernel was not written to the cache"
         assert not _nbi_files(site), "nothing is written into the installed package"
         _, hit = _run(site, {"XDG_CACHE_HOME": str(xdg), "HOME": str(tmp_path)})
         assert hit  # ...and loaded from the cache by the next process
+    finally:
+        for path in [site, *site.rglob("*")]:
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+@pytest.mark.slow
+def test_a_change_to_any_source_file_compiles_the_kernels_again(tmp_path):
+    # numba checks a cached kernel only against the file that defines it; a kernel that
+    # inlines a function of another module must not be loaded stale after that changes.
+    site = _read_only_copy(tmp_path)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    try:
+        before, _ = _run(site, env)
+        again, hit = _run(site, env)
+        assert (again, hit) == (before, True)
+        other = site / "curator_dask" / "dedup" / "fuzzy" / "murmur.py"  # not the kernel's file
+        other.chmod(other.stat().st_mode | stat.S_IWUSR)
+        other.write_text(other.read_text() + "\n# changed\n")
+        after, hit = _run(site, env)
+        assert after != before
+        assert not hit  # compiled afresh from the changed sources
     finally:
         for path in [site, *site.rglob("*")]:
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
