@@ -23,7 +23,6 @@ from curator_dask.io.planner import (
     in_flight_per_worker,
     plan_partitions,
     resolve_blocksize,
-    worker_gpu_memory,
     worker_memory,
 )
 
@@ -245,16 +244,3 @@ def test_planning_reads_the_workers_memory_limits_from_the_client():
         memory = worker_memory(client)
         assert (memory.workers, memory.threads, memory.limit) == (2, 1, 2**30)
         assert worker_memory() == memory  # the current client by default
-
-
-def test_gpu_memory_is_read_from_each_workers_resources():
-    from distributed import Client, LocalCluster
-
-    assert worker_gpu_memory() == []  # no client: nothing is known
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      resources={"GPU": 1, "GPU_MEMORY_GB": 40.0}, dashboard_address=None
-                      ) as cluster, Client(cluster) as client:
-        assert worker_gpu_memory(client) == [40.0, 40.0]
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster):
-        assert worker_gpu_memory() == [None]  # a CPU worker, from the current client

@@ -14,8 +14,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
 from curator_dask.dedup import DuplicateIdError, SemanticDeduplicationWorkflow
@@ -34,12 +32,7 @@ from curator_dask.dedup.semantic.kernels import (
     TorchOps,
     max_similarity_before,
 )
-from curator_dask.dedup.semantic.kmeans import (
-    DEFAULT_BLOCK_BYTES,
-    DEFAULT_GPU_BLOCK_BYTES,
-    block_bytes_for,
-    fit_kmeans,
-)
+from curator_dask.dedup.semantic.kmeans import fit_kmeans
 
 # -- corpora ------------------------------------------------------------------------------------
 
@@ -515,23 +508,6 @@ def test_torch_over_many_blocks_on_a_cluster_gives_numpys_fit(client):
     assert on_torch.iterations == on_numpy.iterations
     np.testing.assert_array_equal(on_torch.counts, on_numpy.counts)
     np.testing.assert_allclose(on_torch.centroids, on_numpy.centroids, atol=1e-5)
-
-
-@given(memory=st.lists(st.one_of(st.none(), st.floats(1, 200)), max_size=5),
-       device=st.sampled_from(["cpu", "auto", "cuda", "cuda:1"]))
-def test_kmeans_blocks_take_a_quarter_of_the_smallest_gpu_only_where_the_work_is_on_gpus(
-        memory, device):
-    got = block_bytes_for(device, memory)
-    gpus = [gb for gb in memory if gb is not None]
-    everywhere = bool(memory) and len(gpus) == len(memory)
-    if device == "cpu" or (device == "auto" and not everywhere):
-        assert got == DEFAULT_BLOCK_BYTES  # CPUs: blocks spread a step over the cores
-    elif not gpus:
-        assert got == DEFAULT_GPU_BLOCK_BYTES
-    else:
-        assert got == int(min(gpus) * 2**30 / 4)
-        assert got <= min(gpus) * 2**30  # a block fits every GPU
-    assert block_bytes_for(TorchOps("cpu"), memory) == DEFAULT_BLOCK_BYTES
 
 
 def test_kmeans_names_both_partitions_when_dimensions_disagree():

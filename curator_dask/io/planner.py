@@ -74,7 +74,6 @@ __all__ = [
     "shuffle_buffer_bytes",
     "task_budget",
     "task_input_bytes",
-    "worker_gpu_memory",
     "worker_memory",
     "working_set_of",
 ]
@@ -160,7 +159,13 @@ def worker_memory(client=None) -> WorkerMemory:
     threads and memory limits; without a client (or while it has no workers) this
     machine: its CPUs as threads of one in-process worker whose limit is the machine's
     memory."""
-    client = client if client is not None else _current_client()
+    if client is None:
+        try:
+            from distributed import default_client
+
+            client = default_client()
+        except (ImportError, ValueError):
+            client = None
     if client is not None:
         workers = list(scheduler_workers(client).values())
         threads = [int(w.get("nthreads", 0)) for w in workers]
@@ -171,27 +176,6 @@ def worker_memory(client=None) -> WorkerMemory:
     import psutil
 
     return WorkerMemory(1, os.cpu_count() or 1, int(psutil.virtual_memory().total))
-
-
-def worker_gpu_memory(client=None) -> list[float | None]:
-    """The device memory in GB of each worker of ``client`` (default: the current
-    ``distributed`` client) as its ``GPU_MEMORY_GB`` resource says (dask-cuda workers
-    started by ``get_client`` advertise it), None for a worker without one; an empty list
-    without a client."""
-    client = client if client is not None else _current_client()
-    if client is None:
-        return []
-    return [(w.get("resources") or {}).get("GPU_MEMORY_GB")
-            for w in scheduler_workers(client).values()]
-
-
-def _current_client():
-    try:
-        from distributed import default_client
-
-        return default_client()
-    except (ImportError, ValueError):
-        return None
 
 
 def working_set_of(work: str | float | None) -> float:

@@ -53,11 +53,11 @@ from curator_dask.dedup.semantic.kernels import (
     max_similarity_before,
     nearest_centroids,
 )
-from curator_dask.dedup.semantic.kmeans import KMeansFit, block_bytes_for, fit_kmeans
+from curator_dask.dedup.semantic.kmeans import DEFAULT_BLOCK_BYTES, KMeansFit, fit_kmeans
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.io.errors import InputError
 from curator_dask.io.guard import guarded
-from curator_dask.io.planner import task_input_bytes, worker_gpu_memory
+from curator_dask.io.planner import task_input_bytes
 from curator_dask.stages.columns import ColumnNotFoundError
 from curator_dask.task_names import delayed_task, scoped, task_name
 
@@ -464,15 +464,14 @@ class SemanticDuplicates(Configured):
     @scoped(SEMANTIC_SCOPE)
     def kmeans(self, embeddings: dd.DataFrame) -> KMeansFit:
         """Fit the centroids (the embeddings are held on the workers while it runs, in
-        blocks of :func:`~.kmeans.block_bytes_for` the device: 128 MiB on CPUs, a
-        quarter of the GPU's memory on GPUs; smaller where the workers' memory holds
-        less: :func:`~curator_dask.io.planner.task_input_bytes`)."""
+        blocks of :data:`~.kmeans.DEFAULT_BLOCK_BYTES`, or smaller where the workers'
+        memory holds less: :func:`~curator_dask.io.planner.task_input_bytes`)."""
         # Not persisted: fit_kmeans reads each partition twice (to count, then into its
         # block), which costs less than holding the partitions beside the blocks.
         arrays = [delayed_task(_matrix, "kmeans")(part, self.embedding_column)
                   for part in embeddings.to_delayed()]
-        most = block_bytes_for(self.device, worker_gpu_memory())
-        block_bytes = max(min(most, task_input_bytes("kmeans") or most), 1 << 20)
+        fits = task_input_bytes("kmeans")
+        block_bytes = max(min(DEFAULT_BLOCK_BYTES, fits or DEFAULT_BLOCK_BYTES), 1 << 20)
         return fit_kmeans(arrays, self.n_clusters, max_iter=self.max_iter, tol=self.tol,
                           random_state=self.random_state, ops=self.device,
                           block_bytes=block_bytes)

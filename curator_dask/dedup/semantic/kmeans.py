@@ -57,7 +57,6 @@ import numpy as np
 from curator_dask.dedup.semantic.kernels import (
     ArrayOps,
     NumpyOps,
-    TorchOps,
     check_device,
     lloyd_partial,
 )
@@ -66,12 +65,9 @@ from curator_dask.task_names import delayed_task
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
-    "DEFAULT_GPU_BLOCK_BYTES",
-    "GPU_BLOCK_SHARE",
     "INIT_SAMPLE_PER_CLUSTER",
     "KMeansBlock",
     "KMeansFit",
-    "block_bytes_for",
     "fit_kmeans",
     "kmeans_plusplus",
 ]
@@ -80,10 +76,6 @@ logger = logging.getLogger(__name__)
 
 #: The most bytes of embeddings in one k-means block (one task of a Lloyd step).
 DEFAULT_BLOCK_BYTES = 128 << 20
-#: The most bytes of embeddings in one block on a GPU whose memory is not known.
-DEFAULT_GPU_BLOCK_BYTES = 2 << 30
-#: The share of the smallest GPU's memory one block may take on GPU workers.
-GPU_BLOCK_SHARE = 0.25
 #: Default ``init_size``: documents sampled for the initialisation, per cluster.
 INIT_SAMPLE_PER_CLUSTER = 40
 # Partial results added together at once in the reduce.
@@ -133,44 +125,6 @@ class KMeansBlock:
         # ~50 bytes, ignored the block when placing a step's task, and work stealing
         # moved blocks between workers on every step.
         return object.__sizeof__(self) + self.x.nbytes + self.sq_norms.nbytes
-
-
-def block_bytes_for(device: ArrayOps | str, gpu_memory_gb: list[float | None]) -> int:
-    """The most embedding bytes in one block for k-means on ``device``, on workers whose
-    GPUs hold ``gpu_memory_gb`` GB each (None: a worker without a GPU, as
-    :func:`~curator_dask.io.planner.worker_gpu_memory` reports them).
-
-    On CPUs, :data:`DEFAULT_BLOCK_BYTES`: the blocks spread a Lloyd step over the
-    workers' cores. On a GPU a step's cost is its round trip (a task per block, then the
-    client adds the sums), not its arithmetic: 300,000 embeddings of 384 dimensions spent
-    9.9 s in k-means in 128 MiB blocks on one H100 worker. So with ``"cuda"`` (or
-    ``"auto"`` when every worker has a GPU) a block may take :data:`GPU_BLOCK_SHARE` of
-    the smallest GPU's memory (:data:`DEFAULT_GPU_BLOCK_BYTES` when no worker says), and
-    a corpus up to that size is fitted in one task with no round trip a step. The block
-    is host memory; its rows go to the device a chunk at a time. The caller still bounds
-    it by the worker's memory (:func:`~curator_dask.io.planner.task_input_bytes`).
-
-    Examples
-    --------
-    >>> block_bytes_for("cpu", [80.0]) == DEFAULT_BLOCK_BYTES
-    True
-    >>> block_bytes_for("cuda", [80.0, 40.0]) / 2**30
-    10.0
-    >>> block_bytes_for("auto", [80.0, None]) == DEFAULT_BLOCK_BYTES   # a CPU worker too
-    True
-    """
-    if isinstance(device, TorchOps):
-        device = device.device
-    elif isinstance(device, ArrayOps):
-        device = "cpu"
-    known = [gb for gb in gpu_memory_gb if gb]
-    on_gpu = (device.startswith("cuda")
-              or (device == "auto" and bool(gpu_memory_gb) and len(known) == len(gpu_memory_gb)))
-    if not on_gpu:
-        return DEFAULT_BLOCK_BYTES
-    if not known:
-        return DEFAULT_GPU_BLOCK_BYTES
-    return int(min(known) * 2**30 * GPU_BLOCK_SHARE)
 
 
 # -- per-partition and per-block tasks ----------------------------------------------------
