@@ -20,17 +20,29 @@ written as ``--files`` Parquet files with ``id``, ``text`` and ``embeddings``. T
 Reported: wall seconds of the workflow (cluster start-up excluded), documents per
 second, the phases' seconds, the kept documents, and how far the two runs agree (the
 share of documents both keep or both drop; k-means on another device may place a few
-border documents in another cluster). MinHash on the GPU needs cuDF partitions
-(``backend="cudf"``); where cuDF is not installed the script says so and measures only
-semantic dedup. Run on a machine with an NVIDIA GPU and dask-cuda::
+border documents in another cluster).
+
+``minhash`` MinHash signatures (the fuzzy dedup defaults: 260 hashes of 24-character
+         shingles) of ``--minhash-mb`` MB of real text (``benchmarks/corpus.py``: the
+         bundled Python-docs sample, replicated with word substitutions; or the JSONL
+         files of ``--minhash-dir``), computed by the torch kernel on the GPU
+         (``minhash32_torch``, one call per 64 MB batch, host to device and back
+         included) and by the numba kernel on all the machine's cores (one thread per
+         core over 2 MB slices; the kernel releases the GIL). Reported: MB/s of text
+         each, the ratio, the CPU seconds of the CPU run, the GPU's peak memory, and
+         whether the signatures are identical. One run each, after a warm-up that
+         compiles the numba kernel and starts CUDA.
+
+Run on a machine with an NVIDIA GPU and dask-cuda::
 
     python benchmarks/gpu.py --docs 1000000       # prints a table, writes results/gpu.json
+    python benchmarks/gpu.py --rows minhash --json results/gpu_minhash.json
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -46,12 +58,16 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.json as pj  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import print_table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu.json"
+SEMANTIC_ROWS = ("gpu", "mixed", "cpu")
+MB = 1_000_000
 
 
 def write_embeddings(directory: Path, docs: int, dim: int, topics: int, files: int,
@@ -95,6 +111,71 @@ def run_workflow(raw: Path, work: Path, device: str, clusters: int) -> dict:
             "phases": getattr(result, "phase_seconds", None)}
 
 
+def text_slices(directory: Path, slice_bytes: int) -> list[pa.Array]:
+    """The ``text`` of every JSONL file in ``directory``, cut into slices of about
+    ``slice_bytes`` bytes at document boundaries."""
+    texts = pa.concat_arrays([
+        chunk for path in sorted(directory.glob("*.jsonl"))
+        for chunk in pj.read_json(path).column("text").chunks])
+    sizes = np.cumsum(pc.binary_length(texts).to_numpy(zero_copy_only=False))
+    cuts = np.searchsorted(sizes, np.arange(slice_bytes, sizes[-1], slice_bytes))
+    bounds = [0, *np.unique(cuts + 1).tolist(), len(texts)]
+    return [texts[lo:hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def run_minhash(slices: list[pa.Array], cpu_threads: int, gpu_batch_slices: int) -> dict:
+    """MinHash signatures of ``slices`` on the GPU (torch) and on ``cpu_threads`` cores
+    (numba), timed, and whether they are identical."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32
+    from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch
+
+    a, b = generate_permutations(42, 260)
+    seed, width = int(a[0]), 24
+    text_bytes = sum(pc.sum(pc.binary_length(s)).as_py() for s in slices)
+
+    def cpu(texts):
+        return minhash32(texts, a, b, seed, width)
+
+    def gpu(texts):
+        return minhash32_torch(texts, a, b, seed, width, device="cuda")
+
+    cpu(slices[0][:100])   # compiles (or loads) the numba kernel
+    gpu(slices[0][:100])   # starts CUDA
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    batches = [pa.concat_arrays(slices[i:i + gpu_batch_slices])
+               for i in range(0, len(slices), gpu_batch_slices)]
+    start = time.perf_counter()
+    on_gpu = np.concatenate([gpu(batch) for batch in batches])
+    gpu_s = time.perf_counter() - start
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(cpu_threads) as pool:
+        on_cpu = np.concatenate(list(pool.map(cpu, slices)))
+    cpu_s, cpu_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+    return {"text_mb": text_bytes / MB, "documents": int(sum(len(s) for s in slices)),
+            "gpu_batches": len(batches), "cpu_slices": len(slices),
+            "gpu_s": gpu_s, "gpu_mb_s": text_bytes / MB / gpu_s,
+            "gpu_peak_memory_mb": torch.cuda.max_memory_allocated() / MB,
+            "cpu_threads": cpu_threads, "cpu_s": cpu_s, "cpu_mb_s": text_bytes / MB / cpu_s,
+            "cpu_process_s": cpu_cpu_s, "gpu_speed_over_cpu": cpu_s / gpu_s,
+            "identical": bool(np.array_equal(on_gpu, on_cpu))}
+
+
+def minhash_table(r: dict, gpu_name: str) -> None:
+    print(f"MinHash signatures of {r['text_mb']:,.0f} MB ({r['documents']:,} documents)")
+    print_table(["run", "wall s", "MB/s", "CPU s"], [
+        [f"gpu: {gpu_name} (torch)", f"{r['gpu_s']:.1f}", f"{r['gpu_mb_s']:,.0f}", ""],
+        [f"cpu: numba, {r['cpu_threads']} threads", f"{r['cpu_s']:.1f}",
+         f"{r['cpu_mb_s']:,.0f}", f"{r['cpu_process_s']:.1f}"]])
+    print(f"gpu: {r['gpu_speed_over_cpu']:.2f}x the speed of {r['cpu_threads']} CPU threads; "
+          f"peak GPU memory {r['gpu_peak_memory_mb']:,.0f} MB; signatures identical: "
+          f"{r['identical']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1_000_000)
@@ -103,7 +184,12 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=200)
     parser.add_argument("--files", type=int, default=32)
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count())
-    parser.add_argument("--rows", default="gpu,mixed,cpu")
+    parser.add_argument("--rows", default="gpu,mixed,cpu",
+                        help="semantic dedup rows gpu, mixed, cpu; and minhash")
+    parser.add_argument("--minhash-mb", type=int, default=256,
+                        help="MB of real text generated for the minhash row")
+    parser.add_argument("--minhash-dir", default=None,
+                        help="JSONL files with a text field for the minhash row instead")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=str(RESULTS))
     args = parser.parse_args()
@@ -114,19 +200,36 @@ def main() -> None:
 
     gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     rows = [r for r in args.rows.split(",") if r]
-    if {"gpu", "mixed"} & set(rows) and gpu_name is None:
-        parser.error("the gpu and mixed rows need a CUDA GPU (torch sees none); use --rows cpu")
-    if importlib.util.find_spec("cudf") is None:
-        print("cuDF is not installed: MinHash on the GPU (backend='cudf') is not measured")
+    unknown = set(rows) - {*SEMANTIC_ROWS, "minhash"}
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}")
+    if {"gpu", "mixed", "minhash"} & set(rows) and gpu_name is None:
+        parser.error("the gpu, mixed and minhash rows need a CUDA GPU (torch sees none); "
+                     "use --rows cpu")
+    semantic_rows = [r for r in rows if r in SEMANTIC_ROWS]
 
-    results = {}
+    results, minhash = {}, None
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
+        if "minhash" in rows:
+            corpus = Path(args.minhash_dir or Path(tmp) / "text")
+            if args.minhash_dir is None:
+                import corpus as corpus_module
+
+                start = time.perf_counter()
+                corpus_module.build(corpus, args.minhash_mb, args.seed)
+                print(f"{args.minhash_mb} MB of real text written in "
+                      f"{time.perf_counter() - start:.1f} s")
+            minhash = run_minhash(text_slices(corpus, 2 * MB), os.cpu_count(),
+                                  gpu_batch_slices=32)
+            minhash_table(minhash, gpu_name)
         raw = Path(tmp) / "raw"
-        start = time.perf_counter()
-        copies = write_embeddings(raw, args.docs, args.dim, args.topics, args.files, args.seed)
-        print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near copies) "
-              f"written in {time.perf_counter() - start:.1f} s")
-        for row in rows:
+        if semantic_rows:
+            start = time.perf_counter()
+            copies = write_embeddings(raw, args.docs, args.dim, args.topics, args.files,
+                                      args.seed)
+            print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near "
+                  f"copies) written in {time.perf_counter() - start:.1f} s")
+        for row in semantic_rows:
             if row == "gpu":
                 client = get_client(cluster_type="gpu", dashboard_address=None)
             elif row == "mixed":
@@ -142,8 +245,8 @@ def main() -> None:
     table, record = [], []
     for row, r in results.items():
         agree = None
-        if row != rows[0]:
-            first = results[rows[0]]
+        if row != semantic_rows[0]:
+            first = results[semantic_rows[0]]
             both = np.intersect1d(first["kept_ids"], r["kept_ids"]).size
             dropped_both = args.docs - np.union1d(first["kept_ids"], r["kept_ids"]).size
             agree = (both + dropped_both) / args.docs
@@ -154,7 +257,8 @@ def main() -> None:
                       f"{r['kept']:,}", "" if agree is None else f"{agree:.4%}"])
         record.append({k: v for k, v in r.items() if k != "kept_ids"} | {
             "row": row, "agreement": agree})
-    print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
+    if table:
+        print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
     cpu = results.get("cpu")
     for row in ("gpu", "mixed"):
         if cpu and row in results:
@@ -163,7 +267,7 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({
         "gpu": gpu_name, "cpus": os.cpu_count(), "machine": platform.platform(),
-        "args": vars(args), "runs": record}, indent=2, default=str))
+        "args": vars(args), "runs": record, "minhash": minhash}, indent=2, default=str))
 
 
 if __name__ == "__main__":
