@@ -9,6 +9,8 @@ and the ``Series.str.minhash`` docstring. The same kernel on a CUDA GPU is check
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -126,6 +128,44 @@ def test_no_documents_and_bad_parameters():
         on_torch_cpu(["abc"], [1], [2], 0, 1)
     with pytest.raises(InvalidArgumentError, match="null"):
         on_torch_cpu(pa.array(["abc", None]), [1], [2], 0, 5)
+
+
+# -- the Triton kernels, run by Triton's interpreter on the CPU ---------------------------
+
+INTERPRETED = """
+import json, sys
+import numpy as np
+from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch
+case = json.loads(sys.stdin.read())
+got = [minhash32_torch(c["texts"], c["a"], c["b"], c["seed"], c["width"], device="cpu",
+                       fused=True, chunk_bytes=1).tolist() for c in case]
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None,
+                    reason="needs triton (pip install triton)")
+def test_triton_kernels_equal_the_numba_kernel():
+    # Generated cases, one interpreter process for all: the interpreter must be chosen
+    # before Triton is first imported.
+    rng = np.random.default_rng(7)
+    pieces = ["é", "日本", "\U0001f600", "\x00", "\n", "ab", "the quick brown fox ", ""]
+    cases = []
+    for _ in range(12):
+        texts = ["".join(rng.choice(pieces, size=int(rng.integers(0, 40))))
+                 for _ in range(int(rng.integers(1, 6)))]
+        n = int(rng.integers(1, 70))
+        cases.append({"texts": texts, "width": int(rng.integers(2, 26)),
+                      "seed": int(rng.integers(0, M32, endpoint=True)),
+                      "a": rng.integers(0, M32, n, endpoint=True).tolist(),
+                      "b": rng.integers(0, M32, n, endpoint=True).tolist()})
+    out = subprocess.run([sys.executable, "-c", INTERPRETED], input=json.dumps(cases),
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    for case, got in zip(cases, json.loads(out.stdout), strict=True):
+        want = minhash32(case["texts"], case["a"], case["b"], case["seed"], case["width"])
+        assert got == want.tolist()
 
 
 # -- the stage's device option -------------------------------------------------------------

@@ -48,6 +48,11 @@ import torch
 from curator_dask.dedup.fuzzy.minhash_kernel import check_params, string_buffers
 from curator_dask.dedup.fuzzy.murmur import check_seed
 
+try:  # Triton ships with torch's CUDA builds, not with its CPU builds.
+    from curator_dask.dedup.fuzzy import minhash_triton
+except ImportError:
+    minhash_triton = None
+
 __all__ = ["DEFAULT_CHUNK_BYTES", "GROUP", "minhash32_torch", "shingle_bytes"]
 
 #: Device memory a chunk of shingles may use for its per-shingle tensors.
@@ -68,9 +73,10 @@ _M1, _M2 = _i32(0x85EBCA6B), _i32(0xC2B2AE35)
 _ADD = _i32(0xE6546B64)
 
 
-def shingle_bytes(num_hashes: int) -> int:
-    """Device bytes one shingle of a chunk needs at ``num_hashes`` permutations."""
-    return 4 * num_hashes + 64
+def shingle_bytes(num_hashes: int, fused: bool = False) -> int:
+    """Device bytes one shingle of a chunk needs at ``num_hashes`` permutations: with the
+    Triton kernels (``fused``) only the groups' minima are stored."""
+    return (4 * num_hashes + GROUP - 1) // GROUP + 96 if fused else 4 * num_hashes + 64
 
 
 # int32 arithmetic below wraps modulo 2**32, which is the uint32 arithmetic of MurmurHash3;
@@ -132,7 +138,8 @@ def _shingles(data, offsets, width: int):
 
 def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
                     device: str | torch.device = "cuda",
-                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
+                    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                    fused: bool | None = None) -> np.ndarray:
     """32-bit MinHash signatures computed with torch on ``device``.
 
     Bit-identical to :func:`~curator_dask.dedup.fuzzy.minhash_kernel.minhash32` (and so
@@ -145,9 +152,13 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
     device : str or torch.device, default "cuda"
         Where to compute.
     chunk_bytes : int, default 256 MiB
-        Device memory for the shingles processed at once, at
-        :func:`shingle_bytes` (``4 * len(a) + 64``) bytes a shingle; the text itself
-        needs about 14 bytes a byte besides.
+        Device memory for the shingles processed at once, at :func:`shingle_bytes`
+        bytes a shingle (``4 * len(a) + 64``, or ``len(a) / 8 + 96`` fused); the text
+        itself needs about 14 bytes a byte besides.
+    fused : bool, optional
+        Hash and take the minima with the Triton kernels of
+        :mod:`~curator_dask.dedup.fuzzy.minhash_triton`. Default: on a CUDA device
+        where Triton is installed.
 
     Returns
     -------
@@ -168,6 +179,8 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
     if n_docs == 0:
         return np.empty((0, n_perm), np.uint32)
     device = torch.device(device)
+    if fused is None:
+        fused = device.type == "cuda" and minhash_triton is not None
     lo, hi = int(offsets_np[0]), int(offsets_np[-1])
     # Zero padding lets every gather of a word read 4 bytes, at any shingle's tail.
     data = torch.zeros(hi - lo + 4 * char_ngrams + 8, dtype=torch.uint8)
@@ -183,7 +196,7 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
     b_t = torch.from_numpy((pb ^ np.uint32(1 << 31)).view(np.int32)).to(device)
     # Signed order of (value + 2**31) is unsigned order of value: start at unsigned max.
     out = torch.full((n_docs, n_perm), (1 << 31) - 1, dtype=torch.int32, device=device)
-    step = max(1, int(chunk_bytes) // (shingle_bytes(n_perm) * GROUP)) * GROUP
+    step = max(1, int(chunk_bytes) // (shingle_bytes(n_perm, fused) * GROUP)) * GROUP
     for s0 in range(0, total, step):
         slot = torch.arange(s0, min(total, s0 + step), device=device)
         doc = torch.searchsorted(slot_end, slot, right=True)
@@ -192,11 +205,17 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
         first = first_char[doc] + shingle
         last = torch.minimum(first + char_ngrams, first_char[doc + 1])
         start = char_at[first]
-        hashes = _murmur32(words, start, char_at[last] - start, seed)
-        hashes = torch.where(hashes == 0, 1, hashes)
-        values = torch.addcmul(b_t, hashes[:, None], a_t)  # wraps modulo 2**32
-        minima = values.view(-1, GROUP, n_perm).amin(1)
-        del values
+        length = char_at[last] - start
+        if fused:
+            hashes = minhash_triton.shingle_hashes(words, start, length, _i32(seed),
+                                                   int(length.max()) >> 2)
+            minima = minhash_triton.group_minima(hashes, a_t, b_t, GROUP)
+        else:
+            hashes = _murmur32(words, start, length, seed)
+            hashes = torch.where(hashes == 0, 1, hashes)
+            values = torch.addcmul(b_t, hashes[:, None], a_t)  # wraps modulo 2**32
+            minima = values.view(-1, GROUP, n_perm).amin(1)
+            del values
         out.scatter_reduce_(0, doc[::GROUP, None].expand(-1, n_perm), minima, "amin")
     out ^= _SIGN
     out[count == 0] = 0  # an empty document's signature is all 0, as cuDF's
