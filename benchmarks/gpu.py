@@ -27,10 +27,11 @@ border documents in another cluster).
          bundled Python-docs sample, replicated with word substitutions; or the JSONL
          files of ``--minhash-dir``), computed by the torch kernel on the GPU
          (``minhash32_torch``, one call per 64 MB batch, host to device and back
-         included) and by the numba kernel on all the machine's cores (one thread per
-         core over 2 MB slices; the kernel releases the GIL). Reported: MB/s of text
+         included; with its Triton kernels, and with torch alone) and by the numba
+         kernel on all the machine's cores (one thread per core over 2 MB slices; the
+         kernel releases the GIL). Reported: MB/s of text
          each, the ratio, the CPU seconds of the CPU run, the GPU's peak memory, and
-         whether the signatures are identical. One run each, after a warm-up that
+         whether the signatures are identical to the CPU's. One run each, after a warm-up that
          compiles the numba kernel and starts CUDA.
 
 Run on a machine with an NVIDIA GPU and dask-cuda::
@@ -131,7 +132,7 @@ def run_minhash(slices: list[pa.Array], cpu_threads: int, gpu_batch_slices: int)
     import torch
 
     from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32
-    from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch
+    from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch, minhash_triton
 
     a, b = generate_permutations(42, 260)
     seed, width = int(a[0]), 24
@@ -140,40 +141,46 @@ def run_minhash(slices: list[pa.Array], cpu_threads: int, gpu_batch_slices: int)
     def cpu(texts):
         return minhash32(texts, a, b, seed, width)
 
-    def gpu(texts):
-        return minhash32_torch(texts, a, b, seed, width, device="cuda")
+    def gpu(texts, fused):
+        return minhash32_torch(texts, a, b, seed, width, device="cuda", fused=fused)
 
     cpu(slices[0][:100])   # compiles (or loads) the numba kernel
-    gpu(slices[0][:100])   # starts CUDA
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
     batches = [pa.concat_arrays(slices[i:i + gpu_batch_slices])
                for i in range(0, len(slices), gpu_batch_slices)]
-    start = time.perf_counter()
-    on_gpu = np.concatenate([gpu(batch) for batch in batches])
-    gpu_s = time.perf_counter() - start
+    gpu_runs = {}
+    for fused in ([True, False] if minhash_triton is not None else [False]):
+        gpu(slices[0][:100], fused)   # starts CUDA, compiles the Triton kernels
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        signatures = np.concatenate([gpu(batch, fused) for batch in batches])
+        gpu_runs["triton" if fused else "torch"] = {
+            "s": time.perf_counter() - start, "signatures": signatures,
+            "peak_memory_mb": torch.cuda.max_memory_allocated() / MB}
     start, cpu_start = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(cpu_threads) as pool:
         on_cpu = np.concatenate(list(pool.map(cpu, slices)))
     cpu_s, cpu_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+    gpu_record = {kernel: {"s": r["s"], "mb_s": text_bytes / MB / r["s"],
+                           "speed_over_cpu": cpu_s / r["s"],
+                           "peak_memory_mb": r["peak_memory_mb"],
+                           "identical": bool(np.array_equal(r["signatures"], on_cpu))}
+                  for kernel, r in gpu_runs.items()}
     return {"text_mb": text_bytes / MB, "documents": int(sum(len(s) for s in slices)),
-            "gpu_batches": len(batches), "cpu_slices": len(slices),
-            "gpu_s": gpu_s, "gpu_mb_s": text_bytes / MB / gpu_s,
-            "gpu_peak_memory_mb": torch.cuda.max_memory_allocated() / MB,
+            "gpu_batches": len(batches), "cpu_slices": len(slices), "gpu": gpu_record,
             "cpu_threads": cpu_threads, "cpu_s": cpu_s, "cpu_mb_s": text_bytes / MB / cpu_s,
-            "cpu_process_s": cpu_cpu_s, "gpu_speed_over_cpu": cpu_s / gpu_s,
-            "identical": bool(np.array_equal(on_gpu, on_cpu))}
+            "cpu_process_s": cpu_cpu_s}
 
 
 def minhash_table(r: dict, gpu_name: str) -> None:
     print(f"MinHash signatures of {r['text_mb']:,.0f} MB ({r['documents']:,} documents)")
-    print_table(["run", "wall s", "MB/s", "CPU s"], [
-        [f"gpu: {gpu_name} (torch)", f"{r['gpu_s']:.1f}", f"{r['gpu_mb_s']:,.0f}", ""],
-        [f"cpu: numba, {r['cpu_threads']} threads", f"{r['cpu_s']:.1f}",
-         f"{r['cpu_mb_s']:,.0f}", f"{r['cpu_process_s']:.1f}"]])
-    print(f"gpu: {r['gpu_speed_over_cpu']:.2f}x the speed of {r['cpu_threads']} CPU threads; "
-          f"peak GPU memory {r['gpu_peak_memory_mb']:,.0f} MB; signatures identical: "
-          f"{r['identical']}")
+    rows = [[f"gpu: {gpu_name} ({kernel})", f"{g['s']:.2f}", f"{g['mb_s']:,.0f}", "",
+             f"{g['speed_over_cpu']:.2f}x", f"{g['peak_memory_mb']:,.0f}",
+             str(g["identical"])] for kernel, g in r["gpu"].items()]
+    rows.append([f"cpu: numba, {r['cpu_threads']} threads", f"{r['cpu_s']:.2f}",
+                 f"{r['cpu_mb_s']:,.0f}", f"{r['cpu_process_s']:.1f}", "1x", "", ""])
+    print_table(["run", "wall s", "MB/s", "CPU s", "speed", "GPU peak MB",
+                 "identical to cpu"], rows)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ with ``python -m pytest tests/test_minhash_gpu.py -m gpu``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import numpy as np
@@ -30,23 +31,31 @@ EDGES = ["", "a", "é😀x", "\x00\x00abc\x00", "日本語のテキストです�
          "\U00010348" * 30, "x" * 23, "y" * 24, "z" * 25]
 
 
+#: The torch code alone, and with the Triton kernels (the default where Triton is).
+FUSED = [False, pytest.param(True, marks=pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None, reason="needs triton"))]
+
+
+@pytest.mark.parametrize("fused", FUSED)
 @pytest.mark.parametrize("chunk_bytes", [1 << 16, 256 << 20])
-def test_cuda_signatures_equal_the_numba_kernel(chunk_bytes):
+def test_cuda_signatures_equal_the_numba_kernel(chunk_bytes, fused):
     texts = list(noisy_sample()["text"]) + EDGES
     a, b = generate_permutations(42, 260)
-    got = minhash32_torch(texts, a, b, int(a[0]), 24, device="cuda", chunk_bytes=chunk_bytes)
+    got = minhash32_torch(texts, a, b, int(a[0]), 24, device="cuda", chunk_bytes=chunk_bytes,
+                          fused=fused)
     np.testing.assert_array_equal(got, minhash32(texts, a, b, int(a[0]), 24))
 
 
-def test_cuda_signatures_with_parameters_above_2_31():
+@pytest.mark.parametrize("fused", FUSED)
+def test_cuda_signatures_with_parameters_above_2_31(fused):
     # The stage's permutations are below 2**31; any uint32 ones must wrap the same way.
     rng = np.random.default_rng(0)
     a, b = (rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32) for _ in "ab")
     texts = list(noisy_sample(limit=200)["text"]) + EDGES
-    for width in (2, 5, 24):
+    for width, seed in ((2, 0), (5, 123456789), (24, (1 << 32) - 1)):
         np.testing.assert_array_equal(
-            minhash32_torch(texts, a, b, 123456789, width, device="cuda"),
-            minhash32(texts, a, b, 123456789, width))
+            minhash32_torch(texts, a, b, seed, width, device="cuda", fused=fused),
+            minhash32(texts, a, b, seed, width))
 
 
 @pytest.mark.slow
