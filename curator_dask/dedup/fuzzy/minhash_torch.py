@@ -219,4 +219,15 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
         out.scatter_reduce_(0, doc[::GROUP, None].expand(-1, n_perm), minima, "amin")
     out ^= _SIGN
     out[count == 0] = 0  # an empty document's signature is all 0, as cuDF's
-    return out.cpu().numpy().view(np.uint32)
+    return _to_host(out).numpy().view(np.uint32)
+
+
+def _to_host(tensor):
+    """``tensor`` copied to the host: from a GPU through page-locked memory (torch keeps
+    freed blocks for reuse), which took a 64 MB batch of real text from 0.7 to 1.3 GB/s
+    on an H100, where copying the signatures to pageable memory was half the GPU's time."""
+    if tensor.device.type != "cuda":
+        return tensor.cpu()
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor)
+    return host
