@@ -39,7 +39,11 @@ from curator_dask.backends import backend_dispatch, is_cudf
 from curator_dask.dedup.exact import NullTextError
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
 from curator_dask.devices import check_device_name, compute_device
-from curator_dask.errors import InvalidArgumentError, ResourceUnavailableError
+from curator_dask.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    ResourceUnavailableError,
+)
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.columns import id_column_fix
 
@@ -161,8 +165,13 @@ def _torch_device(device) -> str | None:
     device = compute_device(device)
     if device == "cpu":
         return None
-    import torch
-
+    try:
+        import torch
+    except ImportError as err:
+        raise MissingDependencyError(
+            f"MinHash(device={device!r}) computes with torch, which is not installed "
+            f"({err}); install it with pip install 'curator-dask[models]', or use "
+            "device='auto'") from err
     if not torch.cuda.is_available():
         raise ResourceUnavailableError(
             f"MinHash(device={device!r}) but this worker process sees no CUDA GPU; use "
