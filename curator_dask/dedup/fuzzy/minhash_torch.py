@@ -29,13 +29,19 @@ How
    addresses than one update per shingle, where a long document's thousands of
    shingles would all contend for its one row.
 
+On CUDA, where Triton is installed, steps 2 to 4 but the scatter run as two Triton
+kernels (:mod:`~curator_dask.dedup.fuzzy.minhash_triton`) that keep the intermediates in
+registers; the signatures come back through page-locked memory.
+
 Device memory
 -------------
 About 14 bytes per byte of text for the partition (the bytes, a word per byte, the
-character starts) and, per shingle of a chunk, ``4 * num_hashes + 64`` bytes (the
-permuted values and the shingle's document, position, length and hash): 1,104 bytes at
-260 hashes. Shingles (about one per byte of text) are processed ``chunk_shingles`` at a
-time, so the chunk's share stays under ``chunk_bytes`` whatever the partition's size.
+character starts) and, per shingle of a chunk, :func:`shingle_bytes`: with torch alone
+``4 * num_hashes + 64`` bytes (the permuted values and the shingle's document, position,
+length and hash), 1,104 at 260 hashes; with the Triton kernels 129. Shingles (about one
+per byte of text) are processed in chunks, so the chunk's share stays under
+``chunk_bytes`` whatever the partition's size; the signatures are ``4 * num_hashes``
+bytes a document.
 """
 
 from __future__ import annotations
