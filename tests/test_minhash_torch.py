@@ -25,10 +25,15 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from curator_dask import DocumentDataset  # noqa: E402
-from curator_dask.dedup import FuzzyDuplicates  # noqa: E402
+from curator_dask.dedup import (  # noqa: E402
+    FuzzyDedupConfig,
+    FuzzyDeduplicationWorkflow,
+    FuzzyDuplicates,
+)
 from curator_dask.dedup.fuzzy import MinHash  # noqa: E402
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32  # noqa: E402
 from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch  # noqa: E402
+from curator_dask.dedup.stages import FuzzyDedup  # noqa: E402
 from curator_dask.devices import NVIDIA_CONTROL_DEVICE  # noqa: E402
 from curator_dask.errors import InvalidArgumentError, ResourceUnavailableError  # noqa: E402
 from curator_dask.sample import noisy_sample  # noqa: E402
@@ -198,6 +203,15 @@ def test_device_is_checked_where_the_stage_is_made():
         FuzzyDuplicates(device="gpu")
     # 64-bit signatures on "auto" are computed on the CPU, wherever that is.
     assert MinHash(device="auto", use_64_bit_hash=True).device == "auto"
+
+
+def test_device_reaches_minhash_from_every_entry_point_and_no_fingerprint():
+    # Every device computes the same signatures, so a cache written on one serves another.
+    assert FuzzyDuplicates(device="auto").parameters() == FuzzyDuplicates().parameters()
+    assert FuzzyDuplicates(config=FuzzyDedupConfig(device="cuda")).minhash.device == "cuda"
+    workflow = FuzzyDeduplicationWorkflow("in", cache_path="cache", device="cuda:1")
+    assert workflow.dedup.minhash.device == "cuda:1"
+    assert FuzzyDedup(device="auto").dedup.minhash.device == "auto"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
