@@ -27,12 +27,12 @@ from curator_dask.dedup.semantic.duplicates import (
     vector_series,
 )
 from curator_dask.dedup.semantic.kernels import (
+    NVIDIA_CONTROL_DEVICE,
     NumpyOps,
     TorchOps,
     max_similarity_before,
 )
 from curator_dask.dedup.semantic.kmeans import fit_kmeans
-from curator_dask.devices import NVIDIA_CONTROL_DEVICE
 
 # -- corpora ------------------------------------------------------------------------------------
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from curator_dask.devices import check_device_name, compute_device
+# NVIDIA_CONTROL_DEVICE is imported here too for the code that has always found it here.
+from curator_dask.devices import NVIDIA_CONTROL_DEVICE, check_device_name, compute_device
 from curator_dask.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_BLOCK_ELEMENTS",
+    "NVIDIA_CONTROL_DEVICE",
     "ArrayOps",
     "NumpyOps",
     "TorchOps",
