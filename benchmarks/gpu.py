@@ -14,13 +14,19 @@ written as ``--files`` Parquet files with ``id``, ``text`` and ``embeddings``. T
          worker and CPU workers under one scheduler; ``device="cuda"`` (every worker on
          the machine sees the GPU, so the k-means and pairwise tasks use it wherever
          they run, and the reading, shuffling and writing spread over the processes).
+``gpu-cpu-blocks`` the ``gpu`` row with k-means blocks of 128 MiB, as on CPUs (the rule
+         before blocks took a quarter of the GPU's memory), for a comparison in one run.
 ``cpu``  ``get_client(n_workers=--cpu-workers)`` (default: one per core, one thread each);
          ``device="cpu"`` (numpy, one BLAS thread per worker).
 
 Reported: wall seconds of the workflow (cluster start-up excluded), documents per
 second, the phases' seconds, the kept documents, and how far the two runs agree (the
 share of documents both keep or both drop; k-means on another device may place a few
-border documents in another cluster).
+border documents in another cluster). Run on a machine with an NVIDIA GPU and
+dask-cuda::
+
+    python benchmarks/gpu.py --docs 1000000       # prints a table, writes results/gpu.json
+    python benchmarks/gpu.py --rows minhash --json results/gpu_minhash.json
 
 ``minhash`` MinHash signatures (the fuzzy dedup defaults: 260 hashes of 24-character
          shingles) of ``--minhash-mb`` MB of real text (``benchmarks/corpus.py``: the
@@ -29,21 +35,17 @@ border documents in another cluster).
          (``minhash32_torch``, one call per 64 MB batch, host to device and back
          included; with its Triton kernels, and with torch alone) and by the numba
          kernel on all the machine's cores (one thread per core over 2 MB slices; the
-         kernel releases the GIL). Reported: MB/s of text
-         each, the ratio, the CPU seconds of the CPU run, the GPU's peak memory, and
-         whether the signatures are identical to the CPU's. One run each, after a warm-up that
-         compiles the numba kernel and starts CUDA.
-
-Run on a machine with an NVIDIA GPU and dask-cuda::
-
-    python benchmarks/gpu.py --docs 1000000       # prints a table, writes results/gpu.json
-    python benchmarks/gpu.py --rows minhash --json results/gpu_minhash.json
+         kernel releases the GIL). Reported: MB/s of text each, the ratio, the CPU
+         seconds of the CPU run, the GPU's peak memory, and whether the signatures are
+         identical to the CPU's. One run each, after a warm-up that compiles the numba
+         kernel and starts CUDA.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -67,7 +69,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import print_table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu.json"
-SEMANTIC_ROWS = ("gpu", "mixed", "cpu")
 MB = 1_000_000
 
 
@@ -96,6 +97,19 @@ def write_embeddings(directory: Path, docs: int, dim: int, topics: int, files: i
     return copies
 
 
+@contextlib.contextmanager
+def cpu_sized_kmeans_blocks():
+    """k-means blocks of 128 MiB whatever the device, as before GPU-sized blocks."""
+    from curator_dask.dedup.semantic import duplicates, kmeans
+
+    chosen = duplicates.block_bytes_for
+    duplicates.block_bytes_for = lambda device, gpus: kmeans.DEFAULT_BLOCK_BYTES
+    try:
+        yield
+    finally:
+        duplicates.block_bytes_for = chosen
+
+
 def run_workflow(raw: Path, work: Path, device: str, clusters: int) -> dict:
     from curator_dask.dedup import SemanticDedupConfig, SemanticDeduplicationWorkflow
 
@@ -121,7 +135,8 @@ def text_slices(directory: Path, slice_bytes: int) -> list[pa.Array]:
     sizes = np.cumsum(pc.binary_length(texts).to_numpy(zero_copy_only=False))
     cuts = np.searchsorted(sizes, np.arange(slice_bytes, sizes[-1], slice_bytes))
     bounds = [0, *np.unique(cuts + 1).tolist(), len(texts)]
-    return [texts[lo:hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    return [texts[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)
+            if bounds[i + 1] > bounds[i]]
 
 
 def run_minhash(slices: list[pa.Array], cpu_threads: int, gpu_batch_slices: int) -> dict:
@@ -183,6 +198,29 @@ def minhash_table(r: dict, gpu_name: str) -> None:
                  "identical to cpu"], rows)
 
 
+def minhash_row(args, gpu_name: str) -> dict:
+    """The ``minhash`` row: build or read the text, run both kernels, print the table."""
+    with tempfile.TemporaryDirectory(prefix="gpu-minhash-") as tmp:
+        text = Path(args.minhash_dir or Path(tmp) / "text")
+        if args.minhash_dir is None:
+            import corpus
+
+            start = time.perf_counter()
+            corpus.build(text, args.minhash_mb, args.seed)
+            print(f"{args.minhash_mb} MB of real text written in "
+                  f"{time.perf_counter() - start:.1f} s")
+        result = run_minhash(text_slices(text, 2 * MB), os.cpu_count(), gpu_batch_slices=32)
+    minhash_table(result, gpu_name)
+    return result
+
+
+def save_results(args, gpu_name: str | None, runs: list, minhash: dict | None) -> None:
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({
+        "gpu": gpu_name, "cpus": os.cpu_count(), "machine": platform.platform(),
+        "args": vars(args), "runs": runs, "minhash": minhash}, indent=2, default=str))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1_000_000)
@@ -192,7 +230,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=32)
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count())
     parser.add_argument("--rows", default="gpu,mixed,cpu",
-                        help="semantic dedup rows gpu, mixed, cpu; and minhash")
+                        help="semantic dedup rows gpu, gpu-cpu-blocks, mixed, cpu; and minhash")
     parser.add_argument("--minhash-mb", type=int, default=256,
                         help="MB of real text generated for the minhash row")
     parser.add_argument("--minhash-dir", default=None,
@@ -207,74 +245,67 @@ def main() -> None:
 
     gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     rows = [r for r in args.rows.split(",") if r]
-    unknown = set(rows) - {*SEMANTIC_ROWS, "minhash"}
-    if unknown:
-        parser.error(f"unknown rows {sorted(unknown)}")
-    if {"gpu", "mixed", "minhash"} & set(rows) and gpu_name is None:
-        parser.error("the gpu, mixed and minhash rows need a CUDA GPU (torch sees none); "
-                     "use --rows cpu")
-    semantic_rows = [r for r in rows if r in SEMANTIC_ROWS]
+    if {"gpu", "gpu-cpu-blocks", "mixed"} & set(rows) and gpu_name is None:
+        parser.error("the gpu and mixed rows need a CUDA GPU (torch sees none); use --rows cpu")
+    if importlib.util.find_spec("cudf") is None:
+        print("cuDF is not installed: MinHash on the GPU (backend='cudf') is not measured")
+    minhash = None
+    if "minhash" in rows:
+        if gpu_name is None:
+            parser.error("the minhash row needs a CUDA GPU (torch sees none)")
+        rows.remove("minhash")
+        minhash = minhash_row(args, gpu_name)
+        if not rows:
+            save_results(args, gpu_name, [], minhash)
+            return
 
-    results, minhash = {}, None
+    results = {}
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
-        if "minhash" in rows:
-            corpus = Path(args.minhash_dir or Path(tmp) / "text")
-            if args.minhash_dir is None:
-                import corpus as corpus_module
-
-                start = time.perf_counter()
-                corpus_module.build(corpus, args.minhash_mb, args.seed)
-                print(f"{args.minhash_mb} MB of real text written in "
-                      f"{time.perf_counter() - start:.1f} s")
-            minhash = run_minhash(text_slices(corpus, 2 * MB), os.cpu_count(),
-                                  gpu_batch_slices=32)
-            minhash_table(minhash, gpu_name)
         raw = Path(tmp) / "raw"
-        if semantic_rows:
-            start = time.perf_counter()
-            copies = write_embeddings(raw, args.docs, args.dim, args.topics, args.files,
-                                      args.seed)
-            print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near "
-                  f"copies) written in {time.perf_counter() - start:.1f} s")
-        for row in semantic_rows:
-            if row == "gpu":
+        start = time.perf_counter()
+        copies = write_embeddings(raw, args.docs, args.dim, args.topics, args.files, args.seed)
+        print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near copies) "
+              f"written in {time.perf_counter() - start:.1f} s")
+        for row in rows:
+            blocks = contextlib.nullcontext()
+            if row in ("gpu", "gpu-cpu-blocks"):
                 client = get_client(cluster_type="gpu", dashboard_address=None)
+                if row == "gpu-cpu-blocks":
+                    blocks = cpu_sized_kmeans_blocks()
             elif row == "mixed":
                 client = get_client(cluster_type="mixed", n_workers=args.cpu_workers - 1,
                                     dashboard_address=None)
             else:
                 client = get_client(n_workers=args.cpu_workers, dashboard_address=None)
-            with client:
+            with client, blocks:
                 results[row] = run_workflow(raw, Path(tmp) / row, "cpu" if row == "cpu"
                                             else "cuda", args.clusters)
-            print(f"{row}: {results[row]['wall_s']:.1f} s", flush=True)
+            print(f"{row}: {results[row]['wall_s']:.1f} s, phases {results[row]['phases']}",
+                  flush=True)
 
     table, record = [], []
     for row, r in results.items():
         agree = None
-        if row != semantic_rows[0]:
-            first = results[semantic_rows[0]]
+        if row != rows[0]:
+            first = results[rows[0]]
             both = np.intersect1d(first["kept_ids"], r["kept_ids"]).size
             dropped_both = args.docs - np.union1d(first["kept_ids"], r["kept_ids"]).size
             agree = (both + dropped_both) / args.docs
         label = {"gpu": f"gpu: {gpu_name}",
+                 "gpu-cpu-blocks": f"gpu, 128 MiB k-means blocks: {gpu_name}",
                  "mixed": f"mixed: the GPU + {args.cpu_workers - 1} CPU workers"}.get(
                      row, f"cpu: {args.cpu_workers} workers")
         table.append([label, f"{r['wall_s']:.1f}", f"{args.docs / r['wall_s']:,.0f}",
                       f"{r['kept']:,}", "" if agree is None else f"{agree:.4%}"])
         record.append({k: v for k, v in r.items() if k != "kept_ids"} | {
             "row": row, "agreement": agree})
-    if table:
-        print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
+    print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
     cpu = results.get("cpu")
-    for row in ("gpu", "mixed"):
+    for row in ("gpu", "gpu-cpu-blocks", "mixed"):
         if cpu and row in results:
             print(f"{row}: {cpu['wall_s'] / results[row]['wall_s']:.2f}x the speed of "
                   f"{args.cpu_workers} CPU workers")
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({
-        "gpu": gpu_name, "cpus": os.cpu_count(), "machine": platform.platform(),
-        "args": vars(args), "runs": record, "minhash": minhash}, indent=2, default=str))
+    save_results(args, gpu_name, record, minhash)
 
 
 if __name__ == "__main__":
