@@ -130,6 +130,10 @@ class FuzzyDedupConfig:
     max_local_edges: int | None = None
     removal_strategy: RemovalStrategy = "auto"
     broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD
+    #: Where MinHash computes on pandas partitions: ``"cpu"``, ``"auto"``, ``"cuda"`` or
+    #: ``"cuda:N"`` (see :class:`~curator_dask.dedup.fuzzy.MinHash`); not part of any
+    #: cache's fingerprint, as every device computes the same signatures.
+    device: str = "cpu"
 
     def __post_init__(self):
         # MinHash and LSH check their own parameters when FuzzyDuplicates makes them.

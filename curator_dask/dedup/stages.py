@@ -132,7 +132,7 @@ class FuzzyDedup(WholeDatasetStage):
     id_field, text_field : str
         Ids must be unique integers (``AddId``); a repeated id raises
         :class:`~curator_dask.dedup.ids.DuplicateIdError` before anything is removed.
-    max_local_edges, removal_strategy, broadcast_threshold
+    max_local_edges, removal_strategy, broadcast_threshold, device
         See :class:`~curator_dask.dedup.FuzzyDuplicates`.
     name : str, default "fuzzy_dedup"
     config : FuzzyDedupConfig, optional

@@ -54,8 +54,9 @@ class FuzzyDuplicates(Configured):
 
     Parameters
     ----------
-    seed, char_ngrams, use_64_bit_hash
-        As for :class:`~curator_dask.dedup.fuzzy.MinHash`.
+    seed, char_ngrams, use_64_bit_hash, device
+        As for :class:`~curator_dask.dedup.fuzzy.MinHash` (``device="cuda"`` computes
+        the signatures on the workers' GPU with torch; the later phases run on pandas).
     num_bands : int, default 20
     minhashes_per_band : int, default 13
         The signature has ``num_bands * minhashes_per_band`` hashes. Pairs of similarity
@@ -112,7 +113,8 @@ class FuzzyDuplicates(Configured):
         self.minhash = MinHash(seed=config.seed, char_ngrams=config.char_ngrams,
                                num_hashes=config.num_bands * config.minhashes_per_band,
                                use_64_bit_hash=config.use_64_bit_hash,
-                               text_field=config.text_field, id_field=config.id_field)
+                               text_field=config.text_field, id_field=config.id_field,
+                               device=config.device)
         self.lsh = LSH(num_bands=config.num_bands,
                        minhashes_per_band=config.minhashes_per_band,
                        bands_per_iteration=config.bands_per_iteration,

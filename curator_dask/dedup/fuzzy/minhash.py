@@ -2,9 +2,12 @@
 
 :class:`MinHash` is a partition stage: ``(id, text)`` in, ``(id, _minhash_signature)``
 out. On pandas partitions it calls the numba kernel in
-:mod:`curator_dask.dedup.fuzzy.minhash_kernel`; on cuDF partitions it calls cuDF's
-``Series.str.minhash`` / ``minhash64``. Both compute the same signatures bit for bit, so
-a fleet of CPU and GPU workers puts the same documents in the same LSH buckets.
+:mod:`curator_dask.dedup.fuzzy.minhash_kernel`, or with ``device="cuda"`` the torch
+kernel in :mod:`curator_dask.dedup.fuzzy.minhash_torch` on the worker's GPU (pandas in
+and out: the text goes to the GPU and the signatures come back); on cuDF partitions it
+calls cuDF's ``Series.str.minhash`` / ``minhash64``. All compute the same signatures bit
+for bit, so a fleet of CPU and GPU workers puts the same documents in the same LSH
+buckets.
 
 The signature column
 --------------------
@@ -35,13 +38,19 @@ import pyarrow as pa
 from curator_dask.backends import backend_dispatch, is_cudf
 from curator_dask.dedup.exact import NullTextError
 from curator_dask.dedup.fuzzy.minhash_kernel import generate_permutations, minhash32, minhash64
-from curator_dask.errors import InvalidArgumentError
+from curator_dask.devices import check_device_name, compute_device
+from curator_dask.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    ResourceUnavailableError,
+)
 from curator_dask.stages.base import ProcessingStage
 from curator_dask.stages.columns import id_column_fix
 
 __all__ = [
     "SIGNATURE_FIELD",
     "MinHash",
+    "check_minhash_device",
     "signature_matrix",
     "signature_series",
     "signature_type",
@@ -131,17 +140,66 @@ _signature_matrix = backend_dispatch("signature_matrix", pandas=_signature_matri
                                      cudf=lambda: _signature_matrix_cudf)
 
 
+# -- where the signatures are computed --------------------------------------------------------
+
+def _is_torch_device(device) -> bool:
+    return type(device).__module__.split(".")[0] == "torch"
+
+
+def check_minhash_device(device, use_64_bit_hash: bool = False):
+    """``device`` if :class:`MinHash` can compute on it: a device name, or a
+    ``torch.device`` (``torch.device("cpu")`` runs the torch kernel on the CPU)."""
+    if not _is_torch_device(device):
+        check_device_name(device)
+    if use_64_bit_hash and (_is_torch_device(device) or device.startswith("cuda")):
+        raise InvalidArgumentError(
+            f"device={device!r} computes 32-bit signatures only; use use_64_bit_hash=False, "
+            "or device='cpu' (or 'auto', which computes 64-bit signatures on the CPU)")
+    return device
+
+
+def _torch_device(device) -> str | None:
+    """The torch device to compute on in this process, or None for the numba kernel."""
+    if _is_torch_device(device):
+        return device
+    device = compute_device(device)
+    if device == "cpu":
+        return None
+    try:
+        import torch
+    except ImportError as err:
+        raise MissingDependencyError(
+            f"MinHash(device={device!r}) computes with torch, which is not installed "
+            f"({err}); install it with pip install 'curator-dask[models]', or use "
+            "device='auto'") from err
+    if not torch.cuda.is_available():
+        raise ResourceUnavailableError(
+            f"MinHash(device={device!r}) but this worker process sees no CUDA GPU; use "
+            "device='auto' to compute on the CPU where there is none")
+    return device
+
+
 # -- one small function per backend --------------------------------------------------------
 
 def _minhash_pandas(texts: pd.Series, a: np.ndarray, b: np.ndarray, seed: int,
-                    char_ngrams: int) -> pd.Series:
-    kernel = minhash64 if a.dtype == np.uint64 else minhash32
-    return signature_series(kernel(texts, a, b, seed, char_ngrams), index=texts.index)
+                    char_ngrams: int, device="cpu") -> pd.Series:
+    if a.dtype == np.uint64:
+        matrix = minhash64(texts, a, b, seed, char_ngrams)
+    elif (where := _torch_device(device)) is None:
+        matrix = minhash32(texts, a, b, seed, char_ngrams)
+    else:
+        # torch is an optional dependency (the models extra): imported where it is used.
+        from curator_dask.dedup.fuzzy.minhash_torch import minhash32_torch
+
+        matrix = minhash32_torch(texts, a, b, seed, char_ngrams, device=where)
+    return signature_series(matrix, index=texts.index)
 
 
-def _minhash_cudf(texts, a: np.ndarray, b: np.ndarray, seed: int, char_ngrams: int):
+def _minhash_cudf(texts, a: np.ndarray, b: np.ndarray, seed: int, char_ngrams: int,
+                  device="cpu"):
     # cuDF's published API: Series.str.minhash(seed, a, b, width) -> list<uint32>,
     # Series.str.minhash64(seed, a, b, width) -> list<uint64>; a, b are device columns.
+    # cuDF data is on a GPU already: ``device`` chooses for pandas partitions only.
     import cudf
 
     a_col, b_col = cudf.Series(a), cudf.Series(b)
@@ -184,6 +242,14 @@ class MinHash(ProcessingStage):
         MurmurHash3_x64_128 and uint64 values (twice the memory; fewer collisions,
         which matters only for documents with millions of shingles).
     text_field, id_field : str
+    device : {"cpu", "auto", "cuda", "cuda:N"} or torch.device, default "cpu"
+        Where pandas partitions' signatures are computed: ``"cpu"``, the numba kernel;
+        ``"cuda"`` / ``"cuda:N"``, torch on the worker's GPU
+        (:func:`~curator_dask.dedup.fuzzy.minhash_torch.minhash32_torch`; needs torch
+        with CUDA, not cuDF); ``"auto"``, the GPU when the worker's torch sees one, else
+        the numba kernel (a machine without an NVIDIA driver never imports torch). The
+        signatures are the same everywhere, bit for bit. The GPU computes 32-bit
+        signatures only. cuDF partitions are always computed by cuDF.
 
     Examples
     --------
@@ -200,7 +266,7 @@ class MinHash(ProcessingStage):
 
     def __init__(self, seed: int = 42, char_ngrams: int = 24, num_hashes: int = 260,
                  use_64_bit_hash: bool = False, text_field: str = "text",
-                 id_field: str = "id"):
+                 id_field: str = "id", device: str = "cpu"):
         if not isinstance(char_ngrams, int) or char_ngrams < 2:
             raise InvalidArgumentError(
                 f"char_ngrams must be an integer of 2 or more, got {char_ngrams!r}")
@@ -215,6 +281,7 @@ class MinHash(ProcessingStage):
         self.use_64_bit_hash = use_64_bit_hash
         self.text_field = text_field
         self.id_field = id_field
+        self.device = check_minhash_device(device, use_64_bit_hash)
         self.name = "minhash"
         self.a, self.b = generate_permutations(seed, num_hashes, use_64_bit_hash)
         self.hash_seed = int(self.a[0])
@@ -246,7 +313,7 @@ class MinHash(ProcessingStage):
 
     def signatures(self, texts):
         """Signatures of a text column (pandas or cuDF), as a list column."""
-        return _minhash(texts, self.a, self.b, self.hash_seed, self.char_ngrams)
+        return _minhash(texts, self.a, self.b, self.hash_seed, self.char_ngrams, self.device)
 
     def process(self, df):
         texts = df[self.text_field]

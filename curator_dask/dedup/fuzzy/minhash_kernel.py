@@ -84,6 +84,7 @@ from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
 from curator_dask.numba_cache import njit
 
 __all__ = [
+    "check_params",
     "generate_permutations",
     "minhash32",
     "minhash64",
@@ -373,7 +374,9 @@ def _param_array(name: str, p: Any, dtype: type) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
-def _check_params(a: Any, b: Any, dtype: type, width: int) -> tuple[np.ndarray, np.ndarray]:
+def check_params(a: Any, b: Any, dtype: type, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Permutation parameters ``a``, ``b`` as contiguous arrays of ``dtype``, checked to be
+    non-empty, of one length and in range, and ``width`` checked to be 2 or more."""
     out = [_param_array("a", a, dtype), _param_array("b", b, dtype)]
     pa_, pb = out
     if pa_.size == 0:
@@ -425,7 +428,7 @@ def minhash32(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.nda
     array([[1305480171,  462824409,   74608232],
            [  32665388,   65330773,   97996158]], dtype=uint32)
     """
-    pa_, pb = _check_params(a, b, np.uint32, char_ngrams)
+    pa_, pb = check_params(a, b, np.uint32, char_ngrams)
     seed = check_seed(seed, 32)
     data, offsets = string_buffers(texts)
     out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint32)
@@ -466,7 +469,7 @@ def minhash64(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int) -> np.nda
     TypeError
         If ``texts`` is not a string column.
     """
-    pa_, pb = _check_params(a, b, np.uint64, char_ngrams)
+    pa_, pb = check_params(a, b, np.uint64, char_ngrams)
     seed = check_seed(seed, 64)
     data, offsets = string_buffers(texts)
     out = np.empty((offsets.shape[0] - 1, pa_.shape[0]), dtype=np.uint64)

@@ -132,7 +132,7 @@ class FuzzyDeduplicationWorkflow:
         :mod:`curator_dask.dedup.duplicate_ids`).
     seed, char_ngrams, num_bands, minhashes_per_band, bands_per_iteration,
     use_64_bit_hash, false_positive_check, jaccard_threshold, max_local_edges,
-    removal_strategy, broadcast_threshold
+    removal_strategy, broadcast_threshold, device
         As for :class:`~curator_dask.dedup.fuzzy.FuzzyDuplicates`.
     input_filetype : {"jsonl", "parquet"}
     input_blocksize : int or str, optional
@@ -149,7 +149,9 @@ class FuzzyDeduplicationWorkflow:
         :class:`~curator_dask.dedup.ids.DuplicateIdError` after the MinHash phase,
         before anything is grouped or removed.
     backend : {"pandas", "cudf"}
-        Partitions for reading and MinHash: ``"cudf"`` computes signatures on GPUs.
+        Partitions for reading and MinHash: ``"cudf"`` computes signatures on GPUs with
+        cuDF. Without cuDF, ``backend="pandas", device="cuda"`` computes them on GPUs
+        with torch.
     output_mode : {"error", "overwrite", "overwrite_all"}
         As for :class:`~curator_dask.dedup.ExactDeduplicationWorkflow`.
     storage_options : dict, optional

@@ -25,16 +25,16 @@ Examples
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numba
 import numpy as np
 
+# NVIDIA_CONTROL_DEVICE is imported here too for the code that has always found it here.
+from curator_dask.devices import NVIDIA_CONTROL_DEVICE, check_device_name, compute_device
 from curator_dask.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_BLOCK_ELEMENTS",
+    "NVIDIA_CONTROL_DEVICE",
     "ArrayOps",
     "NumpyOps",
     "TorchOps",
@@ -51,8 +51,6 @@ __all__ = [
 MAX_BLOCK_ELEMENTS = 1 << 24
 # On a CPU, 2^20 distances (4 MiB) at most: as fast as larger chunks, and in cache.
 MAX_CPU_CHUNK_ELEMENTS = 1 << 20
-#: The device node every Linux NVIDIA driver creates (containers with GPUs get it too).
-NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
 
 
 class ArrayOps:
@@ -213,45 +211,28 @@ class TorchOps(ArrayOps):
         return f"TorchOps({self.device!r})"
 
 
-DEVICES = ("auto", "cpu", "cuda")
-
-
 def check_device(device: str | ArrayOps) -> str | ArrayOps:
     """``device`` if it is one :func:`array_ops` understands (or an :class:`ArrayOps`,
     e.g. ``TorchOps("cpu")`` to run the GPU code path on a CPU), else a ValueError."""
     if isinstance(device, ArrayOps):
         return device
-    if not isinstance(device, str) or not (device in DEVICES or device.startswith("cuda:")):
-        raise InvalidArgumentError(
-            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    return device
+    return check_device_name(device)
 
 
 def array_ops(device: str = "auto") -> ArrayOps:
     """The kernels' namespace for ``device``, chosen where the kernel runs.
 
     ``"cpu"``: numpy. ``"cuda"`` / ``"cuda:N"``: torch on that GPU. ``"auto"``: torch on
-    the process's CUDA device when torch sees one, else numpy. A machine without an
-    NVIDIA driver gets numpy without importing torch, whose import alone costs a CPU
-    worker some 250 MB.
+    the process's CUDA device when torch sees one, else numpy (see
+    :func:`~curator_dask.devices.compute_device`).
 
     Examples
     --------
     >>> array_ops("cpu")
     NumpyOps()
     """
-    check_device(device)
-    if device == "cpu":
-        return NumpyOps()
-    if device == "auto":
-        if "torch" not in sys.modules and not os.path.exists(NVIDIA_CONTROL_DEVICE):
-            return NumpyOps()
-        try:
-            import torch
-        except ImportError:
-            return NumpyOps()
-        return TorchOps("cuda") if torch.cuda.is_available() else NumpyOps()
-    return TorchOps(device)
+    device = compute_device(device)
+    return NumpyOps() if device == "cpu" else TorchOps(device)
 
 
 def resolve_ops(ops: ArrayOps | str) -> ArrayOps:
