@@ -14,8 +14,6 @@ written as ``--files`` Parquet files with ``id``, ``text`` and ``embeddings``. T
          worker and CPU workers under one scheduler; ``device="cuda"`` (every worker on
          the machine sees the GPU, so the k-means and pairwise tasks use it wherever
          they run, and the reading, shuffling and writing spread over the processes).
-``gpu-cpu-blocks`` the ``gpu`` row with k-means blocks of 128 MiB, as on CPUs (the rule
-         before blocks took a quarter of the GPU's memory), for a comparison in one run.
 ``cpu``  ``get_client(n_workers=--cpu-workers)`` (default: one per core, one thread each);
          ``device="cpu"`` (numpy, one BLAS thread per worker).
 
@@ -44,7 +42,6 @@ dask-cuda::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
@@ -95,19 +92,6 @@ def write_embeddings(directory: Path, docs: int, dim: int, topics: int, files: i
         })
         pq.write_table(table, directory / f"part-{i:04d}.parquet")
     return copies
-
-
-@contextlib.contextmanager
-def cpu_sized_kmeans_blocks():
-    """k-means blocks of 128 MiB whatever the device, as before GPU-sized blocks."""
-    from curator_dask.dedup.semantic import duplicates, kmeans
-
-    chosen = duplicates.block_bytes_for
-    duplicates.block_bytes_for = lambda device, gpus: kmeans.DEFAULT_BLOCK_BYTES
-    try:
-        yield
-    finally:
-        duplicates.block_bytes_for = chosen
 
 
 def run_workflow(raw: Path, work: Path, device: str, clusters: int) -> dict:
@@ -230,7 +214,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=32)
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count())
     parser.add_argument("--rows", default="gpu,mixed,cpu",
-                        help="semantic dedup rows gpu, gpu-cpu-blocks, mixed, cpu; and minhash")
+                        help="semantic dedup rows gpu, mixed, cpu; and minhash")
     parser.add_argument("--minhash-mb", type=int, default=256,
                         help="MB of real text generated for the minhash row")
     parser.add_argument("--minhash-dir", default=None,
@@ -245,7 +229,7 @@ def main() -> None:
 
     gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     rows = [r for r in args.rows.split(",") if r]
-    if {"gpu", "gpu-cpu-blocks", "mixed"} & set(rows) and gpu_name is None:
+    if {"gpu", "mixed"} & set(rows) and gpu_name is None:
         parser.error("the gpu and mixed rows need a CUDA GPU (torch sees none); use --rows cpu")
     if importlib.util.find_spec("cudf") is None:
         print("cuDF is not installed: MinHash on the GPU (backend='cudf') is not measured")
@@ -267,17 +251,14 @@ def main() -> None:
         print(f"{args.docs:,} embeddings of {args.dim} dimensions ({copies:,} near copies) "
               f"written in {time.perf_counter() - start:.1f} s")
         for row in rows:
-            blocks = contextlib.nullcontext()
-            if row in ("gpu", "gpu-cpu-blocks"):
+            if row == "gpu":
                 client = get_client(cluster_type="gpu", dashboard_address=None)
-                if row == "gpu-cpu-blocks":
-                    blocks = cpu_sized_kmeans_blocks()
             elif row == "mixed":
                 client = get_client(cluster_type="mixed", n_workers=args.cpu_workers - 1,
                                     dashboard_address=None)
             else:
                 client = get_client(n_workers=args.cpu_workers, dashboard_address=None)
-            with client, blocks:
+            with client:
                 results[row] = run_workflow(raw, Path(tmp) / row, "cpu" if row == "cpu"
                                             else "cuda", args.clusters)
             print(f"{row}: {results[row]['wall_s']:.1f} s, phases {results[row]['phases']}",
@@ -292,7 +273,6 @@ def main() -> None:
             dropped_both = args.docs - np.union1d(first["kept_ids"], r["kept_ids"]).size
             agree = (both + dropped_both) / args.docs
         label = {"gpu": f"gpu: {gpu_name}",
-                 "gpu-cpu-blocks": f"gpu, 128 MiB k-means blocks: {gpu_name}",
                  "mixed": f"mixed: the GPU + {args.cpu_workers - 1} CPU workers"}.get(
                      row, f"cpu: {args.cpu_workers} workers")
         table.append([label, f"{r['wall_s']:.1f}", f"{args.docs / r['wall_s']:,.0f}",
@@ -301,7 +281,7 @@ def main() -> None:
             "row": row, "agreement": agree})
     print_table(["run", "wall s", "docs/s", "kept", "agrees with first"], table)
     cpu = results.get("cpu")
-    for row in ("gpu", "gpu-cpu-blocks", "mixed"):
+    for row in ("gpu", "mixed"):
         if cpu and row in results:
             print(f"{row}: {cpu['wall_s'] / results[row]['wall_s']:.2f}x the speed of "
                   f"{args.cpu_workers} CPU workers")
