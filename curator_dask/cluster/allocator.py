@@ -89,8 +89,8 @@ def malloc_thresholds(memory_limit: int | None) -> tuple[int, int]:
     twice that kept free), the mmap threshold bounded by :data:`MMAP_SHARE` of the
     limit and never below glibc's start, the trim threshold twice it, as glibc sets it.
 
-    >>> [t >> 20 for t in malloc_thresholds(None)], [t >> 20 for t in malloc_thresholds(1 << 30)]
-    ([64, 32], [8, 4])
+    >>> [t >> 20 for t in malloc_thresholds(None)], [t >> 20 for t in malloc_thresholds(8 << 30)]
+    ([64, 32], [16, 8])
     >>> malloc_thresholds(1 << 20) == (2 * MIN_MMAP_THRESHOLD, MIN_MMAP_THRESHOLD)
     True
     """
