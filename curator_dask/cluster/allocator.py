@@ -112,11 +112,12 @@ def huge_pages_enabled() -> bool | None:
 class WorkerAllocator(WorkerPlugin):
     """Keep each worker's freed memory for reuse and off huge pages (see the module).
 
-    ``get_client`` registers it with the defaults. ``huge_pages=True`` leaves a
-    worker's transparent huge pages as the system sets them (a stage that gains from
+    ``get_client`` registers it with the defaults. ``huge_pages=True`` gives a worker
+    transparent huge pages as the system's policy has them (for a stage that gains from
     them); ``reuse_memory=False`` leaves glibc's thresholds as the worker started
-    with them. Registering an instance with other settings replaces the defaults on
-    every worker, and a later ``get_client`` keeps it:
+    with them. Removed, it gives the worker back the huge pages it had before.
+    Registering an instance with other settings replaces the defaults on every worker,
+    and a later ``get_client`` keeps it:
 
     >>> from distributed import Client
     >>> from curator_dask.cluster import WorkerAllocator
@@ -136,15 +137,14 @@ class WorkerAllocator(WorkerPlugin):
         self._huge_pages_before: bool | None = None
 
     def setup(self, worker) -> None:
-        if not self.huge_pages:
-            self._huge_pages_before = huge_pages_enabled()
-            _set_huge_pages(False)
+        self._huge_pages_before = huge_pages_enabled()
+        _set_huge_pages(self.huge_pages)
         if self.reuse_memory:
             _set_malloc_thresholds(*malloc_thresholds(worker_memory_limit(worker)))
 
     def teardown(self, worker) -> None:
-        if self._huge_pages_before:
-            _set_huge_pages(True)
+        if self._huge_pages_before is not None:
+            _set_huge_pages(self._huge_pages_before)
 
 
 def _set_huge_pages(enabled: bool) -> None:
