@@ -7,7 +7,7 @@ thread, as system time. Two settings made a worker zero far more than it uses:
   mark their large allocations for huge pages (``madvise(MADV_HUGEPAGE)``), so the
   first touch of any byte zeroes 2 MiB, used or not (builders that reserve room to
   grow, allocator segments that are mostly empty). Exact dedup of 391 MB of JSONL on
-  2 one-thread workers spent 0.9 to 1.6 CPU-s of system time, most of it in the
+  2 one-thread workers spent 0.9 to 1.7 CPU-s of system time, most of it in the
   kernel zeroing huge pages, against 0.5 with huge pages off (user time the same).
 - **distributed's ``MALLOC_TRIM_THRESHOLD_=65536``**, which its nanny puts in every
   worker's environment (``distributed.nanny.pre-spawn-environ``). Setting it turns off
