@@ -8,8 +8,9 @@ words, plus planted exact and near duplicates), and the first ``--size-mb`` /
 (``benchmarks/diverse_corpus.py``), whose ground truth gives fuzzy dedup's precision and
 recall. A replicated sample has a small vocabulary, so the same code runs faster on it:
 both are reported.
-Each row runs the API path a NeMo Curator user would write, on a ``LocalCluster`` of
-``--workers`` processes with one thread each (``--workers`` threads for DuckDB), and
+Each row runs the API path a NeMo Curator user would write, on a local cluster of
+``--workers`` processes with one thread each, started as each contender's user starts
+one (``get_client`` for curator-dask; ``--workers`` threads for DuckDB), and
 each contender runs in its own fresh process, taking turns with its peer ``--repeat``
 times; the fastest wall time of each is reported, every time in the JSON.
 
@@ -68,7 +69,15 @@ NEMO_ENV = "CURATOR_DASK_NEMO_PYTHON"
 
 # -- children: one contender, one process -------------------------------------------------------
 
-def _cluster(workers: int):
+def _cluster(workers: int, nemo: bool = False):
+    """A local cluster as each contender's user starts it: ``get_client`` (ours), or
+    distributed's ``LocalCluster`` (NeMo Curator 0.9's ``get_client`` starts one)."""
+    if not nemo:
+        from curator_dask import get_client
+
+        client = get_client(n_workers=workers, threads_per_worker=1, dashboard_address=None,
+                            silence_logs=logging.ERROR)
+        return client.cluster, client
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -104,7 +113,7 @@ def child_filters(data: str, workers: int, nemo: bool) -> dict:
             ScoreFilter,
             WordCountFilter,
         )
-    cluster, client = _cluster(workers)
+    cluster, client = _cluster(workers, nemo)
     with cluster, client:
         files = sorted(str(p) for p in Path(data).glob("*.jsonl"))
         if nemo:

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import inspect
 import json
 import logging
+import sys
 
 import dask
 import pytest
 from conftest import wait_until
 from dask.utils import parse_bytes, parse_timedelta
-from distributed import LocalCluster
+from distributed import Client, LocalCluster
 from distributed.core import Status
 
 from curator_dask._distributed import shuffle_buffer_limits
-from curator_dask.cluster import TrimWhenPaused, dashboard_link, get_client, worker_resources
+from curator_dask.cluster import (
+    TrimWhenPaused,
+    WorkerAllocator,
+    dashboard_link,
+    get_client,
+    worker_resources,
+)
+from curator_dask.cluster.allocator import huge_pages_enabled, libc, malloc_thresholds
 from curator_dask.cluster.recycling import recycler_for
 from curator_dask.io.planner import shuffle_buffer_bytes
 
@@ -76,6 +85,8 @@ def test_every_worker_of_a_local_cluster_shuffles_within_buffers_planned_from_it
     with get_client(n_workers=1, memory_limit="512MiB", dashboard_address=None,
                     silence_logs=logging.ERROR) as client:
         assert list(client.run(shuffle_buffer_limits).values()) == [expected]
+        if GLIBC_LINUX:
+            assert list(client.run(huge_pages_enabled).values()) == [False]
         client.cluster.scale(2)  # a worker that joins later
         assert wait_until(lambda: list(client.run(shuffle_buffer_limits).values())
                           == [expected, expected], timeout=60), client.run(shuffle_buffer_limits)
@@ -93,6 +104,60 @@ def test_a_cluster_passed_in_gets_buffers_planned_and_a_worker_without_a_limit_k
         assert list(client.run(shuffle_buffer_limits).values()) == [{
             "comm": parse_bytes(dask.config.get("distributed.p2p.comm.buffer")),
             "disk": parse_bytes(dask.config.get("distributed.p2p.storage.buffer"))}]
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+GLIBC_LINUX = sys.platform.startswith("linux") and hasattr(libc(), "mallinfo2")
+
+
+def mapped_on_its_own(size: int) -> bool:
+    """Whether a block of ``size`` bytes that malloc gives this process is a mapping of
+    its own (fresh zeroed pages, unmapped when freed), read from glibc's counters."""
+    c = libc()
+    c.mallinfo2.restype = _MallInfo2
+    c.malloc.restype = ctypes.c_void_p
+    c.free.argtypes = [ctypes.c_void_p]
+    before = c.mallinfo2().hblkhd
+    block = c.malloc(size)
+    try:
+        return c.mallinfo2().hblkhd - before >= size
+    finally:
+        c.free(block)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not GLIBC_LINUX, reason="the settings are Linux's and glibc's")
+def test_workers_of_a_cluster_passed_in_reuse_freed_memory_off_huge_pages():
+    limit = 512 * 2**20
+    _, mmap_threshold = malloc_thresholds(limit)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit=limit,
+                      silence_logs=logging.ERROR) as cluster:
+        with Client(cluster) as plain:
+            # distributed's own worker: its trim threshold maps every block of 128 KiB
+            # and more on its own.
+            assert list(plain.run(mapped_on_its_own, mmap_threshold // 2).values()) == [True]
+        with get_client(cluster=cluster) as client:
+            def settings():
+                return [(huge, below, above) for huge, below, above in zip(
+                    client.run(huge_pages_enabled).values(),
+                    client.run(mapped_on_its_own, mmap_threshold // 2).values(),
+                    client.run(mapped_on_its_own, mmap_threshold * 3 // 2).values(),
+                    strict=True)]
+
+            assert settings() == [(False, False, True)]
+            cluster.scale(2)  # a worker that joins later
+            assert wait_until(lambda: settings() == [(False, False, True)] * 2, timeout=60), \
+                settings()
+            # Other settings replace the defaults, and a later get_client keeps them.
+            client.register_plugin(WorkerAllocator(huge_pages=True))
+            with get_client(cluster=cluster):
+                assert list(client.run(huge_pages_enabled).values()) == [True, True]
 
 
 def _trims(client) -> int:

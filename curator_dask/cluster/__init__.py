@@ -23,10 +23,13 @@ that retires them one at a time: never the last running worker, and the next onl
 the previous one's replacement is up (distributed's own ``lifetime`` retires each worker
 on its own random clock, and two that meet at once take the cluster down).
 
-On every cluster it starts or connects to, ``get_client`` registers two worker plugins:
-:class:`ShuffleBuffers`, which sizes each worker's P2P shuffle buffers from its memory
-limit instead of distributed's fixed defaults, and :class:`TrimWhenPaused`, which hands
-the allocator's free pages back to the system while a worker is paused for memory.
+On every cluster it starts or connects to, ``get_client`` registers three worker
+plugins: :class:`ShuffleBuffers`, which sizes each worker's P2P shuffle buffers from its
+memory limit instead of distributed's fixed defaults, :class:`TrimWhenPaused`, which
+hands the allocator's free pages back to the system while a worker is paused for
+memory, and :class:`WorkerAllocator`, which has each worker reuse the memory it freed
+and keeps it off transparent huge pages, whose zeroing cost more system time than the
+work's own.
 """
 
 from curator_dask.cluster.adaptive import (
@@ -38,6 +41,7 @@ from curator_dask.cluster.adaptive import (
     StageDemand,
     publish_demand,
 )
+from curator_dask.cluster.allocator import WorkerAllocator
 from curator_dask.cluster.client import (
     CLUSTER_TYPES,
     NO_WORKERS_TIMEOUT,
@@ -62,6 +66,7 @@ __all__ = [
     "ShuffleBuffers",
     "StageDemand",
     "TrimWhenPaused",
+    "WorkerAllocator",
     "WorkerRecycler",
     "add_cpu_workers",
     "dashboard_link",

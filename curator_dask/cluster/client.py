@@ -29,6 +29,7 @@ from curator_dask.bounds import (
     PositiveNumber,
 )
 from curator_dask.cluster.adaptive import adapt_cluster, adaptive_options, resources_adapt_starts
+from curator_dask.cluster.allocator import WorkerAllocator
 from curator_dask.cluster.memory_trim import TrimWhenPaused
 from curator_dask.cluster.recycling import recycler_for
 from curator_dask.cluster.shuffle_buffers import ShuffleBuffers
@@ -74,14 +75,15 @@ def get_client(  # noqa: PLR0912
     """A Dask client: to an existing cluster, or to a new local one.
 
     With ``scheduler_address`` or ``scheduler_file`` the client connects to a running
-    cluster and changes nothing on it but the two worker plugins below (its workers must
+    cluster and changes nothing on it but the three worker plugins below (its workers must
     advertise ``CPU``/``GPU`` resources themselves, e.g. ``dask worker ... --resources
     CPU=4``). With ``cluster`` it connects to that cluster object (dask-jobqueue, Dask
     Kubernetes, any ``distributed`` cluster). Otherwise it starts a local cluster of
     worker processes bound to 127.0.0.1. On every path, on the workers there now and on
     those that join later, each worker's P2P shuffle buffers are sized from its memory
-    limit (:class:`ShuffleBuffers`) and a worker paused for memory trims its allocator
-    (:class:`TrimWhenPaused`).
+    limit (:class:`ShuffleBuffers`), a worker paused for memory trims its allocator
+    (:class:`TrimWhenPaused`), and each worker keeps freed memory for reuse, off
+    transparent huge pages (:class:`WorkerAllocator`).
 
     Parameters
     ----------
@@ -327,11 +329,12 @@ def _cpu_worker_options(threads_per_worker, memory_limit, worker_kwargs: dict) -
 
 
 def _ready(client: Client) -> Client:
-    """The client, once each worker's P2P shuffle buffers fit its memory and a paused
-    worker trims its allocator (now and on the workers that join later), and the
-    dashboard link is logged."""
+    """The client, once each worker's P2P shuffle buffers fit its memory, a paused
+    worker trims its allocator and each worker reuses the memory it freed (now and on
+    the workers that join later), and the dashboard link is logged."""
     client.register_plugin(ShuffleBuffers())
     client.register_plugin(TrimWhenPaused())
+    client.register_plugin(WorkerAllocator())
     _log_dashboard(client)
     return client
 

@@ -13,14 +13,13 @@ while the worker is paused, on glibc systems (elsewhere it does nothing).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 
 from distributed import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from curator_dask._distributed import worker_paused
+from curator_dask.cluster.allocator import libc
 
 __all__ = ["TrimWhenPaused"]
 
@@ -29,11 +28,7 @@ logger = logging.getLogger(__name__)
 
 def _malloc_trim():
     """glibc's ``malloc_trim``, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
+    return getattr(libc(), "malloc_trim", None)
 
 
 class TrimWhenPaused(WorkerPlugin):
