@@ -8,11 +8,11 @@ document whose id is the label). Two algorithms give the same labels:
     Exact union-find in numba (:class:`UnionFind`: the root with the lower id wins, path
     halving) over ids numbered by a hash table, no sort, fed one edge partition after
     the other by a chain of tasks on one worker: its state grows with the distinct ids
-    (53 bytes an id at peak with the result, 2 million edges among 250,000 ids in 13 MB),
+    (64 bytes an id at peak with the result: 2 million edges among 250,000 ids in 16 MB),
     never with the edges, of which a task holds one partition. Used while the distinct
     ids (at most twice the edges, at most the documents) fit the smallest worker's
-    memory at :data:`UNION_FIND_BYTES_PER_ID` (:func:`local_id_capacity`: 6 million ids
-    on a 1 GiB worker, 158 million on 16 GiB), or up to ``max_local_edges`` edges when it
+    memory at :data:`UNION_FIND_BYTES_PER_ID` (:func:`local_id_capacity`: 5.5 million ids
+    on a 1 GiB worker, 126 million on 16 GiB), or up to ``max_local_edges`` edges when it
     is given. :func:`union_find_components` is the same over arrays in memory.
 ``distributed_components``
     Alternating large-star / small-star (Kiveris et al., "Connected Components in
@@ -61,10 +61,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 GROUP_FIELD = "group"
-#: Peak memory of :class:`UnionFind` per distinct id that plans it: 53 bytes measured with
-#: its ``(id, group)`` frame, 2 million edges among 250,000 ids folded in 40 partitions
-#: (the state doubling as it filled), and a margin.
-UNION_FIND_BYTES_PER_ID = 64
+#: Memory of :class:`UnionFind` per distinct id that plans it: 64 bytes at peak measured
+#: (2 million edges among 250,000 ids folded in 40 partitions, traced): 21 for the state,
+#: the rest while it doubles and for its ``(id, group)`` frame; and a margin.
+UNION_FIND_BYTES_PER_ID = 80
 #: The most distinct ids union-find takes (its numbering is int32).
 _MOST_LOCAL_IDS = 2**31 - 1
 
@@ -100,6 +100,19 @@ def _find(parent, i):
 
 
 @njit(nogil=True)
+def _number(slots, ids, parent, count, v):
+    """The number of id ``v``, numbering it ``count`` (its own root) if it is new; and
+    the count of ids numbered after it."""
+    h = _slot(slots, ids, v)
+    if slots[h] == -1:
+        slots[h] = count
+        ids[count] = v
+        parent[count] = count
+        count += 1
+    return slots[h], count
+
+
+@njit(nogil=True)
 def _fold_edges(x, y, start, slots, ids, parent, count):
     """Number the ends of edges ``start...`` (new ids in order of first appearance) and
     join their components; stop before an edge whose ends might not fit (``ids`` full, or
@@ -108,17 +121,10 @@ def _fold_edges(x, y, start, slots, ids, parent, count):
     for k in range(start, x.shape[0]):
         if count > room:
             return k, count
-        roots = np.empty(2, np.int32)
-        for end in range(2):
-            v = x[k] if end == 0 else y[k]
-            h = _slot(slots, ids, v)
-            if slots[h] == -1:
-                slots[h] = count
-                ids[count] = v
-                parent[count] = count
-                count += 1
-            roots[end] = _find(parent, slots[h])
-        a, b = roots[0], roots[1]
+        a, count = _number(slots, ids, parent, count, x[k])
+        b, count = _number(slots, ids, parent, count, y[k])
+        a = _find(parent, a)
+        b = _find(parent, b)
         # The root with the smaller id wins, so every root is its component's lowest id.
         if a != b:
             if ids[a] < ids[b]:
@@ -434,8 +440,8 @@ def local_id_capacity(memory: WorkerMemory | None = None) -> int:
     the same share of this machine's memory.
 
     >>> from curator_dask.io.planner import WorkerMemory
-    >>> local_id_capacity(WorkerMemory(2, 1, 2**30)) // 10**6
-    6
+    >>> local_id_capacity(WorkerMemory(2, 1, 2**30)) // 10**5
+    55
     """
     memory = memory or worker_memory()
     if memory.limit is None:
