@@ -27,7 +27,9 @@ whose output is the reference: the limited run's kept ids must be the same
 same corpora instead of running them again). Reported per
 run: wall seconds, MB/s per core (input bytes / wall / workers), the peak resident memory
 of each worker process and of all processes together (scheduler, workers, this driver),
-the workers restarted for memory, and whether the output equals the unlimited run's.
+the workers restarted for memory, and whether the output equals the unlimited run's;
+for the dedup workflows that log their phases (``fuzzy``, ``semantic``), the peak of one
+worker in each phase too.
 
     python benchmarks/scale.py --corpus 1x=/work/corpus/scale1 \\
         --corpus 4x=/work/corpus/scale16:24 --corpus 16x=/work/corpus/scale16 \\
@@ -45,6 +47,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -159,7 +162,9 @@ def _run_row(row: str, data: Path, work: Path, client) -> dict:
         result = FuzzyDeduplicationWorkflow(str(data), cache_path=str(cache),
                                             output_path=str(out), perform_removal=True).run()
         extra = {"documents_in": result.input_documents,
-                 "candidate_pairs": result.candidate_pairs, "phases": result.phase_seconds}
+                 "candidate_pairs": result.candidate_pairs, "phases": result.phase_seconds,
+                 # every document in a group: the distinct ids of the edges
+                 "grouped_documents": result.duplicate_documents + result.duplicate_groups}
     elif row == "semantic":
         config = SemanticDedupConfig(n_clusters=100, embedding_column="embeddings")
         result = SemanticDeduplicationWorkflow(str(data), cache_path=str(cache),
@@ -180,6 +185,35 @@ def _run_row(row: str, data: Path, work: Path, client) -> dict:
     return {"kept": rows, "digest": digest, **extra}
 
 
+class PhaseMarks(logging.Handler):
+    """When each phase of a workflow started, from its ``"...: computing PHASE"`` lines."""
+
+    PATTERN = re.compile(r": computing (\w+)$")
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.marks: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = self.PATTERN.search(record.getMessage())
+        if found:
+            self.marks.append((record.created, found.group(1)))
+
+    @contextlib.contextmanager
+    def listening(self, logger_name: str = "curator_dask.dedup"):
+        dedup = logging.getLogger(logger_name)
+        level, propagate = dedup.level, dedup.propagate
+        dedup.setLevel(logging.INFO)
+        dedup.propagate = False  # the driver's own log stays at WARNING
+        dedup.addHandler(self)
+        try:
+            yield self
+        finally:
+            dedup.removeHandler(self)
+            dedup.setLevel(level)
+            dedup.propagate = propagate
+
+
 def _input_bytes(data: Path) -> int:
     return sum(f.stat().st_size for f in data.iterdir() if f.suffix in (".jsonl", ".parquet"))
 
@@ -198,7 +232,8 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
         input_bytes = _input_bytes(Path(data))
         error = None
         with RssSampler(cluster.all_pids, interval=0.2) as memory, \
-                RssSampler(cluster.worker_pids, interval=0.2) as workers_memory:
+                RssSampler(cluster.worker_pids, interval=0.2, timeline=True) as workers_memory, \
+                PhaseMarks().listening() as phases:
             start, started_at = time.perf_counter(), time.time()
             try:
                 outcome = _run_row(row, Path(data), work_dir, client)
@@ -214,6 +249,9 @@ def child(row: str, data: str, work: str, workers: int, memory_limit: str) -> di
             "input_bytes": input_bytes, "wall_seconds": round(wall, 2),
             "mb_per_s_per_core": round(input_bytes / MB / wall / workers, 2),
             "peak_worker_rss_mb": round(workers_memory.largest / MB),
+            "peak_worker_rss_mb_by_phase": {
+                name: round(rss / MB) for name, rss in workers_memory.peaks_between(
+                    [(started_at, "start"), *phases.marks]).items()},
             "peak_total_rss_mb": round(memory.peak / MB),
             "memory_restarts": len(restarts), "restarts_at_seconds": restarts,
             "error": error, **outcome,

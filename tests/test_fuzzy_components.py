@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from dask.sizeof import sizeof
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +18,12 @@ from curator_dask.dedup.fuzzy import (
     distributed_components,
     union_find_components,
 )
-from curator_dask.dedup.fuzzy.components import UNION_FIND_BYTES_PER_EDGE, local_edge_capacity
+from curator_dask.dedup.fuzzy.components import (
+    UNION_FIND_BYTES_PER_ID,
+    UnionFind,
+    local_id_capacity,
+    streamed_components,
+)
 from curator_dask.io.planner import WorkerMemory
 
 
@@ -87,9 +96,59 @@ def test_union_find_equals_breadth_first_search_on_generated_graphs(data, pool):
     x = np.array([a for a, _ in edges], dtype=np.int64)
     y = np.array([b for _, b in edges], dtype=np.int64)
     ids, groups = union_find_components(x, y)
-    # Every id once, in order of first appearance over x, then y.
-    assert ids.tolist() == list(dict.fromkeys([*x.tolist(), *y.tolist()]))
+    # Every id once, in order of first appearance: x[0], y[0], x[1], ...
+    assert ids.tolist() == list(dict.fromkeys(np.column_stack([x, y]).ravel().tolist()))
     assert dict(zip(ids.tolist(), groups.tolist(), strict=True)) == reference(x, y).to_dict()
+
+
+def edge_partitions(data, pool) -> list[pd.DataFrame]:
+    """Edges over ``pool`` cut into partitions, some empty, ids repeated across them."""
+    edges = data.draw(st.lists(st.tuples(st.sampled_from(pool), st.sampled_from(pool)),
+                               max_size=60))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(edges)), max_size=6)))
+    bounds = [0, *cuts, len(edges)]
+    return [pd.DataFrame({"id_x": np.array([a for a, _ in edges[i:j]], dtype=np.int64),
+                          "id_y": np.array([b for _, b in edges[i:j]], dtype=np.int64)})
+            for i, j in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), pool=ID_POOL, capacity=st.integers(1, 64))
+def test_union_find_fed_partition_by_partition_equals_breadth_first_search(data, pool,
+                                                                           capacity):
+    # A small first capacity makes the state grow while partitions are folded in.
+    parts = edge_partitions(data, pool)
+    state = UnionFind(capacity)
+    for part in parts:
+        state.add_partition(part)
+    ids, groups = state.components()
+    edges = pd.concat(parts)
+    assert len(ids) == len(set(ids.tolist())) == len(state)
+    assert (dict(zip(ids.tolist(), groups.tolist(), strict=True))
+            == reference(edges["id_x"], edges["id_y"]).to_dict())
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), pool=ID_POOL)
+def test_streamed_components_over_dask_partitions_equal_breadth_first_search(data, pool):
+    parts = edge_partitions(data, pool)
+    edges = dd.from_delayed([dask.delayed(part) for part in parts], meta=parts[0].iloc[:0],
+                            verify_meta=False)
+    out = streamed_components(edges).compute()
+    assert out["id"].is_unique
+    expected = pd.concat(parts)
+    assert (out.set_index("id")["group"].to_dict()
+            == reference(expected["id_x"], expected["id_y"]).to_dict())
+
+
+def test_union_find_memory_follows_the_distinct_ids_not_the_edges():
+    x, y = random_graph(3, 5000, 2500)
+    once = UnionFind().add_edges(x, y)
+    many = UnionFind()
+    for _ in range(50):  # 50 times the edges, the same ids
+        many.add_edges(x, y)
+    assert sizeof(many) == sizeof(once)
+    assert [a.tolist() for a in many.components()] == [a.tolist() for a in once.components()]
 
 
 @pytest.mark.slow
@@ -134,15 +193,18 @@ def test_no_edges_no_groups():
 
 
 def test_the_choice_of_algorithm_follows_the_workers_memory():
-    # Union-find on one worker takes what fits the smallest worker's budget; more edges
-    # than that go to the distributed algorithm, with the same groups.
+    # Union-find on one worker takes as many distinct ids as fit the smallest worker's
+    # budget (at most two an edge, at most num_ids); more go to the distributed
+    # algorithm, with the same groups.
     small, big = WorkerMemory(4, 1, 2**30), WorkerMemory(4, 1, 16 * 2**30)
-    assert 0 < local_edge_capacity(small) < local_edge_capacity(big)
-    assert local_edge_capacity(small) * UNION_FIND_BYTES_PER_EDGE < 2**30
+    assert 0 < local_id_capacity(small) < local_id_capacity(big)
+    assert local_id_capacity(small) * UNION_FIND_BYTES_PER_ID < 2**30
     x, y = random_graph(5, 300, 200)
     ids, groups = union_find_components(x, y)
     expected = pd.Series(groups, index=ids).sort_index().tolist()
-    for num_edges, partitions in ((len(x), 1), (local_edge_capacity() + 1, 3)):
-        out = connected_components(edge_frame(x, y, 3), num_edges=num_edges)
+    beyond = local_id_capacity() // 2 + 1  # edges whose ends might not fit
+    for num_edges, num_ids, partitions in ((len(x), None, 1), (beyond, None, 3),
+                                           (beyond, 300, 1)):
+        out = connected_components(edge_frame(x, y, 3), num_edges=num_edges, num_ids=num_ids)
         assert out.npartitions == partitions
         assert labels(out.compute()).tolist() == expected

@@ -191,3 +191,28 @@ def test_fuzzy_dedup_in_a_pipeline_counts_the_tasks_of_finding_groups(corpus, cl
              for line in progress_lines(caplog)]
     counts = [(int(m[1]), int(m[2])) for m in found if m]
     assert counts and all(done == total > 0 for done, total in counts)
+
+
+def _slow_square(x: int) -> int:
+    time.sleep(0.2)  # outlasts a few of the progress's 50 ms polls
+    return x * x
+
+
+def test_a_labelled_compute_lets_go_of_its_results_when_it_returns(client, fast_lines):
+    # Nothing of a finished phase may stay on the cluster for the next phase to run
+    # beside; with the garbage collector off, a reference cycle would keep it there.
+    import gc
+
+    parts = [dask.delayed(_slow_square, pure=False)(i) for i in range(3)]
+    keys = {part.key for part in parts}
+
+    def held() -> set:
+        return keys & {key for worker in client.has_what().values() for key in worker}
+
+    gc.disable()
+    try:
+        with progress_module.phase("squares"):
+            assert progress_module.compute(*parts) == (0, 1, 4)
+        assert wait_for(lambda: not held()), held()
+    finally:
+        gc.enable()

@@ -341,8 +341,9 @@ def _track(client, futures, progress: Progress) -> None:
     try:
         total = client.run_on_scheduler(_watch, [f.key for f in futures], name)
         progress.set_total(total)
+        all_done = _all_done(futures)
         while True:
-            finished = _wait(futures, min(1.0, max(progress.interval, 0.05)))
+            finished = all_done.wait(min(1.0, max(progress.interval, 0.05)))
             remaining = client.run_on_scheduler(_remaining, name)
             done = total if remaining is None else total - remaining
             if done > progress.done:
@@ -354,15 +355,31 @@ def _track(client, futures, progress: Progress) -> None:
             client.run_on_scheduler(_unwatch, name)
 
 
-def _wait(futures, timeout: float) -> bool:
-    """Whether every future finished (or failed) within ``timeout`` seconds."""
-    from distributed import wait
+def _all_done(futures) -> threading.Event:
+    """An event set once every future has finished, failed or been cancelled.
 
-    try:
-        wait(futures, timeout=timeout)
-    except TimeoutError:
-        return False
-    return True
+    Not ``distributed.wait(futures, timeout=...)`` in a loop: each wait that times out
+    leaves its error in a reference cycle with the frames that hold ``futures``, so the
+    futures, their results and their tasks' state on the workers outlived the call until
+    the driver's next full garbage collection (a later phase of a workflow ran beside
+    every task of the one before).
+    """
+    all_done = threading.Event()
+    pending = len(futures)
+    lock = threading.Lock()
+
+    def one_done(_future) -> None:
+        nonlocal pending
+        with lock:
+            pending -= 1
+            if pending == 0:
+                all_done.set()
+
+    if not futures:
+        all_done.set()
+    for future in futures:
+        future.add_done_callback(one_done)
+    return all_done
 
 
 async def _watch(keys, name, dask_scheduler=None) -> int:

@@ -12,8 +12,10 @@ CPU and GPU workers can share one run.
 
 from curator_dask.compat import FuzzyDuplicatesConfig
 from curator_dask.dedup.fuzzy.components import (
+    UnionFind,
     connected_components,
     distributed_components,
+    streamed_components,
     union_find_components,
 )
 from curator_dask.dedup.fuzzy.duplicates import FUZZY_DUPLICATE_REASON, FuzzyDuplicates
@@ -31,6 +33,7 @@ __all__ = [
     "FuzzyDuplicates",
     "FuzzyDuplicatesConfig",
     "MinHash",
+    "UnionFind",
     "band_buckets",
     "char_ngram_jaccard",
     "check_false_positives",
@@ -39,5 +42,6 @@ __all__ = [
     "lsh_probability",
     "optimal_bands",
     "signature_matrix",
+    "streamed_components",
     "union_find_components",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 import dask.dataframe as dd
+import pandas as pd
 
 from curator_dask.backends import is_cudf
 from curator_dask.compat import FuzzyDuplicatesConfig, nemo_keywords, renamed
@@ -169,10 +170,14 @@ class FuzzyDuplicates(Configured):
                                  broadcast_threshold=self.broadcast_threshold)
 
     @scoped(FUZZY_SCOPE)
-    def groups(self, edges, num_edges: int | None = None) -> dd.DataFrame:
-        """``(id, group)`` of every document in an edge (group = lowest id)."""
+    def groups(self, edges, num_edges: int | None = None,
+               num_ids: int | None = None) -> dd.DataFrame:
+        """``(id, group)`` of every document in an edge (group = lowest id); ``num_edges``
+        and ``num_ids`` (the documents) as for
+        :func:`~curator_dask.dedup.fuzzy.connected_components`."""
         return connected_components(edges, id_field=self.id_field,
-                                    max_local_edges=self.max_local_edges, num_edges=num_edges)
+                                    max_local_edges=self.max_local_edges, num_edges=num_edges,
+                                    num_ids=num_ids)
 
     # -- all together ------------------------------------------------------------------------
     @nemo_keywords()
@@ -191,13 +196,18 @@ class FuzzyDuplicates(Configured):
         """
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
-        # count shares the MinHash pass with the edges.
-        edges, repeated = progress.persist(self.candidate_edges(signatures).df,
-                                       repeated_ids(signatures.df, self.id_field))
+        # check and the document count share the MinHash pass with the edges.
+        edges, repeated, documents = progress.persist(
+            self.candidate_edges(signatures).df, repeated_ids(signatures.df, self.id_field),
+            signatures.df.map_partitions(_row_count, meta=_row_count(signatures.df._meta),
+                                         align_dataframes=False, enforce_metadata=False,
+                                         token=task_name("count")))
         check_unique_ids(repeated, self.id_field, who="FuzzyDuplicates")
         if self.false_positive_check:
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
-        return DocumentDataset(self.groups(edges, num_edges=len(edges)))
+        # The documents bound the distinct ids of the edges (see connected_components).
+        return DocumentDataset(self.groups(edges, num_edges=len(edges),
+                                           num_ids=int(documents.sum().compute())))
 
     @nemo_keywords()
     def identify_duplicates(self, ds: DocumentDataset) -> DocumentDataset:
@@ -233,3 +243,6 @@ class FuzzyDuplicates(Configured):
         groups = self.identify(ds)
         return self.remove(ds, groups) if self.perform_removal else groups
 
+
+def _row_count(df) -> pd.Series:
+    return pd.Series([len(df)], dtype="int64")

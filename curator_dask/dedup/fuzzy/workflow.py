@@ -316,7 +316,8 @@ class FuzzyDeduplicationWorkflow:
             scored = run_phase("jaccard",
                                lambda: self._jaccard(ds, lsh, fingerprints["jaccard"]))
         components = run_phase("components",
-                               lambda: self._components(lsh, scored, fingerprints["components"]))
+                               lambda: self._components(lsh, scored, fingerprints["components"],
+                                                        documents=signatures.rows))
         duplicates = components.rows - components.stats["groups"]
         result = FuzzyDedupResult(
             input_documents=signatures.rows, duplicate_documents=duplicates,
@@ -426,7 +427,7 @@ class FuzzyDeduplicationWorkflow:
                            storage_options=self.storage_options)
 
     def _components(self, lsh: PhaseResult, scored: PhaseResult | None,
-                    fingerprint: dict) -> PhaseResult:
+                    fingerprint: dict, documents: int) -> PhaseResult:
         stats: dict = {}
         if scored is None:
             edges, num_edges = self._candidate_edges(lsh), lsh.rows
@@ -436,7 +437,8 @@ class FuzzyDeduplicationWorkflow:
             passed = int(similar.sum().compute())
             stats["false_positive_pairs"] = scored.rows - passed
             edges, num_edges = pairs[similar], passed
-        groups = self.dedup.groups(edges[list(EDGE_FIELDS)], num_edges=num_edges)
+        groups = self.dedup.groups(edges[list(EDGE_FIELDS)], num_edges=num_edges,
+                                   num_ids=documents)
 
         def count_groups(_: PhaseResult) -> dict:
             return {**stats, "groups": int(self.groups()[GROUP_FIELD].nunique().compute())}
