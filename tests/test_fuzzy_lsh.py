@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
 from curator_dask.dedup.fuzzy import LSH, band_buckets, lsh_probability, optimal_bands
+from curator_dask.dedup.fuzzy.lsh import planned_bands_per_iteration
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_series
+from curator_dask.io.planner import WorkerMemory
 
 
 def signatures(matrix, ids, npartitions=1) -> DocumentDataset:
@@ -127,3 +131,23 @@ def test_lsh_needs_integer_ids():
     df = pd.DataFrame({"id": ["a"], SIGNATURE_FIELD: signature_series(np.zeros((1, 4), np.uint32))})
     with pytest.raises(TypeError, match="AddId"):
         LSH(num_bands=2, minhashes_per_band=2).edges(DocumentDataset.from_pandas(df))
+
+
+@given(bands=st.integers(1, 64), documents=st.integers(0, 10**11),
+       workers=st.integers(1, 64), limit=st.integers(2**26, 2**38))
+def test_planned_bands_shuffle_no_more_pairs_than_the_cluster_holds(bands, documents,
+                                                                    workers, limit):
+    memory = WorkerMemory(workers=workers, threads=1, limit=limit)
+    per = planned_bands_per_iteration(bands, documents, memory)
+    assert 1 <= per <= bands
+    pairs = 16 * max(documents, 1)  # an id and a bucket id, 8 bytes each, a band
+    if per > 1:
+        assert per * pairs <= workers * limit  # the shuffle fits the cluster's memory
+    if per < bands:
+        assert (per + 1) * pairs > workers * limit  # and takes as many bands as fit
+    assert planned_bands_per_iteration(bands, documents * 2 + 1, memory) <= per
+
+
+def test_without_a_document_count_bands_go_five_at_a_time():
+    assert [len(r) for r in LSH(num_bands=12).iterations()] == [5, 5, 2]
+    assert [len(r) for r in LSH(num_bands=12, bands_per_iteration=4).iterations(10)] == [4] * 3

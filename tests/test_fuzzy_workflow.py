@@ -9,6 +9,7 @@ import pytest
 from conftest import write_jsonl
 
 from curator_dask import DocumentDataset
+from curator_dask.dedup import FuzzyDedupConfig
 from curator_dask.dedup.fuzzy import FuzzyDeduplicationWorkflow, FuzzyDuplicates, MinHash
 from curator_dask.dedup.fuzzy import duplicates as duplicates_module
 from curator_dask.dedup.removal import default_shuffle_method
@@ -109,13 +110,30 @@ def test_a_crash_inside_lsh_redoes_only_the_unfinished_bands(raw, monkeypatch):
 
     monkeypatch.setattr(LSH, "band_edges", fail_on_third)
     with pytest.raises(RuntimeError):
-        workflow(raw, perform_removal=False).run()
+        workflow(raw, perform_removal=False, bands_per_iteration=5).run()
     calls.clear()
-    result = workflow(raw, perform_removal=False).run()
+    result = workflow(raw, perform_removal=False, bands_per_iteration=5).run()
     assert calls == [range(10, 15), range(15, 20)]
     assert result.phases_from_cache == ["minhash"]
     assert result.output is None
     assert result.kept_documents == len(want)
+
+
+def test_a_corpus_whose_buckets_fit_memory_is_shuffled_in_one_iteration_of_all_bands(
+        raw, monkeypatch):
+    from curator_dask.dedup.fuzzy.lsh import LSH
+
+    calls = []
+    band_edges = LSH.band_edges
+
+    def record(self, signatures, bands):
+        calls.append(bands)
+        return band_edges(self, signatures, bands)
+
+    monkeypatch.setattr(LSH, "band_edges", record)
+    result = workflow(raw, perform_removal=False).run()
+    assert calls == [range(0, FuzzyDedupConfig().num_bands)]
+    assert result.kept_documents == len(expected_kept(raw))
 
 
 @pytest.mark.slow

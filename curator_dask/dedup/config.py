@@ -121,7 +121,7 @@ class FuzzyDedupConfig:
     char_ngrams: int = 24
     num_bands: int = 20
     minhashes_per_band: int = 13
-    bands_per_iteration: int = 5
+    bands_per_iteration: int | None = None
     use_64_bit_hash: bool = False
     false_positive_check: bool = False
     jaccard_threshold: float = 0.8

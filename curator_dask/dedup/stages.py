@@ -125,7 +125,8 @@ class FuzzyDedup(WholeDatasetStage):
     char_ngrams : int, default 24
     num_bands : int, default 20
     minhashes_per_band : int, default 13
-    bands_per_iteration : int, default 5
+    bands_per_iteration : int, optional
+        Bands shuffled at once; planned from the number of documents by default.
     use_64_bit_hash : bool, default False
     false_positive_check : bool, default False
     jaccard_threshold : float, default 0.8

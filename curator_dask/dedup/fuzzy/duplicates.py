@@ -63,8 +63,10 @@ class FuzzyDuplicates(Configured):
         The signature has ``num_bands * minhashes_per_band`` hashes. Pairs of similarity
         ``s`` become candidates with probability ``1 - (1 - s**13)**20``: 0.997 at 0.9,
         0.68 at 0.8, 0.002 at 0.5 (see :func:`~curator_dask.dedup.fuzzy.optimal_bands`).
-    bands_per_iteration : int, default 5
-        Bands shuffled at once (see :class:`~curator_dask.dedup.fuzzy.LSH`).
+    bands_per_iteration : int, optional
+        Bands shuffled at once (see :class:`~curator_dask.dedup.fuzzy.LSH`); by default
+        planned from the number of documents where it is known (the workflow, and
+        :meth:`identify`'s count), else 5.
     false_positive_check : bool, default False
         Check every candidate pair's true Jaccard similarity before connecting it.
     jaccard_threshold : float, default 0.8

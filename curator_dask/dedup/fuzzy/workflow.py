@@ -310,7 +310,7 @@ class FuzzyDeduplicationWorkflow:
 
         signatures = run_phase("minhash", lambda: self._minhash(ds, fingerprints["minhash"]))
         self._check_ids()  # every run: a cached phase may predate the check
-        lsh = run_phase("lsh", lambda: self._lsh(fingerprints["lsh"]))
+        lsh = run_phase("lsh", lambda: self._lsh(fingerprints["lsh"], signatures.rows))
         scored = None
         if self.dedup.false_positive_check:
             scored = run_phase("jaccard",
@@ -387,11 +387,11 @@ class FuzzyDeduplicationWorkflow:
         return write_phase(self.dedup.signatures(ds).df, self._path("minhash"),
                            fingerprint=fingerprint, storage_options=self.storage_options)
 
-    def _lsh(self, fingerprint: dict) -> PhaseResult:
+    def _lsh(self, fingerprint: dict, documents: int) -> PhaseResult:
         signatures = self.signatures()
         lsh = self.dedup.lsh
         rows, parts = 0, []
-        for bands in lsh.iterations():
+        for bands in lsh.iterations(documents):
             name = f"bands-{bands.start:03d}-{bands.stop:03d}"
             path = self._path("lsh", name)
             done = read_phase(path, fingerprint=fingerprint, storage_options=self.storage_options)
