@@ -18,7 +18,11 @@ import pytest
 from conftest import docs, write_jsonl
 
 from curator_dask import AddId, JsonlReader, ParquetWriter, Pipeline
-from curator_dask.dedup import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
+from curator_dask.dedup import (
+    ExactDeduplicationWorkflow,
+    FuzzyDedupConfig,
+    FuzzyDeduplicationWorkflow,
+)
 from curator_dask.dedup.stages import ExactDedup
 from curator_dask.executors import LocalExecutor, StreamingExecutor
 from curator_dask.observe import progress as progress_module
@@ -142,7 +146,8 @@ def test_dedup_workflows_report_each_phase(corpus, client, tmp_path, caplog, fas
                       "exact dedup: remove and write"]
         else:
             FuzzyDeduplicationWorkflow(**options, perform_removal=True, char_ngrams=5).run()
-            phases = ["fuzzy dedup: minhash", "fuzzy dedup: lsh: bands 0-4 of 20",
+            bands = FuzzyDedupConfig().num_bands  # all in one shuffle at this size
+            phases = ["fuzzy dedup: minhash", f"fuzzy dedup: lsh: bands 0-{bands - 1} of {bands}",
                       "fuzzy dedup: components", "fuzzy dedup: removal"]
     ends = {}
     for line in progress_lines(caplog):

@@ -135,12 +135,17 @@ class WorkerAllocator(WorkerPlugin):
         # settings replace whatever instance is there.
         self.idempotent = not huge_pages and reuse_memory
         self._huge_pages_before: bool | None = None
+        #: ``(trim, mmap)`` thresholds glibc accepted on this worker, None until then (or
+        #: where it refused, or with ``reuse_memory=False``).
+        self.thresholds: tuple[int, int] | None = None
 
     def setup(self, worker) -> None:
         self._huge_pages_before = huge_pages_enabled()
         _set_huge_pages(self.huge_pages)
         if self.reuse_memory:
-            _set_malloc_thresholds(*malloc_thresholds(worker_memory_limit(worker)))
+            wanted = malloc_thresholds(worker_memory_limit(worker))
+            if _set_malloc_thresholds(*wanted):
+                self.thresholds = wanted
 
     def teardown(self, worker) -> None:
         if self._huge_pages_before is not None:
@@ -153,10 +158,13 @@ def _set_huge_pages(enabled: bool) -> None:
         logger.debug("transparent huge pages left as they are (no prctl, or refused)")
 
 
-def _set_malloc_thresholds(trim: int, mmap: int) -> None:
+def _set_malloc_thresholds(trim: int, mmap: int) -> bool:
+    """Whether glibc took both thresholds."""
     mallopt = _function("mallopt")
     if mallopt is None:
-        return
+        return False
     # mallopt returns 1 on success; a C library without these parameters refuses.
     if not (mallopt(_M_MMAP_THRESHOLD, mmap) and mallopt(_M_TRIM_THRESHOLD, trim)):
         logger.debug("glibc's malloc thresholds left as they are (refused)")
+        return False
+    return True
