@@ -40,7 +40,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dask.utils import parse_bytes
 
@@ -74,6 +74,7 @@ __all__ = [
     "shuffle_buffer_bytes",
     "task_budget",
     "task_input_bytes",
+    "with_known_limit",
     "worker_memory",
     "working_set_of",
 ]
@@ -173,9 +174,27 @@ def worker_memory(client=None) -> WorkerMemory:
             limits = [int(w.get("memory_limit") or 0) for w in workers]
             return WorkerMemory(len(workers), max(threads), min(limits) if all(limits) else None,
                                 sum(threads))
+    return WorkerMemory(1, os.cpu_count() or 1, _machine_memory())
+
+
+def with_known_limit(memory: WorkerMemory) -> WorkerMemory:
+    """``memory``, or where no worker's limit is known, the same cluster with this
+    machine's memory as the limit: the most a worker without a limit can use.
+
+    >>> with_known_limit(WorkerMemory(2, 1, 2**30)).limit == 2**30
+    True
+    >>> with_known_limit(WorkerMemory(2, 1, None)).limit > 0
+    True
+    """
+    if memory.limit is not None:
+        return memory
+    return replace(memory, limit=_machine_memory())
+
+
+def _machine_memory() -> int:
     import psutil
 
-    return WorkerMemory(1, os.cpu_count() or 1, int(psutil.virtual_memory().total))
+    return int(psutil.virtual_memory().total)
 
 
 def working_set_of(work: str | float | None) -> float:

@@ -42,7 +42,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.errors import ComputationError, InvalidArgumentError
-from curator_dask.io.planner import WorkerMemory, task_budget, worker_memory
+from curator_dask.io.planner import WorkerMemory, task_budget, with_known_limit, worker_memory
 from curator_dask.numba_cache import njit
 from curator_dask.stages.columns import require_columns
 from curator_dask.task_names import delayed_task, task_name
@@ -443,12 +443,7 @@ def local_id_capacity(memory: WorkerMemory | None = None) -> int:
     >>> local_id_capacity(WorkerMemory(2, 1, 2**30)) // 10**5
     55
     """
-    memory = memory or worker_memory()
-    if memory.limit is None:
-        import psutil
-
-        memory = WorkerMemory(memory.workers, memory.threads,
-                              int(psutil.virtual_memory().total), memory.total_threads)
+    memory = with_known_limit(memory or worker_memory())
     return min(task_budget(memory) // UNION_FIND_BYTES_PER_ID, _MOST_LOCAL_IDS)
 
 

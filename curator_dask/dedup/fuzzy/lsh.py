@@ -46,7 +46,7 @@ from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.minhash import SIGNATURE_FIELD, signature_matrix
 from curator_dask.dedup.removal import default_shuffle_method
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
-from curator_dask.io.planner import WorkerMemory, worker_memory
+from curator_dask.io.planner import WorkerMemory, with_known_limit, worker_memory
 from curator_dask.stages.columns import require_columns
 from curator_dask.task_names import task_name
 
@@ -100,13 +100,8 @@ def planned_bands_per_iteration(num_bands: int, documents: int | None,
     """
     if documents is None:
         return min(num_bands, DEFAULT_BANDS_PER_ITERATION)
-    memory = memory or worker_memory()
-    limit = memory.limit
-    if limit is None:
-        import psutil
-
-        limit = int(psutil.virtual_memory().total)
-    fits = limit * memory.workers // (BUCKET_PAIR_BYTES * max(int(documents), 1))
+    memory = with_known_limit(memory or worker_memory())
+    fits = memory.limit * memory.workers // (BUCKET_PAIR_BYTES * max(int(documents), 1))
     return int(max(1, min(num_bands, fits)))
 
 
