@@ -151,3 +151,9 @@ def test_planned_bands_shuffle_no_more_pairs_than_the_cluster_holds(bands, docum
 def test_without_a_document_count_bands_go_five_at_a_time():
     assert [len(r) for r in LSH(num_bands=12).iterations()] == [5, 5, 2]
     assert [len(r) for r in LSH(num_bands=12, bands_per_iteration=4).iterations(10)] == [4] * 3
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True])
+def test_a_given_bands_per_iteration_must_be_a_positive_integer(value):
+    with pytest.raises(ValueError, match="bands_per_iteration must be a positive integer"):
+        LSH(bands_per_iteration=value)

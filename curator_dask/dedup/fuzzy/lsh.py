@@ -286,8 +286,10 @@ class LSH:
     def __init__(self, num_bands: int = 20, minhashes_per_band: int = 13,
                  bands_per_iteration: int | None = None, id_field: str = "id",
                  output_partitions: int | None = None):
-        for name, value in (("num_bands", num_bands), ("minhashes_per_band", minhashes_per_band),
-                            ("bands_per_iteration", bands_per_iteration or 1)):
+        given = {"num_bands": num_bands, "minhashes_per_band": minhashes_per_band}
+        if bands_per_iteration is not None:  # None: planned (see iterations)
+            given["bands_per_iteration"] = bands_per_iteration
+        for name, value in given.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
         self.num_bands = num_bands
