@@ -47,6 +47,7 @@ __all__ = [
     "WorkerAllocator",
     "huge_pages_enabled",
     "libc",
+    "libc_function",
     "malloc_thresholds",
 ]
 
@@ -77,7 +78,8 @@ def libc():
         return None
 
 
-def _function(name: str):
+def libc_function(name: str):
+    """The C library's function ``name``, or None where it has none (or is not loaded)."""
     library = libc()
     return getattr(library, name, None) if library is not None else None
 
@@ -102,7 +104,7 @@ def malloc_thresholds(memory_limit: int | None) -> tuple[int, int]:
 
 def huge_pages_enabled() -> bool | None:
     """Whether this process may get transparent huge pages (None: unknown, not Linux)."""
-    prctl = _function("prctl")
+    prctl = libc_function("prctl")
     if prctl is None:
         return None
     disabled = prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0)
@@ -153,14 +155,14 @@ class WorkerAllocator(WorkerPlugin):
 
 
 def _set_huge_pages(enabled: bool) -> None:
-    prctl = _function("prctl")
+    prctl = libc_function("prctl")
     if prctl is None or prctl(_PR_SET_THP_DISABLE, int(not enabled), 0, 0, 0) != 0:
         logger.debug("transparent huge pages left as they are (no prctl, or refused)")
 
 
 def _set_malloc_thresholds(trim: int, mmap: int) -> bool:
     """Whether glibc took both thresholds."""
-    mallopt = _function("mallopt")
+    mallopt = libc_function("mallopt")
     if mallopt is None:
         return False
     # mallopt returns 1 on success; a C library without these parameters refuses.

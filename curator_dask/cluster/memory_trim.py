@@ -19,16 +19,11 @@ from distributed import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from curator_dask._distributed import worker_paused
-from curator_dask.cluster.allocator import libc
+from curator_dask.cluster.allocator import libc_function
 
 __all__ = ["TrimWhenPaused"]
 
 logger = logging.getLogger(__name__)
-
-
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None where the C library has none."""
-    return getattr(libc(), "malloc_trim", None)
 
 
 class TrimWhenPaused(WorkerPlugin):
@@ -50,7 +45,7 @@ class TrimWhenPaused(WorkerPlugin):
         self.trims = 0
 
     def setup(self, worker) -> None:
-        trim = _malloc_trim()
+        trim = libc_function("malloc_trim")  # glibc; None elsewhere
         if trim is None:
             return
 

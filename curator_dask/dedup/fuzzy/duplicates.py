@@ -65,8 +65,9 @@ class FuzzyDuplicates(Configured):
         0.68 at 0.8, 0.002 at 0.5 (see :func:`~curator_dask.dedup.fuzzy.optimal_bands`).
     bands_per_iteration : int, optional
         Bands shuffled at once (see :class:`~curator_dask.dedup.fuzzy.LSH`); by default
-        planned from the number of documents where it is known (the workflow, and
-        :meth:`identify`'s count), else 5.
+        planned from the number of documents where it is known before the shuffles are
+        built (the workflow), else 5 (:meth:`identify`, which counts the documents in
+        the same pass as the edges).
     false_positive_check : bool, default False
         Check every candidate pair's true Jaccard similarity before connecting it.
     jaccard_threshold : float, default 0.8
