@@ -129,17 +129,18 @@ def _murmur32(words, start, length, seed: int):
 
 
 def _shingles(data, offsets, width: int):
-    """Per document: its first slot, its shingle count (each document's slots are its
-    shingles rounded up to a multiple of :data:`GROUP`), the character starts (with the
-    end of the text appended) and each document's first character."""
+    """Per document: its first slot and the slot after its last, its shingle count (each
+    document's slots are its shingles rounded up to a multiple of :data:`GROUP`), the
+    character starts (with the end of the text appended) and each document's first
+    character."""
     starts = torch.nonzero((data & 0xC0) != 0x80).squeeze(1)
     char_at = torch.cat([starts, offsets[-1:]])
     first_char = torch.searchsorted(starts, offsets)
     chars = first_char[1:] - first_char[:-1]
     count = torch.where(chars > 0, torch.clamp(chars - width + 1, min=1), 0)
     slots = (count + GROUP - 1) // GROUP * GROUP
-    first_slot = torch.cumsum(slots, 0) - slots
-    return first_slot, count, char_at, first_char
+    slot_end = torch.cumsum(slots, 0)
+    return slot_end - slots, slot_end, count, char_at, first_char
 
 
 def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
@@ -193,10 +194,10 @@ def minhash32_torch(texts: Any, a: Any, b: Any, seed: int, char_ngrams: int,
     data[:hi - lo] = torch.from_numpy(data_np[lo:hi])
     data = data.to(device)
     offsets = torch.from_numpy(offsets_np - lo).to(device)
-    first_slot, count, char_at, first_char = _shingles(data[:hi - lo], offsets, char_ngrams)
+    first_slot, slot_end, count, char_at, first_char = _shingles(data[:hi - lo], offsets,
+                                                                 char_ngrams)
     words = _words(data)
     del data
-    slot_end = torch.cumsum((count + GROUP - 1) // GROUP * GROUP, 0)
     total = int(slot_end[-1])
     a_t = torch.from_numpy(pa_.view(np.int32)).to(device)
     b_t = torch.from_numpy((pb ^ np.uint32(1 << 31)).view(np.int32)).to(device)
