@@ -201,6 +201,26 @@ class DocumentDataset:
     def npartitions(self) -> int:
         return self._envelopes().npartitions
 
+    @property
+    def token(self) -> str:
+        """A name of these partitions as they are defined now, unique to them: a
+        dataset derived from this one (a stage, a persist) has its own, and so has this
+        one once ``df`` is changed in place. What a dedup's ``remove`` checks before it
+        takes the partitions its ``identify`` kept (:mod:`curator_dask.dedup.held`).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> ds = DocumentDataset.from_pandas(pd.DataFrame({"text": ["a", "b"]}))
+        >>> before = ds.token
+        >>> ds.token == before
+        True
+        >>> ds.df = ds.df.assign(n=1)
+        >>> ds.token == before
+        False
+        """
+        return self._envelopes().token
+
     def __repr__(self) -> str:
         return f"DocumentDataset(npartitions={self.npartitions}, columns={list(self.df.columns)})"
 

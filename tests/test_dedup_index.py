@@ -24,7 +24,7 @@ from curator_dask.dedup import (
     FuzzyDedupConfig,
     FuzzyDeduplicationWorkflow,
     FuzzyDuplicates,
-    exact_files,
+    held,
 )
 from curator_dask.dedup.index import (
     ExactDedupIndex,
@@ -161,7 +161,7 @@ def test_a_batch_read_from_files_keeps_and_indexes_what_its_frames_do(first, sec
     fraction = data.draw(st.sampled_from([0.25, 0.0]))  # kept rows held, or read again
     config = ExactDedupConfig(on_null="skip")
     with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(exact_files, "IN_MEMORY_FRACTION", fraction)
+        patch.setattr(held, "IN_MEMORY_FRACTION", fraction)
         partitions = data.draw(st.integers(1, 3))
         indexes = [ExactDedupIndex(f"{root}/{name}", config=config, partitions=partitions)
                    for name in ("read", "frames")]

@@ -88,7 +88,7 @@ def test_parquet_input_with_its_own_ids_and_xxh3(client, raw):
 @pytest.mark.parametrize("in_memory", [True, False])
 def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, monkeypatch,
                                                                 in_memory):
-    from curator_dask.dedup import exact_files
+    from curator_dask.dedup import exact_files, held
     from curator_dask.io.writers import write_partition
 
     def crash_after_the_first_part(df, spec, index, fs, **options):
@@ -97,7 +97,7 @@ def test_rerun_after_a_crash_in_removal_reuses_the_marked_cache(client, raw, mon
         return write_partition(df, spec, index, fs, **options)
 
     # A corpus this small runs in one pass; a share of 0 forces the staged copy.
-    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
+    monkeypatch.setattr(held, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
     with monkeypatch.context() as patch:
         patch.setattr(exact_files, "write_partition", crash_after_the_first_part)
         with pytest.raises(RuntimeError, match="simulated crash"):
@@ -181,9 +181,9 @@ def test_auto_removal_of_a_lazy_duplicate_list_on_a_cluster(client, threshold):
                                                       (3, "shuffle")])
 def test_workflow_keeps_what_identify_and_remove_keep(client, tmp_path, monkeypatch,
                                                        hash_partitions, strategy, in_memory):
-    from curator_dask.dedup import exact_files
+    from curator_dask.dedup import held
 
-    monkeypatch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
+    monkeypatch.setattr(held, "IN_MEMORY_FRACTION", 0.25 if in_memory else 0.0)
     # Parquet with its own ids, each on two documents, in four partitions.
     texts = (TEXTS * 4)[:40]
     ids = [i // 2 for i in range(len(texts))]  # every id on two documents

@@ -135,10 +135,10 @@ def test_dedup_workflows_report_each_phase(corpus, client, tmp_path, caplog, fas
         if method == "exact":
             # Small enough to run in one graph, then with the input staged in the cache.
             ExactDeduplicationWorkflow(**options).run()
-            from curator_dask.dedup import exact_files
+            from curator_dask.dedup import held as held_input
 
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(exact_files, "IN_MEMORY_FRACTION", 0.0)
+                patch.setattr(held_input, "IN_MEMORY_FRACTION", 0.0)
                 ExactDeduplicationWorkflow(**{**options, "output_path": str(tmp_path / "staged"),
                                               "cache_path": str(tmp_path / "cache-staged")}
                                            ).run()

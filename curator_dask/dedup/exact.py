@@ -53,6 +53,7 @@ from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import write_duplicates
 from curator_dask.dedup.config import HASH_METHODS, Configured, ExactDedupConfig, takes_config
+from curator_dask.dedup.held import InputHold
 from curator_dask.dedup.ids import (
     HASH_FIELD,
     ROW_FIELD,
@@ -309,6 +310,12 @@ class ExactDuplicates(Configured):
         All the parameters above but ``perform_removal``, ``cache_path`` and
         ``storage_options`` as one object (then leave them at their defaults), shared
         with the workflow and the pipeline stage.
+    hold_input : bool, optional
+        Keep the partitions ``identify`` parses in the cluster's memory for the
+        ``remove`` of the same dataset, which then does not read the input again. By
+        default only where a ``distributed`` client runs and the input, read from
+        files, fits comfortably in the workers' memory; ``False`` never, ``True``
+        always. See :mod:`curator_dask.dedup.held`.
     hash_partitions : int, optional
         Partitions of the ``(id, _hash, _row)`` shuffle. Default: one per 2 GiB of input
         files (one per 16 input partitions for data not read from files). The triples
@@ -334,13 +341,15 @@ class ExactDuplicates(Configured):
     @takes_config(ExactDedupConfig, positional=("id_field", "text_field", "hash_method",
                                                 "perform_removal", "cache_path"))
     def __init__(self, perform_removal: bool = False, cache_path: str | None = None, *,
-                 storage_options: dict | None = None, config: ExactDedupConfig | None = None):
+                 storage_options: dict | None = None, hold_input: bool | None = None,
+                 config: ExactDedupConfig | None = None):
         if config.hash_method == "xxh3_128":
             _hash_constructor(config.hash_method)  # fail now, not on a worker
         self.config = config
         self.perform_removal = perform_removal
         self.cache_path = cache_path
         self.storage_options = storage_options
+        self.held = InputHold(hold_input)
 
     def __repr__(self) -> str:
         return (f"ExactDuplicates(id_field={self.id_field!r}, text_field={self.text_field!r}, "
@@ -361,17 +370,20 @@ class ExactDuplicates(Configured):
         Lazy unless ``cache_path`` is set. The result is partitioned on ``_hash``: each
         group lies whole in one partition, ordered by hash, id, then row. ``_row`` is
         the document's row number in ``ds``, so ``remove`` needs the same ``ds``.
+        Where it fits, the parsed input is kept for that ``remove`` (``hold_input``).
         """
         self._check_columns(ds)
+        ds = self.held.hold(ds)
         meta = _hash_partition(ds.df._meta, self.id_field, self.text_field,
                                self.hash_method, "skip")
         hashed = ds.df.map_partitions(
             _hash_partition, self.id_field, self.text_field, self.hash_method, self.on_null,
             meta=meta, align_dataframes=False, enforce_metadata=False, token=task_name("hash"),
         )
-        shuffled = hashed.shuffle(on=HASH_FIELD, ignore_index=True,
-                                  npartitions=self.hash_partitions or _hash_partitions(ds),
-                                  shuffle_method=default_shuffle_method())
+        buckets = self.hash_partitions or _hash_partitions(ds)
+        shuffled = hashed.shuffle(on=HASH_FIELD, ignore_index=True, npartitions=buckets,
+                                  shuffle_method=default_shuffle_method(
+                                      hashed.npartitions * buckets))
         groups = shuffled.map_partitions(_duplicate_groups, self.id_field, meta=meta,
                                          align_dataframes=False, enforce_metadata=False,
                                          token=task_name("groups"))
@@ -415,6 +427,7 @@ class ExactDuplicates(Configured):
         skip the count that ``"auto"`` makes).
         """
         self._check_columns(ds)
+        ds = self.held.take(ds)
         rows = self.ids_to_remove(duplicates)
         clean = remove_ids(ds, rows, id_field=self.id_field,
                            strategy=strategy or self.removal_strategy,
@@ -440,7 +453,7 @@ class ExactDuplicates(Configured):
         if not is_hash_partitioned(df) and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
             df = df.shuffle(on=HASH_FIELD, ignore_index=True,
-                            shuffle_method=default_shuffle_method())
+                            shuffle_method=default_shuffle_method(df.npartitions ** 2))
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False,

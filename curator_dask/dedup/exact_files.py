@@ -25,10 +25,11 @@ The staged copy is deleted once the output is written. A rerun that finds the li
 complete skips steps 1-2 and reads the staged copy if it is whole, or the input again.
 
 An input that fits comfortably in the workers' memory (twice its size under a quarter of
-it, :data:`IN_MEMORY_FRACTION`) is not staged: the three steps run as one graph and each
-partition's table stays in memory from its hash task to its write task, on the same
-worker. A task between the group and write steps marks the list complete and prepares
-the output directory, so a crash while writing still leaves a list to resume from.
+it, :data:`~curator_dask.dedup.held.IN_MEMORY_FRACTION`) is not staged: the three steps
+run as one graph and each partition's table stays in memory from its hash task to its
+write task, on the same worker. A task between the group and write steps marks the list
+complete and prepares the output directory, so a crash while writing still leaves a list
+to resume from.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
-from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import WriteResult
 from curator_dask.dedup.exact import (
     DUPLICATE_REASON,
@@ -60,6 +60,7 @@ from curator_dask.dedup.exact_arrow import (
     hash_input,
     split_by,
 )
+from curator_dask.dedup.held import fits_in_memory
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows
 from curator_dask.dedup.removal import REASON_FIELD, listed_rows_mask
 from curator_dask.dropped import split_counts, sum_dropped
@@ -77,11 +78,9 @@ from curator_dask.observe import progress
 from curator_dask.task_names import task_name
 
 __all__ = [
-    "IN_MEMORY_FRACTION",
     "STAGING_DIR",
     "ExactFilesRun",
     "drop_listed",
-    "fits_in_memory",
     "route_removals",
     "rows_to_remove",
 ]
@@ -91,9 +90,6 @@ logger = logging.getLogger(__name__)
 #: The subdirectory of a ``cache_path`` that holds the staged input (while a run lasts).
 STAGING_DIR = "exact_staging"
 _HI, _LO = "_hash_hi", "_hash_lo"
-#: Inputs up to this share of the workers' memory (counted twice: a table and its
-#: filtered copy) skip the staged copy and stay in memory from hash to write.
-IN_MEMORY_FRACTION = 0.25
 
 
 def _task(phase: str) -> str:
@@ -225,26 +221,6 @@ def drop_listed(table: pa.Table, removals: list[pa.Table], i: int, settings: Has
     return table, counts
 
 
-def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
-    """Whether ``nbytes`` of input, held as Arrow (counted twice: a table and its
-    filtered copy), stays under ``fraction`` (default :data:`IN_MEMORY_FRACTION`) of
-    the workers' memory (of this machine's available memory without a ``distributed``
-    client)."""
-    fraction = IN_MEMORY_FRACTION if fraction is None else fraction
-    try:
-        from distributed import default_client
-
-        workers = scheduler_workers(default_client()).values()
-        memory = sum(int(w.get("memory_limit") or 0) for w in workers)
-    except (ImportError, ValueError, TypeError):
-        memory = 0
-    if not memory:
-        import psutil
-
-        memory = psutil.virtual_memory().available
-    return 2 * nbytes <= fraction * memory
-
-
 def route_removals(removals: list, npartitions: int, strategy: str, token: str) -> list[list]:
     """Each input partition's share of ``removals`` (Delayed tables of ``(_row, id)``
     sorted by row, one per bucket): the whole list combined once (``broadcast``), or
@@ -336,7 +312,7 @@ class ExactFilesRun:
 
     def fits_in_memory(self, fraction: float | None = None) -> bool:
         """Whether the input, held as Arrow between the steps, fits (see
-        :func:`fits_in_memory`)."""
+        :func:`~curator_dask.dedup.held.fits_in_memory`)."""
         return fits_in_memory(sum(p.nbytes for p in self.ds.plan), fraction)
 
     def in_one_pass(self, list_path: str, list_fingerprint, output_path: str, mode: str,

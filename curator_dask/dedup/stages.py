@@ -92,7 +92,8 @@ class ExactDedup(WholeDatasetStage):
 
     @takes_config(ExactDedupConfig, positional=(*field_names(ExactDedupConfig), "name"))
     def __init__(self, name: str = "exact_dedup", *, config: ExactDedupConfig | None = None):
-        self.dedup = ExactDuplicates(config=config)
+        # The executor decides what stays in memory between stages.
+        self.dedup = ExactDuplicates(config=config, hold_input=False)
         self.name = name
         self.last_run: DedupStats | None = None
 
@@ -161,7 +162,8 @@ class FuzzyDedup(WholeDatasetStage):
 
     @takes_config(FuzzyDedupConfig, positional=(*field_names(FuzzyDedupConfig), "name"))
     def __init__(self, name: str = "fuzzy_dedup", *, config: FuzzyDedupConfig | None = None):
-        self.dedup = FuzzyDuplicates(config=config)
+        # The executor decides what stays in memory between stages.
+        self.dedup = FuzzyDuplicates(config=config, hold_input=False)
         self.name = name
         self.last_run: DedupStats | None = None
 

@@ -23,6 +23,7 @@ from curator_dask.dedup.fuzzy.components import (
 from curator_dask.dedup.fuzzy.jaccard import check_false_positives, pair_similarities
 from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
+from curator_dask.dedup.held import InputHold
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
 from curator_dask.dedup.removal import (
     remove_ids,
@@ -83,11 +84,18 @@ class FuzzyDuplicates(Configured):
         See :func:`~curator_dask.dedup.removal.remove_ids`.
     perform_removal : bool, default False
         Calling the object returns the deduplicated dataset instead of the duplicates.
+    hold_input : bool, optional
+        Keep the partitions ``identify`` parses in the cluster's memory for the
+        ``remove`` of the same dataset (and for the false-positive check), which then
+        do not read the input again. By default only where a ``distributed`` client
+        runs and the input, read from files, fits comfortably in the workers' memory;
+        ``False`` never, ``True`` always. See :mod:`curator_dask.dedup.held`.
     config : FuzzyDedupConfig, optional
-        All the parameters above (but ``perform_removal``) as one object (then leave them
-        at their defaults), shared with the workflow and the pipeline stage. NeMo
-        Curator's configuration object (:class:`~curator_dask.compat.FuzzyDuplicatesConfig`)
-        is accepted too, and warns with curator-dask's names.
+        All the parameters above (but ``perform_removal`` and ``hold_input``) as one
+        object (then leave them at their defaults), shared with the workflow and the
+        pipeline stage. NeMo Curator's configuration object
+        (:class:`~curator_dask.compat.FuzzyDuplicatesConfig`) is accepted too, and warns
+        with curator-dask's names.
 
     Examples
     --------
@@ -110,10 +118,11 @@ class FuzzyDuplicates(Configured):
     @nemo_keywords(nemo_config=FuzzyDuplicatesConfig)
     @takes_config(FuzzyDedupConfig,
                   positional=("seed", "char_ngrams", "num_bands", "minhashes_per_band"))
-    def __init__(self, *, perform_removal: bool = False,
+    def __init__(self, *, perform_removal: bool = False, hold_input: bool | None = None,
                  config: FuzzyDedupConfig | None = None):
         self.config = config
         self.perform_removal = perform_removal
+        self.held = InputHold(hold_input)
         self.minhash = MinHash(seed=config.seed, char_ngrams=config.char_ngrams,
                                num_hashes=config.num_bands * config.minhashes_per_band,
                                use_64_bit_hash=config.use_64_bit_hash,
@@ -197,6 +206,7 @@ class FuzzyDuplicates(Configured):
             If an id is on more than one document: the groups would join unrelated
             documents. The ids are counted in the same pass as the signatures.
         """
+        ds = self.held.hold(ds)
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
         # check and the document count share the MinHash pass with the edges.
@@ -229,7 +239,9 @@ class FuzzyDuplicates(Configured):
     @nemo_keywords()
     @scoped(FUZZY_SCOPE)
     def remove(self, ds: DocumentDataset, groups) -> DocumentDataset:
-        """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``."""
+        """``ds`` less all but the lowest id of each group, counted as ``fuzzy_duplicate``
+        (from the partitions ``identify`` kept, where it kept those of ``ds``)."""
+        ds = self.held.take(ds)
         ids = self.ids_to_remove(groups)
         if is_cudf(ds.df._meta):
             ids = ids.to_backend("cudf")  # the anti-join runs where the documents are

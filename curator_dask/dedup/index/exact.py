@@ -53,7 +53,8 @@ from curator_dask.dedup.exact import (
     digests,
 )
 from curator_dask.dedup.exact_arrow import ArrowInput, HashSettings, hash_input, split_by
-from curator_dask.dedup.exact_files import drop_listed, fits_in_memory, route_removals
+from curator_dask.dedup.exact_files import drop_listed, route_removals
+from curator_dask.dedup.held import fits_in_memory
 from curator_dask.dedup.ids import ROW_FIELD, row_numbers
 from curator_dask.dedup.index.base import (
     DedupIndex,
@@ -383,7 +384,7 @@ class ExactDedupIndex(DedupIndex):
         appended already is hashed first, its digest deciding the generation it is
         compared with. The kept documents come from the tables the hash tasks read,
         held in the workers' memory where the batch fits
-        (:func:`~curator_dask.dedup.exact_files.fits_in_memory`), else from a second
+        (:func:`~curator_dask.dedup.held.fits_in_memory`), else from a second
         read."""
         token = uuid.uuid4().hex[:12]
         plan = ds.plan
