@@ -370,7 +370,8 @@ class ExactDuplicates(Configured):
         Lazy unless ``cache_path`` is set. The result is partitioned on ``_hash``: each
         group lies whole in one partition, ordered by hash, id, then row. ``_row`` is
         the document's row number in ``ds``, so ``remove`` needs the same ``ds``.
-        Where it fits, the parsed input is kept for that ``remove`` (``hold_input``).
+        Where it fits, the parsed input is kept for that ``remove`` (``hold_input``):
+        its parse then starts at once, on the cluster, in the background.
         """
         self._check_columns(ds)
         ds = self.held.hold(ds)
