@@ -246,6 +246,28 @@ def test_remove_ids_auto_picks_by_threshold(caplog):
     assert [r.getMessage().rsplit(" ", 2)[-2] for r in caplog.records] == ["broadcast", "shuffle"]
 
 
+def test_a_list_read_from_parquet_is_broadcast_without_counting_it(tmp_path, caplog):
+    df = corpus(seed=6)
+    ds = DocumentDataset.from_pandas(df, npartitions=3)
+    dedup = ExactDuplicates()
+    dedup.identify(ds).to_parquet(str(tmp_path / "dups"))
+    listed = DocumentDataset.read_parquet(str(tmp_path / "dups"), text_field=None)
+    rows = len(pd.read_parquet(tmp_path / "dups"))
+    messages = {}
+    for threshold in (rows, rows - 1):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="curator_dask.dedup.removal"):
+            clean = ExactDuplicates(broadcast_threshold=threshold).remove(ds, listed)
+        messages[threshold] = [r.getMessage() for r in caplog.records]
+        assert kept_ids(clean) == expected_kept(df)
+    # Within the threshold the footers' count decides; above it the ids are counted
+    # (fewer than the list's rows: the first of each group stays) and broadcast too.
+    assert messages[rows] == [f"remove_ids: at most {rows} ids to remove, "
+                              f"broadcast_threshold={rows}: broadcast strategy"]
+    assert messages[rows - 1] == [f"remove_ids: {len(df) - len(expected_kept(df))} ids to "
+                                  f"remove, broadcast_threshold={rows - 1}: broadcast strategy"]
+
+
 def test_remove_ids_refuses_mismatched_id_types():
     ds = dataset(["a"], ids=[1])
     drop = dd.from_pandas(pd.DataFrame({"id": pd.array(["1"], dtype="str")}), npartitions=1)

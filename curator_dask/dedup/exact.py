@@ -63,6 +63,7 @@ from curator_dask.dedup.ids import (
 )
 from curator_dask.dedup.removal import (
     default_shuffle_method,
+    listed_at_most,
     remove_ids,
 )
 from curator_dask.dropped import record_dropped
@@ -433,7 +434,7 @@ class ExactDuplicates(Configured):
         clean = remove_ids(ds, rows, id_field=self.id_field,
                            strategy=strategy or self.removal_strategy,
                            broadcast_threshold=self.broadcast_threshold,
-                           reason=DUPLICATE_REASON)
+                           reason=DUPLICATE_REASON, most_ids=listed_at_most(duplicates))
         if self.on_null == "skip":
             # After the removal, which finds rows by their position in the whole partition.
             clean = clean.map_partitions(_drop_null_text, self.text_field,

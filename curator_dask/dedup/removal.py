@@ -63,6 +63,7 @@ __all__ = [
     "REASON_FIELD",
     "STRATEGIES",
     "default_shuffle_method",
+    "listed_at_most",
     "listed_rows_mask",
     "raise_mismatch",
     "remove_ids",
@@ -121,7 +122,7 @@ def default_shuffle_method(pieces: int | None = None) -> str:
 def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
                strategy: str = "auto",
                broadcast_threshold: int = DEFAULT_BROADCAST_THRESHOLD,
-               reason: str = "duplicate") -> DocumentDataset:
+               reason: str = "duplicate", most_ids: int | None = None) -> DocumentDataset:
     """Drop the listed documents, by id or by row, counting them on each partition.
 
     Parameters
@@ -149,6 +150,10 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
         rows may instead name each row's own reason in a ``_reason`` column
         (:data:`REASON_FIELD`), so one pass removes documents gone for several reasons
         (rows shift once some are removed, so two passes by row could not).
+    most_ids : int, optional
+        The most ids the list can hold, where known without computing it (the rows its
+        Parquet files' footers record: :func:`listed_at_most`): ``auto`` then broadcasts
+        without counting when that is within ``broadcast_threshold``.
 
     Returns
     -------
@@ -195,6 +200,10 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     ids = _id_frame(ids_to_remove, id_field)
     _check_id_types(ds.df._meta[id_field], ids._meta[id_field], id_field)
 
+    if strategy == "auto" and most_ids is not None and most_ids <= broadcast_threshold:
+        strategy = "broadcast"
+        logger.info("remove_ids: at most %d ids to remove, broadcast_threshold=%d: "
+                    "broadcast strategy", most_ids, broadcast_threshold)
     if strategy == "auto":
         # Counting computes the ids; persisting them keeps the removal from computing
         # them a second time (8 bytes an id, spread over the cluster).
@@ -209,6 +218,21 @@ def remove_ids(ds: DocumentDataset, ids_to_remove, *, id_field: str = "id",
     else:
         join = _shuffle_row_anti_join if by_row else _shuffle_anti_join
     return join(ds, ids, id_field, reason)
+
+
+def listed_at_most(listing) -> int | None:
+    """The most rows a list of documents to remove holds, known without computing it: a
+    :class:`~curator_dask.DocumentDataset` read from Parquet files as they are (the rows
+    their footers record); None for anything else.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> listed_at_most(DocumentDataset.from_pandas(pd.DataFrame({"id": [1, 2]}))) is None
+    True
+    """
+    source = listing.source if isinstance(listing, DocumentDataset) else None
+    return source.most_rows() if source is not None else None
 
 
 def _id_frame(ids_to_remove, id_field: str) -> dd.DataFrame:

@@ -27,6 +27,7 @@ __all__ = [
     "open_parquet",
     "read_parquet_partition",
     "read_parquet_table",
+    "stored_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,40 @@ def infer_parquet_schema(fs, files: Sequence[InputFile], *, settled: Collection[
         union.add(pa.schema([field for field in schema if not _INDEX_COLUMN.fullmatch(field.name)]),
                   f.path)
     return union.schema()
+
+
+def stored_rows(fs, plan: Sequence[PartitionSpec]) -> int:
+    """The rows the ``plan`` of Parquet files covers, from the files' footers (nothing
+    else is read): each slice's row range, row groups, or the whole file.
+
+    Examples
+    --------
+    >>> import fsspec, pyarrow as pa, pyarrow.parquet as pq
+    >>> from curator_dask.io.files import InputFile
+    >>> fs = fsspec.filesystem("memory")
+    >>> with fs.open("/rows/a.parquet", "wb") as f:
+    ...     pq.write_table(pa.table({"id": range(10)}), f, row_group_size=4)
+    >>> whole = InputFile("/rows/a.parquet", fs.size("/rows/a.parquet"), None, "a.parquet")
+    >>> stored_rows(fs, [PartitionSpec(0, (FileSlice(whole),)),
+    ...                  PartitionSpec(1, (FileSlice(whole, row_groups=(1, 2)),))])
+    16
+    """
+    footers: dict[str, pq.FileMetaData] = {}
+    total = 0
+    for spec in plan:
+        for piece in spec.slices:
+            if piece.rows is not None:
+                total += piece.rows[1] - piece.rows[0]
+                continue
+            path = piece.file.path
+            if path not in footers:
+                with reading(path), open_input(fs, path) as handle:
+                    footers[path] = open_parquet(handle, path).metadata
+            metadata = footers[path]
+            groups = (range(metadata.num_row_groups) if piece.row_groups is None
+                      else piece.row_groups)
+            total += sum(metadata.row_group(g).num_rows for g in groups)
+    return total
 
 
 def _file_row(metadata, piece: FileSlice, row: int) -> int:

@@ -54,6 +54,7 @@ from curator_dask.io.parquet import (
     infer_parquet_schema,
     read_parquet_partition,
     read_parquet_table,
+    stored_rows,
 )
 from curator_dask.io.planner import PartitionSpec, plan_partitions, resolve_blocksize
 from curator_dask.io.tables import (
@@ -171,6 +172,15 @@ class PartitionSource:
         """The task that reads one planned partition into a
         :class:`~curator_dask.partition.Partition` and runs :attr:`steps` on it."""
         return PlannedRead(self.reader, self.steps)
+
+    def most_rows(self) -> int | None:
+        """The most rows the partitions can hold, known without reading them: for Parquet
+        files read with no step since, the rows their footers record (a filter or a
+        column choice only lowers the count); None where only reading would tell."""
+        if (isinstance(self.reader, PartitionReader) and self.reader.fmt == "parquet"
+                and not self.steps and self.fs is not None):
+            return stored_rows(self.fs, self.plan)
+        return None
 
     def identity(self) -> dict:
         """What the partitions are read from: for files, a token of the plan and every

@@ -25,9 +25,7 @@ from curator_dask.dedup.fuzzy.lsh import LSH
 from curator_dask.dedup.fuzzy.minhash import MinHash
 from curator_dask.dedup.held import InputHold
 from curator_dask.dedup.ids import check_unique_ids, repeated_ids
-from curator_dask.dedup.removal import (
-    remove_ids,
-)
+from curator_dask.dedup.removal import listed_at_most, remove_ids
 from curator_dask.observe import progress
 from curator_dask.task_names import scoped, task_name
 
@@ -248,7 +246,7 @@ class FuzzyDuplicates(Configured):
         return remove_ids(ds, ids, id_field=self.id_field,
                           strategy=self.removal_strategy,
                           broadcast_threshold=self.broadcast_threshold,
-                          reason=FUZZY_DUPLICATE_REASON)
+                          reason=FUZZY_DUPLICATE_REASON, most_ids=listed_at_most(groups))
 
     @nemo_keywords()
     @scoped(FUZZY_SCOPE)
