@@ -154,6 +154,22 @@ def test_a_copy_of_a_dedup_holds_nothing(tmp_path):
     assert dedup.held.take(ds) is not ds
 
 
+def test_a_failed_identify_holds_nothing(tmp_path):
+    from curator_dask.dedup.ids import DuplicateIdError
+
+    texts = corpus_texts(12)
+    source = write_corpus(tmp_path / "in", texts)
+    (tmp_path / "in" / "part-0.jsonl").write_text(  # id 1 on a second document too
+        (tmp_path / "in" / "part-0.jsonl").read_text()
+        + json.dumps({"id": 1, "text": "another text"}) + "\n")
+    ds = DocumentDataset.read_jsonl(source)
+    dedup = FuzzyDuplicates(char_ngrams=5, num_bands=10, minhashes_per_band=4,
+                            hold_input=True)
+    with pytest.raises(DuplicateIdError):
+        dedup.identify(ds)
+    assert dedup.held.take(ds) is ds
+
+
 def test_hold_input_takes_only_true_false_or_none():
     with pytest.raises(InvalidArgumentError, match="hold_input must be True, False or None"):
         ExactDuplicates(hold_input="yes")
@@ -169,12 +185,16 @@ texts_strategy = st.lists(st.sampled_from(["a", "b", "c", "", "the same text", "
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=texts_strategy, files=st.integers(1, 4), cut=st.sampled_from([None, "64B"]))
 def test_held_and_unheld_removal_keep_the_same_rows(tmp_path_factory, texts, files, cut):
-    """Exact dedup of generated JSONL (repeats, empty texts, files cut into byte ranges):
-    the rows kept, their order and the counts are the same held or read again."""
-    source = write_corpus(tmp_path_factory.mktemp("in"), texts, files=files)
+    """Exact dedup of generated JSONL (repeats, empty texts, a line that is not JSON,
+    files cut into byte ranges): the rows kept, their order and the counts (skipped
+    lines included) are the same held or read again."""
+    directory = tmp_path_factory.mktemp("in")
+    source = write_corpus(directory, texts, files=files)
+    with open(directory / "part-0.jsonl", "a") as f:
+        f.write("{not json\n")
     results = []
     for hold_input in (True, False):
-        ds = DocumentDataset.read_jsonl(source, blocksize=cut)
+        ds = DocumentDataset.read_jsonl(source, blocksize=cut, on_bad_lines="skip")
         dedup = ExactDuplicates(hold_input=hold_input)
         duplicates = DocumentDataset(dedup.identify(ds).df.persist())
         clean = dedup.remove(ds, duplicates)
@@ -182,4 +202,5 @@ def test_held_and_unheld_removal_keep_the_same_rows(tmp_path_factory, texts, fil
     (held_rows, held_counts), (read_rows, read_counts) = results
     pd.testing.assert_frame_equal(held_rows, read_rows)
     assert held_counts == read_counts
+    assert held_counts["reader.bad_json_line"] == 1
     assert sorted(held_rows["text"]) == sorted(set(texts))

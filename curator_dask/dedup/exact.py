@@ -375,7 +375,10 @@ class ExactDuplicates(Configured):
         its parse then starts at once, on the cluster, in the background.
         """
         self._check_columns(ds)
-        ds = self.held.hold(ds)
+        with self.held.holding(ds) as held:
+            return self._identify(held)
+
+    def _identify(self, ds: DocumentDataset) -> DocumentDataset:
         meta = _hash_partition(ds.df._meta, self.id_field, self.text_field,
                                self.hash_method, "skip")
         hashed = ds.df.map_partitions(

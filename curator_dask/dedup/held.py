@@ -31,7 +31,9 @@ executor decides what stays in memory).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 import dask
 
@@ -136,6 +138,17 @@ class InputHold:
         logger.info("keeping the input's %d partitions in the cluster's memory until "
                     "remove() (hold_input=False reads them again instead)", ds.npartitions)
         return held
+
+    @contextlib.contextmanager
+    def holding(self, ds: DocumentDataset) -> Iterator[DocumentDataset]:
+        """:meth:`hold` for the body of an ``identify``: if the body fails, no
+        ``remove`` follows, so the partitions are let go at once."""
+        held = self.hold(ds)
+        try:
+            yield held
+        except BaseException:
+            self.release()
+            raise
 
     def take(self, ds: DocumentDataset) -> DocumentDataset:
         """The held partitions if they were made from ``ds`` as it is now (released

@@ -204,7 +204,10 @@ class FuzzyDuplicates(Configured):
             If an id is on more than one document: the groups would join unrelated
             documents. The ids are counted in the same pass as the signatures.
         """
-        ds = self.held.hold(ds)
+        with self.held.holding(ds) as held:
+            return self._identify(held)
+
+    def _identify(self, ds: DocumentDataset) -> DocumentDataset:
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
         # check and the document count share the MinHash pass with the edges.
