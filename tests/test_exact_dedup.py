@@ -268,6 +268,21 @@ def test_a_list_read_from_parquet_is_broadcast_without_counting_it(tmp_path, cap
                                   f"remove, broadcast_threshold={rows - 1}: broadcast strategy"]
 
 
+@pytest.mark.parametrize("threshold", [10_000_000, 0])
+def test_a_list_read_back_in_pieces_is_regrouped_whole(tmp_path, threshold):
+    """A list read back cut into many partitions splits groups between them: gathered
+    into one partition (within the threshold) or shuffled on the hash (above it), every
+    group is whole again and the same documents are kept."""
+    df = corpus(seed=7)
+    ds = DocumentDataset.from_pandas(df, npartitions=3)
+    dedup = ExactDuplicates(broadcast_threshold=threshold)
+    dedup.identify(ds).to_parquet(str(tmp_path / "dups"))
+    listed = DocumentDataset.read_parquet(str(tmp_path / "dups"), text_field=None,
+                                          blocksize="4KiB")
+    assert listed.npartitions > 3
+    assert kept_ids(dedup.remove(ds, listed)) == expected_kept(df)
+
+
 def test_remove_ids_refuses_mismatched_id_types():
     ds = dataset(["a"], ids=[1])
     drop = dd.from_pandas(pd.DataFrame({"id": pd.array(["1"], dtype="str")}), npartitions=1)

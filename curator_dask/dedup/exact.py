@@ -433,11 +433,12 @@ class ExactDuplicates(Configured):
         """
         self._check_columns(ds)
         ds = self.held.take(ds)
-        rows = self.ids_to_remove(duplicates)
+        most = listed_at_most(duplicates)
+        rows = self.ids_to_remove(duplicates, most_rows=most)
         clean = remove_ids(ds, rows, id_field=self.id_field,
                            strategy=strategy or self.removal_strategy,
                            broadcast_threshold=self.broadcast_threshold,
-                           reason=DUPLICATE_REASON, most_ids=listed_at_most(duplicates))
+                           reason=DUPLICATE_REASON, most_ids=most)
         if self.on_null == "skip":
             # After the removal, which finds rows by their position in the whole partition.
             clean = clean.map_partitions(_drop_null_text, self.text_field,
@@ -445,9 +446,15 @@ class ExactDuplicates(Configured):
         return clean
 
     @scoped(EXACT_SCOPE)
-    def ids_to_remove(self, duplicates: DocumentDataset) -> dd.DataFrame:
+    def ids_to_remove(self, duplicates: DocumentDataset, *,
+                      most_rows: int | None = None) -> dd.DataFrame:
         """``(id, _row)`` of the documents ``remove`` drops: every row in ``duplicates``
-        but the first of its group."""
+        but the first of its group.
+
+        A list not known to be partitioned on the hash (read back from files) is
+        regrouped first: shuffled on the hash, or, where ``most_rows`` (the most rows it
+        holds, known without computing it) is within ``broadcast_threshold``, gathered
+        into one partition, which is cheaper and holds every group whole too."""
         df = duplicates.df if isinstance(duplicates, DocumentDataset) else duplicates
         wanted = [self.id_field, HASH_FIELD, ROW_FIELD]
         require_columns(
@@ -457,8 +464,11 @@ class ExactDuplicates(Configured):
                 "or use remove_ids.")
         if not is_hash_partitioned(df) and df.npartitions > 1:
             # Not known to hold whole groups per partition (read from elsewhere): regroup.
-            df = df.shuffle(on=HASH_FIELD, ignore_index=True,
-                            shuffle_method=default_shuffle_method(df.npartitions ** 2))
+            if most_rows is not None and most_rows <= self.broadcast_threshold:
+                df = df.repartition(npartitions=1)
+            else:
+                df = df.shuffle(on=HASH_FIELD, ignore_index=True,
+                                shuffle_method=default_shuffle_method(df.npartitions ** 2))
         return df.map_partitions(_rows_to_remove, self.id_field,
                                  meta=df._meta[[self.id_field, ROW_FIELD]],
                                  align_dataframes=False, enforce_metadata=False,
