@@ -35,11 +35,10 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-import dask
-
 from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import InvalidArgumentError
+from curator_dask.observe import progress
 
 __all__ = ["IN_MEMORY_FRACTION", "InputHold", "fits_in_memory"]
 
@@ -75,20 +74,6 @@ def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
 
         memory = psutil.virtual_memory().available
     return 2 * nbytes <= fraction * memory
-
-
-def _cluster_runs_graphs() -> bool:
-    """Whether a ``distributed`` client runs dask's graphs here (a persist then runs in
-    the background instead of computing before it returns)."""
-    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
-        return False
-    try:
-        from distributed import default_client
-
-        default_client()
-    except (ImportError, ValueError):
-        return False
-    return True
 
 
 class InputHold:
@@ -166,7 +151,8 @@ class InputHold:
     def _should_hold(self, ds: DocumentDataset) -> bool:
         if self.policy is not None:
             return self.policy
-        if ds.plan is None or not _cluster_runs_graphs():
+        # With dask's local schedulers a persist would compute at once, inside identify.
+        if ds.plan is None or progress.distributed_client() is None:
             return False
         return fits_in_memory(sum(p.nbytes for p in ds.plan))
 

@@ -30,7 +30,8 @@ import dask
 from curator_dask._compute import computed_by
 from curator_dask.faults import note_phase
 
-__all__ = ["Progress", "chain_label", "compute", "current", "log_interval", "persist", "phase",
+__all__ = ["Progress", "chain_label", "compute", "current",
+           "distributed_client", "log_interval", "persist", "phase",
            "reporting"]
 
 logger = logging.getLogger(__name__)
@@ -273,7 +274,7 @@ def compute(*collections, label: str | None = None):
     if label is None:
         return dask.compute(*collections)
     with _counted(label) as progress:
-        client = _distributed_client()
+        client = distributed_client()
         if client is not None:
             return _compute_on_cluster(client, collections, progress)
         with _LocalCounter(progress):
@@ -296,7 +297,9 @@ def _counted(label: str):
             progress.close()
 
 
-def _distributed_client():
+def distributed_client():
+    """The ``distributed`` client that runs dask's graphs here, or None: none is
+    running, or ``dask.config`` asks for a local scheduler."""
     try:
         from distributed import default_client
 
@@ -316,7 +319,7 @@ def persist(*collections):
     if label is None:
         return dask.persist(*collections)
     with _counted(label) as progress:
-        client = _distributed_client()
+        client = distributed_client()
         if client is None:
             with _LocalCounter(progress):
                 return dask.persist(*collections)
