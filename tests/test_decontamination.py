@@ -313,6 +313,19 @@ def test_hash_collisions_cost_comparisons_not_false_matches(corpus, monkeypatch)
     assert out.df.compute()["text"].tolist() == run(texts, files)[0]
 
 
+def test_the_index_is_counted_at_its_arrays_size(corpus):
+    """What distributed counts for the index a task takes: its arrays (it had counted
+    the few bytes of the object around them)."""
+    from dask.sizeof import sizeof
+
+    index = build_index(corpus[3])
+    arrays = sum(a.nbytes for a in (index.tokens, index.keys, index.starts, index.lengths,
+                                    index.task_of, index.directory, index.enabled,
+                                    index.key_filter)) + index.vocabulary.nbytes
+    assert arrays > 1000
+    assert arrays <= sizeof(index) <= arrays + 1000
+
+
 def test_words_are_normalised_as_nemo_curator_does():
     w = words_of(pa.array(["It's (ALMOST) 3.14 — naïve\tCafé;\nend", None, "..."]))
     assert w.values.to_pylist() == ["its", "almost", "314", "—", "naïve", "café", "end"]

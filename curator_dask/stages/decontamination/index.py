@@ -160,6 +160,11 @@ class TaskNgramIndex:
                   self.directory, self.enabled, self.key_filter)
         return sum(a.nbytes for a in arrays) + self.vocabulary.nbytes
 
+    def __sizeof__(self) -> int:
+        # What distributed counts for the index where it lies as a task's input: its
+        # arrays, not the few bytes of the object around them.
+        return object.__sizeof__(self) + self.nbytes
+
     def with_enabled(self, enabled: np.ndarray) -> TaskNgramIndex:
         """The same index matching only the entries where ``enabled`` is true."""
         enabled = np.asarray(enabled, dtype=bool)
