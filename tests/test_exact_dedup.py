@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 
 from curator_dask import AddId, DocumentDataset
 from curator_dask.dedup import ExactDuplicates, NullTextError, hash_texts, remove_ids
-from curator_dask.dedup.exact import HASH_FIELD, digests
+from curator_dask.dedup.exact import (
+    HASH_FIELD,
+    _duplicate_groups,
+    digests,
+    repeated_digest_candidates,
+)
 
 try:  # xxh3_128 needs the optional xxhash package (the dedup extra)
     import xxhash
@@ -128,6 +133,55 @@ def test_unknown_hash_method_is_refused():
 
 
 # -- identify ----------------------------------------------------------------------------
+
+hex_digest = st.text(alphabet="0123456789abcdef", min_size=32, max_size=32)
+
+
+def reference_groups(df: pd.DataFrame) -> pd.DataFrame:
+    """The specification of the grouping step: rows whose hash repeats, by hash, id, row."""
+    grouped = df[df[HASH_FIELD].astype(object).duplicated(keep=False)]
+    return grouped.sort_values([HASH_FIELD, "id", "_row"]).reset_index(drop=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pool=st.lists(hex_digest, min_size=1, max_size=12, unique=True),
+       picks=st.lists(st.integers(0, 11), min_size=1, max_size=60),
+       chunks=st.integers(1, 4), start=st.integers(0, 3),
+       dtype=st.sampled_from(["str", "string[pyarrow]", object]))
+def test_duplicate_groups_equal_the_string_comparison(pool, picks, chunks, start, dtype):
+    hashes = [pool[i % len(pool)] for i in picks]
+    pieces = np.array_split(np.arange(len(hashes)), chunks)
+    # Chunked as a shuffle's concatenation leaves them, in every string storage.
+    df = pd.concat([pd.DataFrame({"id": pd.array([7 * int(i) % 5 for i in part], dtype="int64"),
+                                  HASH_FIELD: pd.array([hashes[i] for i in part], dtype=dtype),
+                                  "_row": np.asarray(part, dtype=np.int64)})
+                    for part in pieces], ignore_index=True)
+    df = df.iloc[start:]  # Arrow slices that start inside their buffers
+    got = _duplicate_groups(df, "id")
+    want = reference_groups(df)
+    assert got["_row"].tolist() == want["_row"].tolist()
+    assert got[HASH_FIELD].astype(object).tolist() == want[HASH_FIELD].astype(object).tolist()
+
+
+def test_digests_whose_folds_collide_are_compared_exactly(monkeypatch):
+    from curator_dask.dedup import exact
+
+    # Every fold the same: every row a candidate, so only the string comparison is left
+    # to keep the unique digests out of the groups.
+    monkeypatch.setattr(exact, "_FOLD", np.zeros(4, dtype=np.uint64))
+    df = pd.DataFrame({"id": pd.array([1, 2, 3, 4], dtype="int64"),
+                       HASH_FIELD: pd.array(["a" * 32, "b" * 32, "a" * 32, "c" * 32],
+                                            dtype="str"),
+                       "_row": np.arange(4, dtype=np.int64)})
+    assert exact.repeated_digest_candidates(df[HASH_FIELD]).tolist() == [True] * 4
+    assert _duplicate_groups(df, "id")["id"].tolist() == [1, 3]
+
+
+@pytest.mark.parametrize("values", [["ab", "ab"], ["a" * 32, None]])
+def test_candidates_are_none_where_the_column_is_not_fixed_width_digests(values):
+    assert repeated_digest_candidates(pd.Series(values, dtype="str")) is None
+    assert repeated_digest_candidates(pd.Series(values, dtype=object)) is None
+
 
 def test_identify_finds_known_groups_without_normalising():
     texts = ["a", "b", "a", "", "", " ", " ", "  ", "A", "a ", "b", "\t"]

@@ -297,14 +297,21 @@ def _sorted_unique(df, id_field: str):
     return df[[id_field]].drop_duplicates().sort_values(id_field, ignore_index=True)
 
 
+def _gathered(listing: dd.DataFrame, sorted_unique, id_field: str, meta) -> dd.DataFrame:
+    """``listing`` in one partition, through ``sorted_unique``: each partition's own
+    entries first (fewer to move), then the gathered whole; a list already in one
+    partition goes through once."""
+    if listing.npartitions > 1:
+        listing = (listing.map_partitions(sorted_unique, id_field, token=_task(), meta=meta)
+                   .repartition(npartitions=1))
+    return listing.map_partitions(sorted_unique, id_field, token=_task(), meta=meta)
+
+
 def _broadcast_anti_join(ds: DocumentDataset, ids: dd.DataFrame, id_field: str,
                          reason: str) -> DocumentDataset:
     # One partition holding every id; map_partitions hands a one-partition frame to each
     # task whole, and distributed sends it once to each worker.
-    meta = ids._meta[[id_field]]
-    drop_set = (ids.map_partitions(_sorted_unique, id_field, token=_task(), meta=meta)
-                .repartition(npartitions=1)
-                .map_partitions(_sorted_unique, id_field, token=_task(), meta=meta))
+    drop_set = _gathered(ids, _sorted_unique, id_field, ids._meta[[id_field]])
     return ds.map_partitions(_anti_join_sorted, drop_set, id_field, reason, token=_task(),
                              meta=ds.df._meta)
 
@@ -378,10 +385,8 @@ def _row_columns(df, id_field: str) -> list[str]:
 
 def _broadcast_row_anti_join(ds: DocumentDataset, rows: dd.DataFrame, id_field: str,
                              reason: str) -> DocumentDataset:
-    meta = rows._meta[_row_columns(rows._meta, id_field)]
-    drop_set = (rows.map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta)
-                .repartition(npartitions=1)
-                .map_partitions(_sorted_unique_rows, id_field, token=_task(), meta=meta))
+    drop_set = _gathered(rows, _sorted_unique_rows, id_field,
+                         rows._meta[_row_columns(rows._meta, id_field)])
     return ds.map_partitions(_anti_join_rows_sorted, drop_set, id_field, reason,
                              ds.npartitions, token=_task(), meta=ds.df._meta)
 
