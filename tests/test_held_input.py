@@ -204,3 +204,28 @@ def test_held_and_unheld_removal_keep_the_same_rows(tmp_path_factory, texts, fil
     assert held_counts == read_counts
     assert held_counts["reader.bad_json_line"] == 1
     assert sorted(held_rows["text"]) == sorted(set(texts))
+
+
+class _Memory:
+    available = 4 << 30
+
+
+def test_fits_in_memory_counts_the_smallest_worker_once_per_worker(client):
+    limits = [int(w["memory_limit"]) for w in client.scheduler_info()["workers"].values()]
+    most = int(held.IN_MEMORY_FRACTION * len(limits) * min(limits)) // 2
+    assert held.fits_in_memory(most)
+    assert not held.fits_in_memory(most + 1)
+
+
+def test_fits_in_memory_without_a_cluster_running_the_graphs_asks_the_machine(
+        client, monkeypatch):
+    import dask
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", _Memory)
+    most = int(held.IN_MEMORY_FRACTION * _Memory.available) // 2
+    # A client exists, but dask is told to run graphs here: the workers' limits do not
+    # bound what this process holds.
+    with dask.config.set(scheduler="sync"):
+        assert held.fits_in_memory(most)
+        assert not held.fits_in_memory(most + 1)

@@ -35,9 +35,9 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from curator_dask._distributed import scheduler_workers
 from curator_dask.dataset import DocumentDataset
 from curator_dask.errors import InvalidArgumentError
+from curator_dask.io.planner import worker_memory
 from curator_dask.observe import progress
 
 __all__ = ["IN_MEMORY_FRACTION", "InputHold", "fits_in_memory"]
@@ -53,8 +53,10 @@ IN_MEMORY_FRACTION = 0.25
 def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
     """Whether ``nbytes`` of input, held as Arrow (counted twice: a table and its
     filtered copy), stays under ``fraction`` (default :data:`IN_MEMORY_FRACTION`) of
-    the workers' memory (of this machine's available memory without a ``distributed``
-    client).
+    the workers' memory: as many times the smallest worker's limit as there are
+    workers (the cluster the planner sees, :func:`~curator_dask.io.planner.worker_memory`),
+    or this machine's available memory where no ``distributed`` client runs the graphs
+    or no worker has a limit.
 
     Examples
     --------
@@ -62,14 +64,11 @@ def fits_in_memory(nbytes: int, fraction: float | None = None) -> bool:
     (True, False)
     """
     fraction = IN_MEMORY_FRACTION if fraction is None else fraction
-    try:
-        from distributed import default_client
-
-        workers = scheduler_workers(default_client()).values()
-        memory = sum(int(w.get("memory_limit") or 0) for w in workers)
-    except (ImportError, ValueError, TypeError):
-        memory = 0
-    if not memory:
+    client = progress.distributed_client()
+    cluster = worker_memory(client) if client is not None else None
+    if cluster is not None and cluster.limit:
+        memory = cluster.workers * cluster.limit
+    else:
         import psutil
 
         memory = psutil.virtual_memory().available
