@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from curator_dask.backends import backend_dispatch
+from curator_dask.backends import backend_dispatch, rows_where
 from curator_dask.compat import nemo_keywords, renamed
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.cache import write_duplicates
@@ -252,7 +252,7 @@ def _hash_partition(df, id_field: str, text_field: str, method: str, on_null: st
                 "files). Drop or fill them first, or pass on_null='skip' to drop them and "
                 f"count them as {NULL_TEXT_REASON!r}"
             )
-        df = df[~nulls]
+        df = rows_where(df, ~nulls)
         rows = rows[~np.asarray(nulls.to_numpy(), dtype=bool)]
     out = df[[id_field]].assign(**{HASH_FIELD: hash_texts(df[text_field], method),
                                    ROW_FIELD: rows})
@@ -324,7 +324,7 @@ def _drop_null_text(df, text_field: str):
     count = int(nulls.sum())
     if not count:
         return df
-    return record_dropped(df[~nulls], NULL_TEXT_REASON, count)
+    return record_dropped(rows_where(df, ~nulls), NULL_TEXT_REASON, count)
 
 
 # -- the operation ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.backends import to_host
+from curator_dask.backends import rows_where, to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import (
     ROW_FIELD,
@@ -446,7 +446,7 @@ def _drop_listed_rows(df, listed, number: int, id_field: str, reason: str):
                            number, id_field)
     if REASON_FIELD not in listed.columns:
         return _drop_rows(df, hit, reason)
-    kept = df[~hit]
+    kept = rows_where(df, ~hit)
     # Every listed row was found (listed_rows_mask raises otherwise): count the list.
     for why, count in _host(listed[REASON_FIELD]).value_counts(sort=False).items():
         record_dropped(kept, str(why), int(count))
@@ -520,4 +520,4 @@ def _drop_rows(df, hit, reason: str):
     removed = int(hit.sum())
     if not removed:
         return df
-    return record_dropped(df[~hit], reason, removed)
+    return record_dropped(rows_where(df, ~hit), reason, removed)

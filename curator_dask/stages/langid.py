@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.dropped import record_dropped
 from curator_dask.errors import MissingDependencyError, MissingFileError
 from curator_dask.stages.base import ProcessingStage
@@ -163,7 +163,7 @@ class LanguageIdFilter(ProcessingStage):
         else:
             other[:] = False
         keep = ~(low | other)
-        out = df[like_input(keep, text, "bool")] if is_cudf(df) else df[keep]
+        out = rows_where(df, like_input(keep, text, "bool") if is_cudf(df) else keep)
         record_dropped(out, f"{self.name}.low_score", int(low.sum()))
         return record_dropped(out, f"{self.name}.other_language", int(other.sum()))
 

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from curator_dask.backends import to_host
+from curator_dask.backends import rows_where, to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.config import ExactDedupConfig
 from curator_dask.dedup.exact import (
@@ -134,7 +134,7 @@ def _keys_partition(df, id_field: str, text_field: str, method: str, on_null: st
                 f"partition {number}: {int(nulls.sum())} document(s) have a null "
                 f"{text_field!r} (first: {id_field}={first}); drop or fill them first, or "
                 f"pass on_null='skip' to drop them and count them as {NULL_TEXT_REASON!r}")
-        df, rows = df[~nulls], rows[~nulls]
+        df, rows = rows_where(df, ~nulls), rows[~nulls]
     keys = text_digests(df[text_field], method)
     ids = to_host(df[id_field]).reset_index(drop=True)
     return pd.DataFrame({id_field: ids, ROW_FIELD: rows, HIGH: keys[:, 0], LOW: keys[:, 1],
@@ -296,7 +296,7 @@ def _new_keys(df: pd.DataFrame) -> pd.DataFrame:
 def _drop_null_text(df, text_field: str):
     nulls = df[text_field].isna()
     count = int(nulls.sum())
-    return record_dropped(df[~nulls], NULL_TEXT_REASON, count) if count else df
+    return record_dropped(rows_where(df, ~nulls), NULL_TEXT_REASON, count) if count else df
 
 
 class ExactDedupIndex(DedupIndex):

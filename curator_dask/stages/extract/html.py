@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.dropped import record_dropped
 from curator_dask.errors import InvalidArgumentError, MissingDependencyError
 from curator_dask.resources import Resources
@@ -237,7 +237,7 @@ class HtmlExtractor(ProcessingStage):
         })
         if not self.keep_html:
             out = out.drop(columns=[self.html_field])
-        out = out[keep]
+        out = rows_where(out, keep)
         for reason, count in zip(*np.unique([r for r in reasons if r is not None],
                                             return_counts=True), strict=True):
             record_dropped(out, f"{self.name}.{reason}", int(count))

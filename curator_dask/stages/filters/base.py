@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.dropped import record_dropped
 from curator_dask.errors import ArgumentTypeError
 from curator_dask.stages.base import ProcessingStage
@@ -201,7 +201,7 @@ def _drop_and_count(df, keep, name: str, reasons: Callable | None):
     """Rows of ``df`` where ``keep``; the rest counted under ``name`` (or per rule)."""
     mask = _mask(keep, df)
     n_dropped = len(mask) - int(mask.sum())
-    out = df[mask]
+    out = rows_where(df, mask)
     if not n_dropped:
         return out
     rules = reasons(~mask) if reasons is not None else None

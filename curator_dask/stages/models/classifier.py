@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_distribution, record_dropped
 from curator_dask.errors import CuratorError
@@ -69,7 +69,7 @@ def keep_labels(df, stage_name: str, labels: np.ndarray, filter_by: Sequence | N
         return df
     labels = np.asarray(labels)
     keep = np.isin(labels, np.asarray(filter_by, dtype=labels.dtype))
-    out = df[column_like(keep, df, "bool")] if is_cudf(df) else df[keep]
+    out = rows_where(df, column_like(keep, df, "bool") if is_cudf(df) else keep)
     dropped, counts = np.unique(labels[~keep].astype(str), return_counts=True)
     for label, count in zip(dropped.tolist(), counts.tolist(), strict=True):
         record_dropped(out, f"{stage_name}.{label}", count)

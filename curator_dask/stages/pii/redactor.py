@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.compat import nemo_keywords
 from curator_dask.dropped import record_counter, record_dropped
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
@@ -195,7 +195,7 @@ class PiiRedactor(ProcessingStage):
             np.zeros(0, bool)
         keep = np.ones(len(df), bool)
         keep[spans.docs] = False
-        out = df[keep]
+        out = rows_where(df, keep)
         per_type = np.bincount(spans.kinds[first], minlength=len(spans.types))
         for entity, count in zip(spans.types, per_type, strict=True):
             record_dropped(out, f"{self.name}.{entity}", int(count))
