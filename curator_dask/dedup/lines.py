@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_dask.backends import to_host
+from curator_dask.backends import rows_where, to_host
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.ids import ROW_FIELD, first_row, partition_of_rows, row_numbers
 from curator_dask.dedup.removal import default_shuffle_method, raise_mismatch, route_to_partitions
@@ -182,7 +182,7 @@ class _Apply:
         record_counter(out, self.counter, int(removed.sum()))
         emptied = changed & (left == 0)
         if emptied.any():
-            out = record_dropped(out[~emptied], self.reason, int(emptied.sum()))
+            out = record_dropped(rows_where(out, ~emptied), self.reason, int(emptied.sum()))
         return out
 
 

@@ -33,7 +33,7 @@ from typing import Literal, get_args
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curator_dask.backends import to_host
+from curator_dask.backends import rows_where, to_host
 from curator_dask.errors import InvalidArgumentError, NameNotFoundError
 from curator_dask.io import atomic
 from curator_dask.io.arrow_types import to_table
@@ -277,7 +277,7 @@ def write_partition(df, spec: WriteSpec, index: int, fs, *,
     names = df[spec.filename_field]
     for name in sorted(set(to_host(names))):
         relative = _safe_relative_name(name, spec.filename_field)
-        group = df[names == name]
+        group = rows_where(df, names == name)
         if not spec.keep_filename_column:
             group = group.drop(columns=[spec.filename_field])
         target = posixpath.join(spec.path, _output_name(relative, spec.suffix))
