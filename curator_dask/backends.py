@@ -95,8 +95,8 @@ to_host = backend_dispatch("to_host", pandas=lambda obj: obj, cudf=_cudf_to_host
 
 def _rows_where_pandas(df, keep):
     mask = _row_mask(keep, df)
-    if mask is None or df.shape[1] == 0:
-        return df[keep]
+    if mask is None or type(df) is not pd.DataFrame or df.shape[1] == 0:
+        return df[keep]  # a series, a subclass of DataFrame, or no column to filter
     # Column by column: each column's own boolean indexing, which for Arrow-backed
     # strings is Arrow's filter, chunk by chunk where the chunks lie.
     columns = {i: df.iloc[:, i].array[mask] for i in range(df.shape[1])}

@@ -95,3 +95,17 @@ def test_a_filter_stage_on_chunked_text_keeps_the_same_rows_and_counts():
     assert result["id"].tolist() == want
     assert result["text"].tolist() == [texts[i] for i in want]
     assert kept.dropped_counts() == {"word_count": 200 - len(want)}
+
+
+def test_a_series_or_a_subclass_of_dataframe_is_indexed_as_it_is():
+    class Tagged(pd.DataFrame):
+        @property
+        def _constructor(self):
+            return Tagged
+
+    keep = np.array([True, False, True])
+    series = pd.Series([1, 2, 3])
+    assert rows_where(series, keep).tolist() == [1, 3]
+    out = rows_where(Tagged({"a": [1, 2, 3]}), keep)
+    assert type(out) is Tagged
+    assert out["a"].tolist() == [1, 3]
