@@ -30,7 +30,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from curator_dask.backends import is_cudf
+from curator_dask.backends import is_cudf, rows_where
 from curator_dask.dataset import DocumentDataset
 from curator_dask.dedup.fuzzy.lsh import EDGE_FIELDS
 from curator_dask.dedup.fuzzy.minhash_kernel import shingle_hashes64, string_buffers
@@ -140,7 +140,7 @@ def _select_sorted(df, wanted, id_field: str, text_field: str):
     else:
         position = np.minimum(np.searchsorted(wanted, ids), len(wanted) - 1)
         hit = wanted[position] == ids
-    return df.loc[hit, [id_field, text_field]]
+    return rows_where(df[[id_field, text_field]], hit)
 
 
 def _sorted_unique(df, id_field: str):
