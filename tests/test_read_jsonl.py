@@ -16,6 +16,8 @@ import pyarrow as pa
 import pytest
 import zstandard
 from conftest import docs, write_jsonl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from curator_dask import DocumentDataset
 
@@ -106,6 +108,47 @@ def test_memory_filesystem(tmp_path):
     with fs.open("/corpus/a.jsonl", "wb") as f:
         f.write(b'{"text": "in memory"}\n')
     assert texts(DocumentDataset.read_jsonl("memory://corpus")) == ["in memory"]
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.fixed_dictionaries(
+           {"id": st.integers(-2**53, 2**53), "text": _TEXT},
+           optional={"meta": st.one_of(st.none(), _TEXT), "score": st.floats(allow_nan=False)}),
+           min_size=1, max_size=25),
+       files=st.integers(min_value=1, max_value=3))
+def test_local_files_read_from_a_memory_map_equal_the_streamed_read(tmp_path_factory, records,
+                                                                    files):
+    """Uncompressed local files are parsed from a memory map, whole or by byte range;
+    everything else is streamed. The same lines give the same frame either way: the
+    same bytes on the memory filesystem (streamed), gzip-compressed locally (streamed),
+    and plain locally (mapped)."""
+    root = tmp_path_factory.mktemp("mapped")
+    memory = fsspec.filesystem("memory")
+    if memory.exists("/mapped"):
+        memory.rm("/mapped", recursive=True)
+    for i in range(files):
+        part = records[i::files]
+        raw = "".join(json.dumps(r, ensure_ascii=i % 2 == 0) + "\n" for r in part).encode()
+        (root / "plain").mkdir(exist_ok=True)
+        (root / "plain" / f"f{i}.jsonl").write_bytes(raw)
+        (root / "gz").mkdir(exist_ok=True)
+        (root / "gz" / f"f{i}.jsonl.gz").write_bytes(gzip.compress(raw))
+        with memory.open(f"/mapped/f{i}.jsonl", "wb") as f:
+            f.write(raw)
+
+    def frame(path, **kw):
+        out = DocumentDataset.read_jsonl(path, **kw).df.compute(scheduler="sync")
+        return out.sort_values("id", kind="stable").reset_index(drop=True)
+
+    streamed = frame("memory://mapped")
+    pd.testing.assert_frame_equal(frame(str(root / "plain")), streamed)
+    pd.testing.assert_frame_equal(frame(str(root / "gz")), streamed)
+    # Byte ranges of the mapped files: every document once, the same values.
+    pd.testing.assert_frame_equal(frame(str(root / "plain"), blocksize=64), streamed)
 
 
 def test_text_field_selects_another_column(tmp_path):

@@ -156,22 +156,24 @@ def _failing_field(err: pa.ArrowInvalid) -> str | None:
 def _fast_path(fs, piece: FileSlice, schema: pa.Schema) -> pa.Table | None:
     """Parse a slice without copying it through Python: the path nearly every slice takes.
 
-    Local files are read by pyarrow's own I/O (whole files streamed in blocks through its
-    decompressors, byte ranges as zero-copy slices of a memory map), which avoids a
-    Python bytes copy per slice and the page faults of allocating it. Other filesystems
-    stream whole files from their fsspec handle. Returns None when anything is off (a bad
-    line, bad UTF-8, an empty file, a line longer than a block, a broken compressed
-    stream) and the caller takes the byte path, which reports or skips each case.
+    Local files are read by pyarrow's own I/O: uncompressed ones, whole or a byte
+    range, as zero-copy views of a memory map (the parser reads the page cache itself:
+    no copy into freshly allocated buffers, whose first touch the kernel zeroes; on 8
+    files of 62 MB, 0.11 CPU-s against 0.13 streamed), compressed ones streamed in blocks
+    through pyarrow's decompressors. Other filesystems stream whole files from their
+    fsspec handle. Returns None when anything is off (a bad line, bad UTF-8, an empty
+    file, a line longer than a block, a broken compressed stream) and the caller takes
+    the byte path, which reports or skips each case.
     """
     f = piece.file
     options = pajson.ReadOptions(use_threads=False, block_size=STREAM_BLOCK)
     parse = _parse_options(schema)
     try:
-        if piece.whole:
-            with open_stream(fs, f) as source:
-                table = pajson.read_json(source, read_options=options, parse_options=parse)
-        elif isinstance(fs, LocalFileSystem) and f.compression is None:
+        if isinstance(fs, LocalFileSystem) and f.compression is None:
             with pa.BufferReader(mapped_range(f.path, piece)) as source:
+                table = pajson.read_json(source, read_options=options, parse_options=parse)
+        elif piece.whole:
+            with open_stream(fs, f) as source:
                 table = pajson.read_json(source, read_options=options, parse_options=parse)
         else:
             return None
