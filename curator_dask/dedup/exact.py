@@ -73,7 +73,7 @@ from curator_dask.errors import (
     InvalidArgumentError,
     MissingDependencyError,
 )
-from curator_dask.io.arrow_types import to_frame
+from curator_dask.io.arrow_types import string_offsets, to_frame
 from curator_dask.stages.columns import id_column_fix, require_columns
 from curator_dask.task_names import scoped, task_name
 
@@ -190,12 +190,8 @@ def string_buffers(arrow: pa.Array) -> tuple[memoryview, list[int]]:
 
 
 def _string_offsets(arrow: pa.Array) -> tuple[memoryview, np.ndarray]:
-    n = len(arrow)
-    _, offsets_buffer, data_buffer = arrow.buffers()
-    offset_type = np.int64 if pa.types.is_large_string(arrow.type) else np.int32
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[arrow.offset:arrow.offset + n + 1]
-    data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
-    return data, offsets
+    data_buffer, offsets = string_offsets(arrow)
+    return (memoryview(data_buffer) if data_buffer is not None else memoryview(b"")), offsets
 
 
 def digests(arrow: pa.Array | pa.ChunkedArray, method: str) -> bytes:

@@ -21,6 +21,7 @@ __all__ = [
     "inexact_float_rows",
     "is_text_type",
     "partition_dtype",
+    "string_offsets",
     "strings_for_timestamps",
     "to_frame",
     "to_table",
@@ -30,6 +31,25 @@ __all__ = [
 def is_text_type(arrow_type: pa.DataType) -> bool:
     """Whether a column of this type holds strings (``string`` or ``large_string``)."""
     return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def string_offsets(array: pa.Array) -> tuple[pa.Buffer | None, np.ndarray]:
+    """Zero-copy views of a string or large-string array (one chunk): its UTF-8 data
+    buffer (None when it has none) and its ``len + 1`` offsets into it (int32 or int64,
+    as the type has them; absolute positions in the buffer, so a sliced array needs no
+    rebasing). The one place the hashing kernels (exact and MinHash) take strings apart.
+
+    >>> data, offsets = string_offsets(pa.array(["ab", "", "cde"]).slice(1))
+    >>> offsets.tolist(), data.to_pybytes()[offsets[0]:offsets[-1]]
+    ([2, 2, 5], b'cde')
+    """
+    offset_type = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    n = len(array)
+    _, offsets_buffer, data_buffer = array.buffers()
+    if offsets_buffer is None:  # a zero-length array may have no offsets buffer
+        return data_buffer, np.zeros(n + 1, dtype=offset_type)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset:array.offset + n + 1]
+    return data_buffer, offsets
 
 
 def children(arrow_type: pa.DataType) -> list[pa.Field]:

@@ -81,6 +81,7 @@ from curator_dask.dedup.fuzzy.murmur import (
     mmh3_x86_32,
 )
 from curator_dask.errors import ArgumentTypeError, InvalidArgumentError
+from curator_dask.io.arrow_types import string_offsets
 from curator_dask.numba_cache import njit
 
 __all__ = [
@@ -284,8 +285,7 @@ def _minhash64_kernel(data, offsets, a, b, seed, width, out):
 # --------------------------------------------------------------------------
 
 
-# One branch per kind of string column (Arrow string, large string, chunked, pandas, cuDF).
-def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:  # noqa: PLR0912
+def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
     """Zero-copy ``(utf8_bytes, int64_offsets)`` views of a string column.
 
     Raises
@@ -321,11 +321,7 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:  # noqa: PLR091
         arr = pa.array([], pa.string())
     if pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.large_string())
-    if pa.types.is_string(arr.type):
-        offset_dtype = np.int32
-    elif pa.types.is_large_string(arr.type):
-        offset_dtype = np.int64
-    else:
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise ArgumentTypeError(f"minhash expects a string column, got Arrow type {arr.type}")
 
     if arr.null_count:
@@ -334,18 +330,11 @@ def string_buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:  # noqa: PLR091
             "drop or fill nulls before computing signatures"
         )
 
-    _, off_buf, data_buf = arr.buffers()
-    n = len(arr)
-    if off_buf is None:  # zero-length arrays may omit the offsets buffer
-        offsets = np.zeros(n + 1, dtype=offset_dtype)
-    else:
-        offsets = np.frombuffer(off_buf, dtype=offset_dtype)[arr.offset : arr.offset + n + 1]
+    data_buf, offsets = string_offsets(arr)
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
     )
-    # Offsets are absolute positions into the data buffer, so a sliced array
-    # needs no rebasing.  int32 -> int64 costs one small copy and avoids a
-    # second compiled specialisation.
+    # int32 -> int64 costs one small copy and avoids a second compiled specialisation.
     return data, offsets.astype(np.int64, copy=False)
 
 
