@@ -1,5 +1,8 @@
 """How the lower layers compute Dask collections: ``dask.compute``, or the compute that
-the code running them installed (the run's progress, which counts the tasks).
+the code running them installed (the run's progress, which counts the tasks); either way,
+a task whose worker died on every try leaves as an error that names why
+(:func:`curator_dask.faults.faults_explained`: for memory, the limit, the partition size
+and the setting that fixes it), not as distributed's bare ``KilledWorker``.
 
 The dataset's writes compute through :func:`compute`. The progress of a run
 (:func:`curator_dask.observe.progress.phase`) installs its counting compute with
@@ -29,19 +32,24 @@ from collections.abc import Callable, Iterator
 
 import dask
 
+from curator_dask.faults import faults_explained
+
 __all__ = ["compute", "computed_by"]
 
 _COMPUTE: contextvars.ContextVar[Callable | None] = contextvars.ContextVar(
     "curator_dask_compute", default=None)
 
 
-def compute(*collections):
+def compute(*collections, partition_bytes: int | None = None):
     """``dask.compute(*collections)``, through the compute installed by
-    :func:`computed_by` where there is one."""
+    :func:`computed_by` where there is one. ``partition_bytes``: the size of the
+    partitions computed, named if a worker dies for memory. An installed compute belongs
+    to a run's phase: the run names a dead worker, with the phase it died in."""
     installed = _COMPUTE.get()
-    if installed is None:
+    if installed is not None:
+        return installed(*collections)
+    with faults_explained(partition_bytes):
         return dask.compute(*collections)
-    return installed(*collections)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,11 @@ class WriteResult:
     partitions: list[dict] = field(default_factory=list, repr=False)
 
 
+def _largest_partition(plan) -> int | None:
+    """The input bytes of the plan's largest partition (None without a plan)."""
+    return max((p.nbytes for p in plan), default=None) if plan else None
+
+
 def check_whole_files(plan) -> None:
     """Refuse to write each document to a file named after its source file when a source
     file was split across partitions (each part would write it again)."""
@@ -103,7 +108,7 @@ def write_partitions(parts: Envelopes, path: str, spec: WriteSpec, mode: WriteMo
                  for i, part in enumerate(parts.delayed())]
         # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
         # One value each (not two lists, which a cluster would gather in a task of its own).
-        computed = compute(*tasks, *parts.carried)
+        computed = compute(*tasks, *parts.carried, partition_bytes=_largest_partition(plan))
         stats, carried = computed[:len(tasks)], computed[len(tasks):]
         finish_output(out.fs, out.path, spec.encoder, stats)
     files = sorted(f for s in stats for f in s["files"])

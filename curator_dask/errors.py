@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from distributed.scheduler import NoWorkerError
 
-from curator_dask.task_names import stage_of_key
+from curator_dask._keys import stage_of_key
 
 __all__ = ["ArgumentTypeError", "ComputationError", "CuratorError", "InvalidArgumentError",
            "MissingDependencyError", "MissingFileError", "NameNotFoundError", "NoWorkersError",

@@ -28,8 +28,8 @@ from contextlib import contextmanager
 
 from dask.utils import format_bytes
 
+from curator_dask._keys import stage_of_key
 from curator_dask.errors import CuratorError
-from curator_dask.task_names import stage_of_key
 
 __all__ = [
     "MEMORY_EVENT",
@@ -150,12 +150,24 @@ def _memory_restarts(client) -> list[dict]:
         return []
 
 
+#: Seconds the explanation waits for a worker to come back (its nanny restarting it) when
+#: none is connected to tell its memory limit.
+LIMIT_WAIT = 10
+
+
 def _memory_limits(client) -> list[int]:
+    """The workers' memory limits; when every worker is down (restarted for memory just
+    now), those of the first to come back within :data:`LIMIT_WAIT` seconds."""
     from curator_dask._distributed import scheduler_workers
 
     try:
-        return [int(w.get("memory_limit") or 0) for w in scheduler_workers(client).values()]
-    except Exception:  # a scheduler that is gone: the events alone must do
+        limits = [int(w.get("memory_limit") or 0) for w in scheduler_workers(client).values()]
+        if not limits:
+            client.wait_for_workers(1, timeout=LIMIT_WAIT)
+            limits = [int(w.get("memory_limit") or 0)
+                      for w in scheduler_workers(client).values()]
+        return limits
+    except Exception:  # a scheduler that is gone, no worker back: the events alone must do
         return []
 
 

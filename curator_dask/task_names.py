@@ -36,6 +36,9 @@ from collections.abc import Callable, Iterator
 import dask
 import dask.utils
 
+from curator_dask._keys import stage_of_key
+from curator_dask.faults import faults_explained
+
 __all__ = ["current_scope", "delayed_task", "key_word", "scoped", "stage_of_key", "stage_task_name",
            "task_label", "task_name", "task_scope"]
 
@@ -81,14 +84,33 @@ def task_scope(name: str) -> Iterator[str]:
 
 def scoped(name: str) -> Callable[[Callable], Callable]:
     """Decorate a workflow's method so that the tasks it builds are named after
-    ``name`` (unless a stage's scope is in force already)."""
+    ``name`` (unless a stage's scope is in force already).
+
+    Called from outside any scope (from a user's code, not from a stage or another
+    workflow method), the method is where a run enters the library: a task whose worker
+    died on every try leaves it as :func:`~curator_dask.faults.faults_explained` names it
+    (for memory: the limit, the size of the partitions of the dataset it was given, and
+    the setting to change), not as distributed's bare ``KilledWorker``."""
     def decorate(func: Callable) -> Callable:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with task_scope(name):
+            if _SCOPE.get() is not None:  # the caller that entered the scope names faults
+                return func(*args, **kwargs)
+            with faults_explained(lambda: _largest_partition(args, kwargs)), task_scope(name):
                 return func(*args, **kwargs)
         return wrapper
     return decorate
+
+
+def _largest_partition(args: tuple, kwargs: dict) -> int | None:
+    """The input bytes of the largest planned partition of the datasets among a call's
+    arguments, or in a list or tuple of them (None when none has a plan)."""
+    values = [*args, *kwargs.values()]
+    values += [v for value in values if isinstance(value, (list, tuple)) for v in value]
+    sizes = [getattr(p, "nbytes", 0) or 0 for value in values
+             if isinstance(plan := getattr(value, "plan", None), (list, tuple))
+             for p in plan]
+    return max(sizes, default=0) or None
 
 
 def task_name(phase: str, scope: str | None = None) -> str:
@@ -110,15 +132,6 @@ def task_label(name: str) -> str:
     'exact_dedup/write'
     """
     return task_name(name) if _SCOPE.get() is not None else key_word(name)
-
-
-def stage_of_key(key) -> str:
-    """The stage (or workflow) a task key belongs to: the first word of its prefix.
-
-    >>> stage_of_key(("near_dups/lsh-8c1e4d0f5b", 3)), stage_of_key("getitem-8c1e4d0f5b")
-    ('near_dups', 'getitem')
-    """
-    return dask.utils.key_split(key).split("/", 1)[0]
 
 
 def stage_task_name(stage: str, phase: str) -> str:

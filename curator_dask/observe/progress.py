@@ -28,7 +28,7 @@ import time
 import dask
 
 from curator_dask._compute import computed_by
-from curator_dask.faults import note_phase
+from curator_dask.faults import faults_explained, note_phase
 
 __all__ = ["Progress", "chain_label", "compute", "current",
            "distributed_client", "log_interval", "persist", "phase",
@@ -268,17 +268,21 @@ def compute(*collections, label: str | None = None):
     results depend on, so a shuffle's tasks move the bar); without one, as the local
     scheduler runs them. The label is ``label``, or the current :func:`phase`'s; the
     progress is the run's (:func:`current`) when there is one, else a bar of its own.
-    Without a label, this is ``dask.compute``.
+    Without a label, this is ``dask.compute``. Outside a :func:`phase`, a worker that
+    died on every try is named as :func:`~curator_dask.faults.faults_explained` names it
+    (inside one, the run that opened the phase names it, with the phase).
     """
     label = label or _PHASE.get()
-    if label is None:
-        return dask.compute(*collections)
-    with _counted(label) as progress:
-        client = distributed_client()
-        if client is not None:
-            return _compute_on_cluster(client, collections, progress)
-        with _LocalCounter(progress):
+    guard = faults_explained() if _PHASE.get() is None else contextlib.nullcontext()
+    with guard:
+        if label is None:
             return dask.compute(*collections)
+        with _counted(label) as progress:
+            client = distributed_client()
+            if client is not None:
+                return _compute_on_cluster(client, collections, progress)
+            with _LocalCounter(progress):
+                return dask.compute(*collections)
 
 
 @contextlib.contextmanager

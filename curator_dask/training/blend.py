@@ -58,6 +58,7 @@ from curator_dask.io.overlap import InputPaths, input_paths
 from curator_dask.io.source import PartitionSource, plan_jsonl, plan_parquet
 from curator_dask.io.tokens import TokenizerSpec, token_lengths
 from curator_dask.stages.io_stages import ReaderStage
+from curator_dask.task_names import scoped
 
 __all__ = [
     "NOT_SELECTED",
@@ -507,6 +508,7 @@ def _common_columns(metas: Sequence, names: Sequence[str],
 # -- interactive ----------------------------------------------------------------------------
 
 @nemo_keywords()
+@scoped("blend")
 def blend_datasets(target_size: int, datasets: Sequence[DocumentDataset],
                    weights: Sequence[float], *, by: BlendBy = "documents", seed: int = 0,
                    replacement: bool = False, tokenizer: str | None = None,

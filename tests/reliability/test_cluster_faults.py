@@ -106,3 +106,57 @@ def test_a_phase_whose_workers_die_for_memory_is_named_with_its_setting(small_wo
     for words in ("'fuzzy dedup: minhash'", "64.00 MiB (input_blocksize)",
                   "smaller input_blocksize", "600.00 MiB"):
         assert words in str(error), str(error)
+
+
+def _hog_partition(df):
+    hold_twice_the_limit()
+    return df
+
+
+def _write(ds, out):
+    return ds.to_parquet(str(out))
+
+
+def _exact_api(ds, out):
+    from curator_dask.dedup import ExactDuplicates
+
+    return ExactDuplicates().identify(ds).to_parquet(str(out))
+
+
+def _fuzzy_api(ds, out):
+    from curator_dask.dedup import FuzzyDuplicates
+
+    return FuzzyDuplicates(char_ngrams=5, num_bands=4, minhashes_per_band=2).identify(ds)
+
+
+def _blend(ds, out):
+    from curator_dask.training import blend_datasets
+
+    return blend_datasets(10, [ds, ds], [0.5, 0.5], names=["a", "b"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("call", [_write, _exact_api, _fuzzy_api, _blend])
+def test_the_api_path_names_workers_that_die_for_memory_with_the_fix(
+        tmp_path, small_workers, call):
+    # Outside any executor or workflow: the calls a notebook makes. A dataset's write
+    # computes through the one lower-layer compute, a dedup or blend call enters the
+    # library through its scope: both name the fault, with the dataset's partition size.
+    from curator_dask import DocumentDataset
+
+    corpus = write_corpus(tmp_path / "in", n_docs=20, n_files=2)
+    ds = DocumentDataset.read_jsonl(str(corpus.path), files_per_partition=1)
+    hungry = ds.map_partitions(_hog_partition, meta=ds.df._meta, token="hungry")
+    with pytest.raises(WorkerMemoryError) as caught:
+        call(hungry, tmp_path / "out")
+    error = caught.value
+    largest = max(f.stat().st_size for f in corpus.files)
+    assert error.stage == "hungry" and error.memory_limit == LIMIT and error.phase is None
+    if call is _exact_api:
+        # The dataset being written is the duplicate list, derived: no planned size.
+        assert error.partition_bytes is None and "(blocksize)" not in str(error)
+    else:
+        assert error.partition_bytes == largest and "(blocksize)" in str(error)
+    for words in ("memory limit", "600.00 MiB", "smaller blocksize", "memory_limit"):
+        assert words in str(error), str(error)
+    corpus.assert_unchanged()
