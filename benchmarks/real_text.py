@@ -18,8 +18,10 @@ Rows:
 
 ``fuzzy``
     ``FuzzyDeduplicationWorkflow`` defaults (char 24-grams, 20 bands x 13, automatic
-    blocksize) on ``--size-mb``, beside datasketch (``MinHash(num_perm=260)`` over the
-    same shingles, ``MinHashLSH(params=(20, 13))``, union-find) in one process.
+    blocksize) on ``--size-mb``, and the API path ``FuzzyDuplicates().identify`` -> write
+    -> ``remove`` -> write (its removals checked equal to the workflow's), beside
+    datasketch (``MinHash(num_perm=260)`` over the same shingles,
+    ``MinHashLSH(params=(20, 13))``, union-find) in one process.
 ``exact``
     ``ExactDeduplicationWorkflow`` (JSONL in, Parquet out) on ``--big-mb``, and the
     API path ``ExactDuplicates.identify`` -> write -> ``remove`` -> write, beside DuckDB
@@ -220,9 +222,12 @@ def child_duckdb(data: str, workers: int, work: str) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "kept": kept}
 
 
-def child_fuzzy(data: str, workers: int, work: str) -> dict:
-    """FuzzyDeduplicationWorkflow with its defaults, removal included."""
-    from curator_dask.dedup import FuzzyDeduplicationWorkflow
+def child_fuzzy(data: str, workers: int, work: str, path: str | None = None) -> dict:
+    """FuzzyDeduplicationWorkflow with its defaults, removal included; or (``path`` "api")
+    what a NeMo Curator user writes: ``FuzzyDuplicates()`` on a dataset read with
+    ``read_jsonl``, its ``remove``, the result written as Parquet."""
+    from curator_dask import DocumentDataset
+    from curator_dask.dedup import FuzzyDeduplicationWorkflow, FuzzyDuplicates
 
     work = Path(work)
     cluster, client = _cluster(workers)
@@ -236,13 +241,34 @@ def child_fuzzy(data: str, workers: int, work: str) -> dict:
                                    perform_removal=True).run()
         root = work / "fuzzy"
         shutil.rmtree(root, ignore_errors=True)
+        import pandas as pd
+
+        if path == "api":
+            def api(source: str, into: Path):
+                ds = DocumentDataset.read_jsonl(source)
+                dedup = FuzzyDuplicates()
+                groups = dedup.identify(ds)
+                groups.to_parquet(str(into / "groups"))
+                written = dedup.remove(ds, groups).to_parquet(str(into / "out"))
+                return written, pd.read_parquet(into / "groups")
+
+            (tiny / "ids").mkdir()
+            (tiny / "ids" / "a.jsonl").write_text("".join(
+                json.dumps({"id": i, "text": f"warm up document {i % 30} " * 5}) + "\n"
+                for i in range(300)))
+            api(str(tiny / "ids"), tiny / "api")  # warm: the API path's own tasks
+            pids = [os.getpid(), *client.run(os.getpid).values()]
+            cpu0, start = _cpu(pids), time.perf_counter()
+            written, groups = api(data, root)
+            wall, cpu = time.perf_counter() - start, _cpu(pids) - cpu0
+            removed = groups.loc[groups["id"] != groups["group"], "id"]
+            return {"wall_s": wall, "cpu_s": cpu, "kept": written.rows,
+                    "removed": len(removed), "removed_ids": sorted(removed.tolist())}
         pids = [os.getpid(), *client.run(os.getpid).values()]
         cpu0, start = _cpu(pids), time.perf_counter()
         result = FuzzyDeduplicationWorkflow(data, str(root / "cache"), str(root / "out"),
                                             perform_removal=True).run()
         wall, cpu = time.perf_counter() - start, _cpu(pids) - cpu0
-        import pandas as pd
-
         groups = pd.read_parquet(result.groups_path)
         return {"wall_s": wall, "cpu_s": cpu,
                 "kept": result.kept_documents, "removed": result.duplicate_documents,
@@ -376,25 +402,30 @@ def row_exact(args, data: Path) -> dict:
 def row_fuzzy(args, data: Path) -> dict:
     work = Path(args.data_dir) / "work"
     work.mkdir(parents=True, exist_ok=True)
-    ours, theirs = [], []
+    ours, api, theirs = [], [], []
     for i in range(args.repeat):
         ours.append(run_child(sys.executable, "fuzzy", data, args.workers,
                               ["--work", str(work)]))
+        api.append(run_child(sys.executable, "fuzzy", data, args.workers,
+                             ["--work", str(work), "--path", "api"]))
         if i == 0 or not args.datasketch_once:
             theirs.append(run_child(sys.executable, "datasketch", data, 1))
-    out = {"curator_dask": best(ours), "datasketch": best(theirs)}
+    out = {"curator_dask": best(ours), "api": best(api), "datasketch": best(theirs)}
     out["ratio"] = out["datasketch"]["wall_s"] / out["curator_dask"]["wall_s"]
     size = sum(f.stat().st_size for f in data.glob("*.jsonl"))
     out["mb_per_s_per_core"] = size / 1e6 / out["curator_dask"]["wall_s"] / args.workers
+    out["api_mb_per_s_per_core"] = size / 1e6 / out["api"]["wall_s"] / args.workers
     # Beside the wall: what the work costs, whatever else the machine runs.
     out["mb_per_cpu_s"] = size / 1e6 / out["curator_dask"]["cpu_s"]
+    out["api_mb_per_cpu_s"] = size / 1e6 / out["api"]["cpu_s"]
+    out["api_same_removed"] = out["api"]["removed_ids"] == out["curator_dask"]["removed_ids"]
     truth = _truth_path(data)
     if truth.exists():  # the diverse corpus knows its planted duplicates
         ids = _corpus_ids(data)
-        for name in ("curator_dask", "datasketch"):
+        for name in ("curator_dask", "api", "datasketch"):
             out[name].update(precision_recall(out[name]["removed_ids"],
                                               json.loads(truth.read_text()), ids))
-    for name in ("curator_dask", "datasketch"):
+    for name in ("curator_dask", "api", "datasketch"):
         out[name]["removed_ids"] = len(out[name]["removed_ids"])
     return out
 
@@ -499,6 +530,12 @@ def table_rows(results: dict, corpus: dict, label: str) -> list[tuple]:
         rows.append((f"{label}: fuzzy dedup end to end, MB/s per core",
                      f"{rate:.1f} ({r['mb_per_cpu_s']:.1f} per CPU-s)", "", "",
                      ">= 20", "yes" if rate >= 20 else "no"))
+        if "api" in r:
+            rate = r["api_mb_per_s_per_core"]
+            same = "the workflow's removals" if r["api_same_removed"] else "OTHER removals"
+            rows.append((f"{label}: fuzzy, identify -> write -> remove -> write, MB/s per core",
+                         f"{rate:.1f} ({r['api_mb_per_cpu_s']:.1f} per CPU-s)", same, "",
+                         ">= 20", "yes" if rate >= 20 and r["api_same_removed"] else "no"))
         if "precision" in r["curator_dask"]:
             a, b = r["curator_dask"], r["datasketch"]
             rows.append((f"{label}: fuzzy precision / recall (planted)",
@@ -595,7 +632,7 @@ def main(argv=None) -> int:
     elif args.child == "duckdb":
         result = child_duckdb(args.data, args.workers, args.work)
     elif args.child == "fuzzy":
-        result = child_fuzzy(args.data, args.workers, args.work)
+        result = child_fuzzy(args.data, args.workers, args.work, args.path)
     elif args.child == "datasketch":
         result = child_datasketch(args.data)
     elif args.child:
