@@ -18,6 +18,7 @@ from curator_dask._compute import compute
 from curator_dask.dropped import split_counts, sum_dropped
 from curator_dask.envelopes import Envelopes
 from curator_dask.errors import InvalidArgumentError, NameNotFoundError
+from curator_dask.faults import planned_partition_bytes
 from curator_dask.io.guard import guarded
 from curator_dask.io.output_state import finish_output
 from curator_dask.io.overlap import InputPaths
@@ -41,11 +42,6 @@ class WriteResult:
     #: Events counted upstream that dropped no document (entities redacted, ...), by name.
     counters: dict[str, int] = field(default_factory=dict)
     partitions: list[dict] = field(default_factory=list, repr=False)
-
-
-def _largest_partition(plan) -> int | None:
-    """The input bytes of the plan's largest partition (None without a plan)."""
-    return max((p.nbytes for p in plan), default=None) if plan else None
 
 
 def check_whole_files(plan) -> None:
@@ -108,7 +104,7 @@ def write_partitions(parts: Envelopes, path: str, spec: WriteSpec, mode: WriteMo
                  for i, part in enumerate(parts.delayed())]
         # Counted as it runs when a phase is labelled (a dedup phase, a barrier's output).
         # One value each (not two lists, which a cluster would gather in a task of its own).
-        computed = compute(*tasks, *parts.carried, partition_bytes=_largest_partition(plan))
+        computed = compute(*tasks, *parts.carried, partition_bytes=planned_partition_bytes(plan))
         stats, carried = computed[:len(tasks)], computed[len(tasks):]
         finish_output(out.fs, out.path, spec.encoder, stats)
     files = sorted(f for s in stats for f in s["files"])

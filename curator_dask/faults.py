@@ -40,6 +40,7 @@ __all__ = [
     "faults_explained",
     "lost_workers",
     "note_phase",
+    "planned_partition_bytes",
     "scheduler_lost",
 ]
 
@@ -169,6 +170,20 @@ def _memory_limits(client) -> list[int]:
         return limits
     except Exception:  # a scheduler that is gone, no worker back: the events alone must do
         return []
+
+
+def planned_partition_bytes(plan) -> int | None:
+    """The input bytes of the largest partition of a read plan (a list of
+    :class:`~curator_dask.io.partitions.PartitionSpec`), as a fault names it; None without
+    a plan.
+
+    >>> from types import SimpleNamespace as Spec
+    >>> planned_partition_bytes([Spec(nbytes=3), Spec(nbytes=7)]), planned_partition_bytes(None)
+    (7, None)
+    """
+    if not isinstance(plan, (list, tuple)):
+        return None
+    return max((getattr(p, "nbytes", 0) or 0 for p in plan), default=0) or None
 
 
 def explain_fault(error: BaseException, client, *, partition_bytes: int | None = None,

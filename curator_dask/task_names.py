@@ -37,7 +37,7 @@ import dask
 import dask.utils
 
 from curator_dask._keys import stage_of_key
-from curator_dask.faults import faults_explained
+from curator_dask.faults import faults_explained, planned_partition_bytes
 
 __all__ = ["current_scope", "delayed_task", "key_word", "scoped", "stage_of_key", "stage_task_name",
            "task_label", "task_name", "task_scope"]
@@ -107,9 +107,7 @@ def _largest_partition(args: tuple, kwargs: dict) -> int | None:
     arguments, or in a list or tuple of them (None when none has a plan)."""
     values = [*args, *kwargs.values()]
     values += [v for value in values if isinstance(value, (list, tuple)) for v in value]
-    sizes = [getattr(p, "nbytes", 0) or 0 for value in values
-             if isinstance(plan := getattr(value, "plan", None), (list, tuple))
-             for p in plan]
+    sizes = [planned_partition_bytes(getattr(value, "plan", None)) or 0 for value in values]
     return max(sizes, default=0) or None
 
 
