@@ -97,6 +97,39 @@ def test_fuzzy_api_path_keeps_the_same_documents_held_or_not(client, tmp_path, h
     assert written["result"].dropped == {"fuzzy_duplicate": len(corpus_texts()) - len(expected)}
 
 
+@pytest.mark.parametrize("hold_input", [None, False])
+def test_fuzzy_identify_plans_lsh_bands_from_the_rows_it_holds(client, tmp_path, hold_input):
+    # Held partitions are counted before LSH is built: all bands in one shuffle where
+    # they fit, as the workflow plans them; unheld, the count is not known in time and
+    # the default number of bands goes in each shuffle. The groups are the same.
+    from curator_dask.dedup.fuzzy.lsh import DEFAULT_BANDS_PER_ITERATION
+
+    texts = corpus_texts()
+    source = write_corpus(tmp_path / "in", texts)
+    dedup = FuzzyDuplicates(char_ngrams=5, num_bands=12, minhashes_per_band=4,
+                            hold_input=hold_input)
+    planned = []
+    iterations = dedup.lsh.iterations
+
+    def recorded(documents=None):
+        planned.append((documents, iterations(documents)))
+        return planned[-1][1]
+
+    dedup.lsh.iterations = recorded
+    groups = dedup.identify(DocumentDataset.read_jsonl(source)).df.compute()
+    if hold_input is None:
+        assert planned == [(len(texts), [range(0, 12)])]
+    else:
+        step = DEFAULT_BANDS_PER_ITERATION
+        assert planned == [(None, [range(lo, min(lo + step, 12)) for lo in range(0, 12, step)])]
+    reference = FuzzyDuplicates(char_ngrams=5, num_bands=12, minhashes_per_band=4,
+                                bands_per_iteration=1, hold_input=False)
+    expected = reference.identify(DocumentDataset.read_jsonl(source)).df.compute()
+    key = ["id", "group"]
+    assert groups.sort_values(key).reset_index(drop=True).equals(
+        expected.sort_values(key).reset_index(drop=True))
+
+
 def test_an_input_that_does_not_fit_is_read_again(client, tmp_path, monkeypatch):
     from distributed import wait
 

@@ -65,8 +65,9 @@ class FuzzyDuplicates(Configured):
     bands_per_iteration : int, optional
         Bands shuffled at once (see :class:`~curator_dask.dedup.fuzzy.LSH`); by default
         planned from the number of documents where it is known before the shuffles are
-        built (the workflow), else 5 (:meth:`identify`, which counts the documents in
-        the same pass as the edges).
+        built (the workflow, and :meth:`identify` on an input it holds in the cluster's
+        memory, whose rows it counts first), else 5 (:meth:`identify` on an input it
+        reads again, counted in the same pass as the edges).
     false_positive_check : bool, default False
         Check every candidate pair's true Jaccard similarity before connecting it.
     jaccard_threshold : float, default 0.8
@@ -158,9 +159,12 @@ class FuzzyDuplicates(Configured):
         return self.minhash(ds)
 
     @scoped(FUZZY_SCOPE)
-    def candidate_edges(self, signatures: DocumentDataset) -> DocumentDataset:
-        """``(id_x, id_y)`` pairs that share an LSH bucket (a pair may repeat)."""
-        return self.lsh.edges(signatures)
+    def candidate_edges(self, signatures: DocumentDataset,
+                        documents: int | None = None) -> DocumentDataset:
+        """``(id_x, id_y)`` pairs that share an LSH bucket (a pair may repeat); the bands
+        shuffled together are planned for ``documents`` where it is given (see
+        :meth:`LSH.iterations <curator_dask.dedup.fuzzy.LSH.iterations>`)."""
+        return self.lsh.edges(signatures, documents)
 
     @scoped(FUZZY_SCOPE)
     def checked_edges(self, edges, ds: DocumentDataset, num_edges: int | None = None):
@@ -205,14 +209,19 @@ class FuzzyDuplicates(Configured):
             documents. The ids are counted in the same pass as the signatures.
         """
         with self.held.holding(ds) as held:
-            return self._identify(held)
+            # Partitions held in the cluster's memory are counted in a moment: LSH's
+            # bands are then planned from the count, as the workflow plans them (all
+            # in one shuffle where they fit, not DEFAULT_BANDS_PER_ITERATION at a time).
+            planned = _rows(held) if held is not ds else None
+            return self._identify(held, planned)
 
-    def _identify(self, ds: DocumentDataset) -> DocumentDataset:
+    def _identify(self, ds: DocumentDataset, documents: int | None = None) -> DocumentDataset:
         signatures = self.signatures(ds)
         # Persisting each step also keeps the expressions dask optimises small; the id
         # check and the document count share the MinHash pass with the edges.
         edges, repeated, documents = progress.persist(
-            self.candidate_edges(signatures).df, repeated_ids(signatures.df, self.id_field),
+            self.candidate_edges(signatures, documents).df,
+            repeated_ids(signatures.df, self.id_field),
             signatures.df.map_partitions(_row_count, meta=_row_count(signatures.df._meta),
                                          align_dataframes=False, enforce_metadata=False,
                                          token=task_name("count")))
@@ -262,3 +271,11 @@ class FuzzyDuplicates(Configured):
 
 def _row_count(df) -> pd.Series:
     return pd.Series([len(df)], dtype="int64")
+
+
+def _rows(ds: DocumentDataset) -> int:
+    """The rows of a dataset whose partitions are persisted (the count waits for them)."""
+    counts = ds.df.map_partitions(_row_count, meta=_row_count(ds.df._meta),
+                                  align_dataframes=False, enforce_metadata=False,
+                                  token=task_name("count"))
+    return int(progress.compute(counts.sum())[0])
