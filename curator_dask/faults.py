@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -228,14 +229,29 @@ def explain_fault(error: BaseException, client, *, partition_bytes: int | None =
         task, stage, tries, limit, peak, partition_bytes, during)
 
 
+#: Whether a :func:`faults_explained` is open around the code running now.
+_GUARDED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "curator_dask_faults_guarded", default=False)
+
+
 @contextmanager
 def faults_explained(partition_bytes: int | Callable[[], int | None] | None = None,
-                     client=None, setting: str = "blocksize") -> Iterator[None]:
+                     client=None, setting: str = "blocksize", *,
+                     fallback: bool = False) -> Iterator[None]:
     """Around a run on a cluster: a ``KilledWorker`` leaves it as :func:`explain_fault`
     names it, and the loss of the scheduler as a :class:`SchedulerLostError` with the
     resume hint. ``partition_bytes`` may be a function, called only on a failure;
     ``client`` defaults to the current ``distributed`` client; ``setting`` is the
-    parameter that sets the partition size."""
+    parameter that sets the partition size.
+
+    A run's own guard (an executor's, a workflow's, a dedup method's) knows its input
+    and its setting; the computes below it open a ``fallback`` guard, which names a
+    fault only where no other guard is open (a dataset's write from a notebook), and
+    otherwise leaves it to the run's."""
+    if fallback and _GUARDED.get():
+        yield
+        return
+    token = _GUARDED.set(True)
     try:
         yield
     except Exception as err:
@@ -254,3 +270,5 @@ def faults_explained(partition_bytes: int | Callable[[], int | None] | None = No
                 raise err from None
         size = partition_bytes() if callable(partition_bytes) else partition_bytes
         raise explain_fault(err, client, partition_bytes=size, setting=setting) from err
+    finally:
+        _GUARDED.reset(token)
