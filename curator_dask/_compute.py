@@ -43,14 +43,11 @@ _COMPUTE: contextvars.ContextVar[Callable | None] = contextvars.ContextVar(
 def compute(*collections, partition_bytes: int | None = None):
     """``dask.compute(*collections)``, through the compute installed by
     :func:`computed_by` where there is one. ``partition_bytes``: the size of the
-    partitions computed, named if a worker dies for memory. An installed compute belongs
-    to a run's phase: the run names a dead worker, with the phase it died in; so does a
-    run whose own guard is open around this call (a dedup method, a workflow)."""
-    installed = _COMPUTE.get()
-    if installed is not None:
-        return installed(*collections)
+    partitions computed, named if a worker dies for memory, unless a run's own guard is
+    open around this call (a dedup method, a workflow, an executor): that run names it,
+    with the phase it died in."""
     with faults_explained(partition_bytes, fallback=True):
-        return dask.compute(*collections)
+        return (_COMPUTE.get() or dask.compute)(*collections)
 
 
 @contextlib.contextmanager

@@ -162,13 +162,14 @@ def _memory_limits(client) -> list[int]:
     now), those of the first to come back within :data:`LIMIT_WAIT` seconds."""
     from curator_dask._distributed import scheduler_workers
 
+    def limits() -> list[int]:
+        return [int(w.get("memory_limit") or 0) for w in scheduler_workers(client).values()]
+
     try:
-        limits = [int(w.get("memory_limit") or 0) for w in scheduler_workers(client).values()]
-        if not limits:
+        if not (found := limits()):
             client.wait_for_workers(1, timeout=LIMIT_WAIT)
-            limits = [int(w.get("memory_limit") or 0)
-                      for w in scheduler_workers(client).values()]
-        return limits
+            found = limits()
+        return found
     except Exception:  # a scheduler that is gone, no worker back: the events alone must do
         return []
 

@@ -268,14 +268,13 @@ def compute(*collections, label: str | None = None):
     results depend on, so a shuffle's tasks move the bar); without one, as the local
     scheduler runs them. The label is ``label``, or the current :func:`phase`'s; the
     progress is the run's (:func:`current`) when there is one, else a bar of its own.
-    Without a label, this is ``dask.compute``. Outside a :func:`phase` and any run's
-    guard, a worker that died on every try is named as
-    :func:`~curator_dask.faults.faults_explained` names it (inside one, the run that
-    opened it names it, with the phase and what it knows of its input).
+    Without a label, this is ``dask.compute``. Outside any run's guard, a worker that
+    died on every try is named as :func:`~curator_dask.faults.faults_explained` names it
+    (inside one, the run that opened it names it, with the phase and what it knows of
+    its input).
     """
     label = label or _PHASE.get()
-    guard = faults_explained(fallback=True) if _PHASE.get() is None else contextlib.nullcontext()
-    with guard:
+    with faults_explained(fallback=True):
         if label is None:
             return dask.compute(*collections)
         with _counted(label) as progress:

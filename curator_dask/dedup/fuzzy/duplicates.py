@@ -221,10 +221,7 @@ class FuzzyDuplicates(Configured):
         # check and the document count share the MinHash pass with the edges.
         edges, repeated, documents = progress.persist(
             self.candidate_edges(signatures, documents).df,
-            repeated_ids(signatures.df, self.id_field),
-            signatures.df.map_partitions(_row_count, meta=_row_count(signatures.df._meta),
-                                         align_dataframes=False, enforce_metadata=False,
-                                         token=task_name("count")))
+            repeated_ids(signatures.df, self.id_field), _row_counts(signatures.df))
         check_unique_ids(repeated, self.id_field, who="FuzzyDuplicates")
         if self.false_positive_check:
             edges = self.checked_edges(edges, ds, num_edges=len(edges)).persist()
@@ -273,9 +270,12 @@ def _row_count(df) -> pd.Series:
     return pd.Series([len(df)], dtype="int64")
 
 
+def _row_counts(df: dd.DataFrame) -> dd.Series:
+    """Each partition's number of rows (lazy)."""
+    return df.map_partitions(_row_count, meta=_row_count(df._meta), align_dataframes=False,
+                             enforce_metadata=False, token=task_name("count"))
+
+
 def _rows(ds: DocumentDataset) -> int:
     """The rows of a dataset whose partitions are persisted (the count waits for them)."""
-    counts = ds.df.map_partitions(_row_count, meta=_row_count(ds.df._meta),
-                                  align_dataframes=False, enforce_metadata=False,
-                                  token=task_name("count"))
-    return int(progress.compute(counts.sum())[0])
+    return int(progress.compute(_row_counts(ds.df).sum())[0])
